@@ -1,0 +1,60 @@
+# Strata: `make run` opens Strata, `make test` runs every check CI runs.
+# Both install what they need first (Debian/Ubuntu packages, Go tools).
+
+GO        ?= go
+GOBIN     := $(shell $(GO) env GOPATH)/bin
+SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PKGS  := gcc g++ make mingw-w64 pkg-config
+STATICCHECK_VERSION := v0.8.2
+WIN_ENV   := GOOS=windows GOARCH=amd64 CGO_ENABLED=1 CC=x86_64-w64-mingw32-gcc CXX=x86_64-w64-mingw32-g++
+
+.PHONY: all deps build run test vet staticcheck unit windows fuzz bench kernels clean
+
+all: build
+
+# deps installs the Debian packages that are missing (apt-get only when something is).
+deps:
+	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $$missing; \
+	fi
+	@[ -x $(GOBIN)/staticcheck ] || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	$(GO) mod download
+
+build: deps
+	$(GO) build -o bin/strata .
+
+# run: until the app lands, generate from a tiny synthetic model made on the spot.
+run: build
+	@mkdir -p bin/demo
+	@[ -f bin/demo/tiny.gguf ] || ./bin/strata synth --arch qwen3moe --preset tiny --quant q8_0 -o bin/demo/tiny.gguf
+	./bin/strata run -m bin/demo/tiny.gguf -p "Hello from Strata" -n 32
+
+vet:
+	$(GO) vet ./...
+	$(WIN_ENV) $(GO) vet ./...
+
+staticcheck:
+	$(GOBIN)/staticcheck ./...
+
+unit:
+	$(GO) test -count=1 ./...
+
+# windows cross-builds the whole tree with mingw-w64, as the installer does.
+windows:
+	$(WIN_ENV) $(GO) build ./...
+	$(WIN_ENV) $(GO) build -o bin/strata.exe .
+
+test: deps vet staticcheck unit windows
+
+# fuzz runs the GGUF reader's fuzz target for FUZZTIME (crashers land in testdata/fuzz).
+FUZZTIME ?= 3m
+fuzz:
+	$(GO) test ./engine/gguf -run '^$$' -fuzz FuzzOpen -fuzztime $(FUZZTIME)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 2x ./engine/quant/
+
+clean:
+	rm -rf bin dist

@@ -1,0 +1,165 @@
+// Package engine is Strata's inference engine behind one small API: Open a GGUF model,
+// start a Session, Chat with it (tokens stream through a callback), and read a Tiers
+// snapshot for the tier map. The GUI, the CLI and any future server are thin callers of it;
+// the engine knows nothing of them.
+package engine
+
+import "time"
+
+// Progress reports a slow phase of Open (and of reloads): what is happening and how far.
+type Progress struct {
+	Phase string // "mapping", "weights", "vram-fill", "ram-copy", "ready"
+	Done  int64  // bytes (or steps) done
+	Total int64  // bytes (or steps) in all; 0 when unknown
+}
+
+// ModelInfo is what the model picker's card shows.
+type ModelInfo struct {
+	Path           string
+	Name           string
+	Architecture   string
+	FileBytes      int64
+	Quantization   string // dominant weight type, e.g. "Q4_K"
+	TotalParams    int64
+	ActiveParams   int64 // per token: non-expert weights plus the routed experts
+	Layers         int
+	Experts        int
+	ExpertsUsed    int
+	ContextLength  int // the model's trained context
+	Vocab          int
+	ExpertBytes    int64 // all routed-expert weights
+	NonExpertBytes int64 // everything else
+}
+
+// Role of a chat message.
+type Role string
+
+// Chat roles, as chat templates name them.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+)
+
+// Message is one turn of a conversation.
+type Message struct {
+	Role     Role
+	Content  string
+	Thinking string // the reasoning part of an assistant turn, kept apart from Content
+}
+
+// Sampling controls how the next token is chosen. Zero Temperature is greedy.
+type Sampling struct {
+	Temperature   float32
+	TopK          int     // 0 = off
+	TopP          float32 // 0 or 1 = off
+	MinP          float32 // 0 = off
+	RepeatPenalty float32 // 0 or 1 = off
+	RepeatLastN   int     // window for the penalty; 0 = 64
+	Seed          uint64
+	MaxTokens     int // 0 = until end of turn or the context is full
+}
+
+// SessionOptions configure one conversation's state.
+type SessionOptions struct {
+	// EnableThinking is passed to templates that understand it (Qwen3). Nil = template default.
+	EnableThinking *bool
+}
+
+// Token is one generated token as it streams out.
+type Token struct {
+	ID       int
+	Text     string // whole UTF-8 characters only; may be empty while a character is incomplete
+	Thinking bool   // part of the model's reasoning, not of the answer
+}
+
+// Timings of one generation.
+type Timings struct {
+	PromptTokens    int
+	GeneratedTokens int
+	Prefill         time.Duration
+	Decode          time.Duration
+}
+
+// PrefillTokensPerSec is prompt tokens per second of prefill.
+func (t Timings) PrefillTokensPerSec() float64 {
+	if t.Prefill <= 0 {
+		return 0
+	}
+	return float64(t.PromptTokens) / t.Prefill.Seconds()
+}
+
+// DecodeTokensPerSec is generated tokens per second after the first.
+func (t Timings) DecodeTokensPerSec() float64 {
+	if t.Decode <= 0 || t.GeneratedTokens < 2 {
+		return 0
+	}
+	return float64(t.GeneratedTokens-1) / t.Decode.Seconds()
+}
+
+// StopReason says why generation ended.
+type StopReason string
+
+// Why a generation stopped.
+const (
+	StopEndOfTurn StopReason = "end_of_turn"
+	StopMaxTokens StopReason = "max_tokens"
+	StopContext   StopReason = "context_full"
+	StopCancelled StopReason = "cancelled"
+)
+
+// Result of one Chat or Generate call.
+type Result struct {
+	Tokens   []int
+	Text     string // the answer
+	Thinking string // the reasoning part, if the model produced one
+	Stop     StopReason
+	Timings  Timings
+}
+
+// Tier is where one routed expert lives.
+type Tier uint8
+
+// Tiers from fastest to slowest.
+const (
+	TierVRAM   Tier = iota // a slot of the main GPU's expert cache
+	TierHelper             // a slot on a helper GPU
+	TierPinned             // page-locked host RAM
+	TierCold               // the model file on the SSD
+	TierCPU                // everything on the CPU: the expert is read from mapped RAM
+)
+
+func (t Tier) String() string {
+	switch t {
+	case TierVRAM:
+		return "vram"
+	case TierHelper:
+		return "helper"
+	case TierPinned:
+		return "pinned"
+	case TierCold:
+		return "cold"
+	case TierCPU:
+		return "cpu"
+	}
+	return "unknown"
+}
+
+// TierSnapshot is the tier map's picture of the model's memory at one moment.
+type TierSnapshot struct {
+	Layers, Experts int
+	Tier            [][]Tier   // [layer][expert]
+	Hits            [][]uint64 // routing count since load, [layer][expert]
+	BytesPerTier    map[Tier]int64
+	HitsPerTier     map[Tier]uint64
+	Swaps           uint64
+	TokensPerSec    float64 // decode speed of the last generation
+	Memory          []MemoryUse
+}
+
+// MemoryUse is one bar segment of the tier map: what uses how much of which memory.
+type MemoryUse struct {
+	Device string // "vram", "ram"
+	Kind   string // "weights", "expert cache", "kv cache", "pinned", "other"
+	Bytes  int64
+}

@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Auto marks a numeric knob the engine sizes itself (expert cache slots, prefill batch).
+const Auto = -1
+
+// Config holds every knob of DESIGN.md. CLI flags, the wizard and the settings panel all map
+// onto these fields; the zero values that mean "decide for me" are documented per field.
+type Config struct {
+	Backend string // "auto" (CUDA when a usable GPU is found, else CPU), "cpu", "cuda"
+	Threads int    // CPU worker goroutines; 0 = one per physical core
+
+	MaxContext int    // tokens of KV cache; 0 = the model's context length capped by memory
+	KVType     string // "f16" or "int8"
+	Prefill    int    // tokens per prefill step; Auto = chosen by the engine
+
+	ExpertCache        int     // VRAM expert slots on the main GPU; Auto = as many as fit
+	ExpertCacheDevice1 int     // slots on helper GPU 1 (0 = unused)
+	ExpertCacheDevice2 int     // slots on helper GPU 2 (0 = unused)
+	VRAMReserveMiB     int     // VRAM left free for the desktop and other apps
+	VRAMBudgetMiB      int     // cap on what Strata takes of a card; 0 = no cap
+	TieredExperts      bool    // VRAM, then pinned RAM, then cold on the SSD
+	HostBudgetGiB      float64 // pinned tier size; 0 = auto (available RAM - HostReserveGiB)
+	HostReserveGiB     float64 // RAM kept free for the rest of the PC
+	ResidentExperts    bool    // copy the complement of the GPU cache into one RAM arena
+	ResidentBudgetGiB  float64 // cap on that arena; 0 = no cap
+	AdaptEvery         int     // tokens between adaptive cache swaps; 0 = off
+	PCIeFrac           float64 // share of misses the GPU reads over PCIe instead of the CPU
+	Spec               int     // tokens drafted per step by multi-token prediction; 0 = off
+	SpecMinP           float64 // minimum draft probability to keep drafting
+	Verify             bool    // print checksums of filled VRAM slots and the RAM arena
+
+	// FloatPath makes the CPU backend dequantise weights and compute in float32 instead of
+	// quantising activations to 8 bits. Slower; it is the reference path for tests.
+	FloatPath bool
+}
+
+// DefaultConfig is what a user gets without touching anything.
+func DefaultConfig() Config {
+	return Config{
+		Backend:        "auto",
+		KVType:         "f16",
+		Prefill:        Auto,
+		ExpertCache:    Auto,
+		VRAMReserveMiB: 1024,
+		HostReserveGiB: 8,
+		SpecMinP:       0.75,
+	}
+}
+
+// Validate rejects values no engine could honour, naming the knob by its flag.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(flag, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
+	}
+	switch strings.ToLower(c.Backend) {
+	case "", "auto", "cpu", "cuda":
+	default:
+		bad("backend", "%q is not one of auto, cpu, cuda", c.Backend)
+	}
+	switch strings.ToLower(c.KVType) {
+	case "", "f16", "int8":
+	default:
+		bad("kv", "%q is not one of f16, int8", c.KVType)
+	}
+	if c.Threads < 0 {
+		bad("threads", "%d is negative", c.Threads)
+	}
+	if c.MaxContext < 0 {
+		bad("max-context", "%d is negative", c.MaxContext)
+	}
+	if c.Prefill < Auto || c.Prefill == 0 {
+		bad("prefill", "%d: give a positive batch size or auto", c.Prefill)
+	}
+	if c.ExpertCache < Auto {
+		bad("expert-cache", "%d: give a slot count or auto", c.ExpertCache)
+	}
+	if c.ExpertCacheDevice1 < 0 || c.ExpertCacheDevice2 < 0 {
+		bad("expert-cache-device1/2", "slot counts cannot be negative")
+	}
+	if c.VRAMReserveMiB < 0 {
+		bad("vram-reserve-mib", "%d is negative", c.VRAMReserveMiB)
+	}
+	if c.VRAMBudgetMiB < 0 {
+		bad("vram-budget-mib", "%d is negative", c.VRAMBudgetMiB)
+	}
+	if c.HostBudgetGiB < 0 {
+		bad("host-budget-gib", "%g is negative", c.HostBudgetGiB)
+	}
+	if c.HostReserveGiB < 0 {
+		bad("host-reserve-gib", "%g is negative", c.HostReserveGiB)
+	}
+	if c.ResidentBudgetGiB < 0 {
+		bad("resident-budget-gib", "%g is negative", c.ResidentBudgetGiB)
+	}
+	if c.TieredExperts && c.ResidentExperts {
+		bad("tiered-experts", "cannot be combined with --resident-experts; pick one")
+	}
+	if c.AdaptEvery < 0 {
+		bad("adapt-every", "%d is negative", c.AdaptEvery)
+	}
+	if c.PCIeFrac < 0 || c.PCIeFrac > 1 {
+		bad("pcie-frac", "%g is outside [0, 1]", c.PCIeFrac)
+	}
+	if c.Spec < 0 {
+		bad("spec", "%d is negative", c.Spec)
+	}
+	if c.SpecMinP < 0 || c.SpecMinP > 1 {
+		bad("spec-min-p", "%g is outside [0, 1]", c.SpecMinP)
+	}
+	return errors.Join(errs...)
+}
