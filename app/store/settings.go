@@ -1,0 +1,75 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"strata/engine"
+)
+
+// maxRecent is how many recently opened models the picker lists.
+const maxRecent = 8
+
+// Settings is everything the settings panel and the wizard decide, saved as settings.json.
+type Settings struct {
+	Config       engine.Config `json:"config"`
+	Mode         string        `json:"mode,omitempty"` // the wizard's recommended mode, as accepted
+	WizardDone   bool          `json:"wizard_done"`
+	RecentModels []string      `json:"recent_models,omitempty"`
+	LastModel    string        `json:"last_model,omitempty"`
+	Preset       string        `json:"preset,omitempty"` // sampling preset: precise, balanced, creative
+	SystemPrompt string        `json:"system_prompt,omitempty"`
+}
+
+// DefaultSettings is what a first run starts with.
+func DefaultSettings() Settings {
+	return Settings{Config: engine.DefaultConfig(), Preset: "balanced"}
+}
+
+// SettingsPath is settings.json inside dir.
+func SettingsPath(dir string) string { return filepath.Join(dir, "settings.json") }
+
+// LoadSettings reads path. A missing file gives the defaults; a damaged one gives the
+// defaults and an error naming the file, so the app can say so and go on. Fields absent
+// from the file keep their default values.
+func LoadSettings(path string) (Settings, error) {
+	s := DefaultSettings()
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return s, fmt.Errorf("store: %w", err)
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		return DefaultSettings(), fmt.Errorf("store: %s: not a settings file (defaults used): %w", path, err)
+	}
+	return s, nil
+}
+
+// SaveSettings validates the engine configuration and writes path atomically.
+func SaveSettings(path string, s Settings) error {
+	if err := s.Config.Validate(); err != nil {
+		return fmt.Errorf("store: settings not saved: %w", err)
+	}
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("store: %s: %w", path, err)
+	}
+	return WriteFileAtomic(path, append(data, '\n'))
+}
+
+// AddRecent puts model first in the recent list, without duplicates, keeping maxRecent.
+func (s *Settings) AddRecent(model string) {
+	list := []string{model}
+	for _, m := range s.RecentModels {
+		if m != model && len(list) < maxRecent {
+			list = append(list, m)
+		}
+	}
+	s.RecentModels = list
+	s.LastModel = model
+}
