@@ -5,20 +5,31 @@ package parallel
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // Pool runs index ranges on a fixed set of workers. The caller's goroutine takes part, so a
 // pool of n has n-1 background workers.
+//
+// Chunks are claimed dynamically (an atomic counter), and handing work to the workers never
+// blocks: a worker that is busy simply does not join. So the caller can always finish every
+// chunk alone, which makes For safe to call from inside fn (a nested For runs mostly on the
+// goroutine that called it) and from several goroutines at once.
 type Pool struct {
-	n    int
-	jobs chan job
-	wg   sync.WaitGroup
+	n      int
+	wake   chan *task
+	wg     sync.WaitGroup
+	closed atomic.Bool
 }
 
-type job struct {
+// task is one For call: its chunks are claimed by index until none are left.
+type task struct {
 	fn     func(lo, hi int)
-	lo, hi int
-	done   *sync.WaitGroup
+	n      int
+	size   int   // items per chunk
+	chunks int64 // number of chunks
+	next   atomic.Int64
+	done   sync.WaitGroup // one count per chunk
 }
 
 // NewPool starts a pool of n workers; n <= 0 means one per logical CPU.
@@ -26,7 +37,7 @@ func NewPool(n int) *Pool {
 	if n <= 0 {
 		n = runtime.NumCPU()
 	}
-	p := &Pool{n: n, jobs: make(chan job, n*4)}
+	p := &Pool{n: n, wake: make(chan *task, n)}
 	for i := 1; i < n; i++ {
 		p.wg.Add(1)
 		go p.worker()
@@ -36,9 +47,21 @@ func NewPool(n int) *Pool {
 
 func (p *Pool) worker() {
 	defer p.wg.Done()
-	for j := range p.jobs {
-		j.fn(j.lo, j.hi)
-		j.done.Done()
+	for t := range p.wake {
+		t.run()
+	}
+}
+
+// run claims and runs chunks of t until none are left.
+func (t *task) run() {
+	for {
+		c := t.next.Add(1) - 1
+		if c >= t.chunks {
+			return
+		}
+		lo := int(c) * t.size
+		t.fn(lo, min(lo+t.size, t.n))
+		t.done.Done()
 	}
 }
 
@@ -46,7 +69,9 @@ func (p *Pool) worker() {
 func (p *Pool) Size() int { return p.n }
 
 // For splits [0, n) into chunks of at least grain items and runs fn on each, returning when
-// all have finished. Chunks are few (about four per worker) so scheduling stays cheap.
+// all have finished. There are about four chunks per worker, claimed dynamically, so uneven
+// chunks balance out while scheduling stays cheap. fn runs concurrently on different chunks;
+// it may call For again (see Pool). After Close, For runs everything on the caller.
 func (p *Pool) For(n, grain int, fn func(lo, hi int)) {
 	if n <= 0 {
 		return
@@ -58,24 +83,31 @@ func (p *Pool) For(n, grain int, fn func(lo, hi int)) {
 	if c := (n + grain - 1) / grain; c < chunks {
 		chunks = c
 	}
-	if chunks <= 1 || p.n == 1 {
+	if chunks <= 1 || p.n == 1 || p.closed.Load() {
 		fn(0, n)
 		return
 	}
-	size := (n + chunks - 1) / chunks
-	var done sync.WaitGroup
-	// The caller runs the first chunk itself after handing out the rest.
-	for lo := size; lo < n; lo += size {
-		hi := min(lo+size, n)
-		done.Add(1)
-		p.jobs <- job{fn: fn, lo: lo, hi: hi, done: &done}
+	size := max((n+chunks-1)/chunks, grain)
+	t := &task{fn: fn, n: n, size: size, chunks: int64((n + size - 1) / size)}
+	t.done.Add(int(t.chunks))
+	// Wake at most one worker per chunk beyond the caller's, without ever blocking: a full
+	// wake queue means every worker already has something to do.
+	for i := 1; i < min(int(t.chunks), p.n); i++ {
+		select {
+		case p.wake <- t:
+		default:
+		}
 	}
-	fn(0, min(size, n))
-	done.Wait()
+	t.run()
+	t.done.Wait()
 }
 
-// Close stops the workers. The pool must not be used afterwards.
+// Close stops the workers after the work in flight. For still works afterwards, serially.
+// Close must not race with For calls on other goroutines.
 func (p *Pool) Close() {
-	close(p.jobs)
+	if p.closed.Swap(true) {
+		return
+	}
+	close(p.wake)
 	p.wg.Wait()
 }

@@ -1,0 +1,91 @@
+package parallel
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// covers checks that For visits every index of [0, n) exactly once.
+func covers(t *testing.T, p *Pool, n, grain int) {
+	t.Helper()
+	seen := make([]int32, n)
+	p.For(n, grain, func(lo, hi int) {
+		if lo < 0 || hi > n || lo >= hi {
+			t.Errorf("bad chunk [%d, %d) of %d", lo, hi, n)
+			return
+		}
+		if hi-lo < grain && hi != n {
+			t.Errorf("chunk [%d, %d) smaller than grain %d", lo, hi, grain)
+		}
+		for i := lo; i < hi; i++ {
+			atomic.AddInt32(&seen[i], 1)
+		}
+	})
+	for i, c := range seen {
+		if c != 1 {
+			t.Fatalf("n=%d grain=%d: index %d visited %d times", n, grain, i, c)
+		}
+	}
+}
+
+func TestForCoversEveryIndexOnce(t *testing.T) {
+	for _, size := range []int{1, 2, 3, 8} {
+		p := NewPool(size)
+		for _, n := range []int{0, 1, 2, 7, 100, 1001} {
+			for _, grain := range []int{0, 1, 3, 64, 5000} {
+				covers(t, p, n, grain)
+			}
+		}
+		if p.Size() != size {
+			t.Errorf("Size() = %d, want %d", p.Size(), size)
+		}
+		p.Close()
+	}
+}
+
+func TestNestedForDoesNotDeadlock(t *testing.T) {
+	p := NewPool(4)
+	defer p.Close()
+	var total atomic.Int64
+	p.For(64, 1, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			p.For(100, 1, func(lo, hi int) { total.Add(int64(hi - lo)) })
+		}
+	})
+	if got := total.Load(); got != 6400 {
+		t.Fatalf("nested For counted %d, want 6400", got)
+	}
+}
+
+func TestConcurrentCallers(t *testing.T) {
+	p := NewPool(3)
+	defer p.Close()
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < 50; k++ {
+				covers(t, p, 97, 2)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestForAfterCloseRunsSerially(t *testing.T) {
+	p := NewPool(4)
+	p.Close()
+	p.Close() // idempotent
+	covers(t, p, 50, 1)
+}
+
+func BenchmarkForOverhead(b *testing.B) {
+	p := NewPool(0)
+	defer p.Close()
+	var sink atomic.Int64
+	for b.Loop() {
+		p.For(p.Size()*4, 1, func(lo, hi int) { sink.Add(int64(hi - lo)) })
+	}
+}
