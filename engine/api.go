@@ -29,6 +29,9 @@ type ModelInfo struct {
 	Vocab          int
 	ExpertBytes    int64 // all routed-expert weights
 	NonExpertBytes int64 // everything else
+	// DecodeBytesPerToken is the weight bytes one decoded token reads: every non-expert
+	// matrix, one embedding row and the routed experts' share.
+	DecodeBytesPerToken int64
 }
 
 // Role of a chat message.
@@ -57,7 +60,8 @@ type Sampling struct {
 	RepeatPenalty float32 // 0 or 1 = off
 	RepeatLastN   int     // window for the penalty; 0 = 64
 	Seed          uint64
-	MaxTokens     int // 0 = until end of turn or the context is full
+	MaxTokens     int  // 0 = until end of turn or the context is full
+	IgnoreEOS     bool // keep generating past end-of-turn tokens (benchmarks)
 }
 
 // SessionOptions configure one conversation's state.

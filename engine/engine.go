@@ -3,26 +3,138 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"strata/engine/compute"
+	"strata/engine/compute/cpu"
+	"strata/engine/gguf"
+	"strata/engine/kv"
+	"strata/engine/model"
+	"strata/engine/sample"
 )
 
-// errNotBuilt is returned while the engine is being assembled.
-var errNotBuilt = errors.New("engine: not built yet")
-
-// Model is an opened GGUF model with its weights placed on the backends. It is safe for
-// one Session to generate at a time; Tiers may be called from any goroutine.
+// Model is an opened GGUF model with its weights placed on the backends. One Session
+// generates at a time; Info and Tiers may be called from any goroutine.
 type Model struct {
-	info ModelInfo
-	cfg  Config
+	info    ModelInfo
+	cfg     Config
+	file    *gguf.File
+	backend compute.Backend
+	net     *model.Model
+	text    *textCodec
+	stats   *routeStats
+	mu      sync.Mutex // one forward pass at a time
 }
 
 // Open maps the model file, checks it, places the weights and returns when the first token
 // can be generated. onProgress (may be nil) is called from the loading goroutine.
 func Open(ctx context.Context, path string, cfg Config, onProgress func(Progress)) (*Model, error) {
-	return nil, errNotBuilt
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	report := func(p Progress) {
+		if onProgress != nil {
+			onProgress(p)
+		}
+	}
+	report(Progress{Phase: "mapping"})
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := open(ctx, f, cfg, report)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	report(Progress{Phase: "ready", Done: 1, Total: 1})
+	return m, nil
+}
+
+func open(ctx context.Context, f *gguf.File, cfg Config, report func(Progress)) (*Model, error) {
+	info, err := describe(f)
+	if err != nil {
+		return nil, err
+	}
+	b, err := newBackend(cfg)
+	if err != nil {
+		return nil, err
+	}
+	net, err := model.Load(f, b, func(done, total int64) {
+		report(Progress{Phase: "weights", Done: done, Total: total})
+	})
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	text, err := newTextCodec(f)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	if cfg.Threads == 0 {
+		if c, ok := b.(*cpu.Backend); ok {
+			cfg.Threads = c.Threads()
+		}
+	}
+	if cfg.MaxContext == 0 {
+		cfg.MaxContext, err = kv.ContextFor(0, net.H.Context, net.H.Layers, net.H.KVHeads, net.H.HeadDim, kvType(cfg), kvBudget())
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+	}
+	slog.Info("engine: model open", "path", f.Path, "arch", info.Architecture, "backend", b.Name(), "context", cfg.MaxContext)
+	return &Model{info: info, cfg: cfg, file: f, backend: b, net: net, text: text, stats: newRouteStats(net.H.Layers, net.H.Experts)}, nil
+}
+
+// kvType is the cache format the config asks for; the float reference path keeps float32.
+func kvType(cfg Config) kv.Type {
+	if cfg.FloatPath {
+		return kv.F32
+	}
+	t, err := kv.ParseType(cfg.KVType)
+	if err != nil {
+		return kv.F16
+	}
+	return t
+}
+
+// kvBudget is the host memory the default context may take: a quarter of what is available.
+func kvBudget() int64 {
+	if avail := availableRAM(); avail > 0 {
+		return avail / 4
+	}
+	return 4 << 30
+}
+
+func newBackend(cfg Config) (compute.Backend, error) {
+	switch strings.ToLower(cfg.Backend) {
+	case "", "auto", "cpu":
+		return cpu.New(cpu.Options{Threads: cfg.Threads, FloatPath: cfg.FloatPath}), nil
+	case "cuda":
+		return nil, errors.New("engine: --backend cuda: the CUDA backend is not built into this version yet; use --backend cpu")
+	}
+	return nil, fmt.Errorf("engine: unknown backend %q", cfg.Backend)
 }
 
 // Close releases the model's memory and files.
-func (m *Model) Close() error { return nil }
+func (m *Model) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	err := m.backend.Close()
+	return errors.Join(err, m.file.Close())
+}
 
 // Info describes the model.
 func (m *Model) Info() ModelInfo { return m.info }
@@ -30,31 +142,203 @@ func (m *Model) Info() ModelInfo { return m.info }
 // Config is the configuration the model was opened with, with automatic values resolved.
 func (m *Model) Config() Config { return m.cfg }
 
-// Tiers returns a snapshot of where the experts are and how often they were hit.
-func (m *Model) Tiers() TierSnapshot { return TierSnapshot{} }
+// Backend names the compute backend, e.g. "cpu (avx2)".
+func (m *Model) Backend() string { return m.backend.Name() }
 
 // Session is one conversation's state (its KV cache).
 type Session struct {
-	m    *Model
-	opts SessionOptions
+	m      *Model
+	opts   SessionOptions
+	state  *model.State
+	tokens []int // what the cache holds, position by position
 }
 
-// NewSession starts an empty conversation.
+// NewSession starts an empty conversation. The KV cache is allocated on first use.
 func (m *Model) NewSession(opts SessionOptions) *Session { return &Session{m: m, opts: opts} }
 
-// Chat renders the conversation with the model's chat template, generates the assistant's
-// answer and streams it through onToken (may be nil). The KV cache is reused for the prefix
-// the conversation shares with the previous call.
-func (s *Session) Chat(ctx context.Context, msgs []Message, sp Sampling, onToken func(Token)) (Result, error) {
-	return Result{}, errNotBuilt
+func (s *Session) ensureState() error {
+	if s.state != nil {
+		return nil
+	}
+	st, err := s.m.net.NewState(s.m.cfg.MaxContext, string(kvType(s.m.cfg)))
+	if err != nil {
+		return fmt.Errorf("engine: kv cache of %d tokens: %w", s.m.cfg.MaxContext, err)
+	}
+	s.state = st
+	return nil
 }
 
-// Generate continues raw prompt tokens.
-func (s *Session) Generate(ctx context.Context, prompt []int, sp Sampling, onToken func(Token)) (Result, error) {
-	return Result{}, errNotBuilt
+// prefillBatch is the prompt chunk size per forward pass.
+func (s *Session) prefillBatch() int {
+	if s.m.cfg.Prefill > 0 {
+		return s.m.cfg.Prefill
+	}
+	return 256
 }
 
 // Eval runs tokens from an empty cache and hands the logits of every position to fn.
 func (s *Session) Eval(ctx context.Context, tokens []int, fn func(pos int, logits []float32)) error {
-	return errNotBuilt
+	if err := s.ensureState(); err != nil {
+		return err
+	}
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	s.state.Rewind(0)
+	s.tokens = s.tokens[:0]
+	V := s.m.net.H.Vocab
+	batch := s.prefillBatch()
+	logits := make([]float32, batch*V)
+	for i := 0; i < len(tokens); i += batch {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		chunk := tokens[i:min(i+batch, len(tokens))]
+		if err := s.m.net.Forward(s.state, chunk, true, logits, s.m.stats); err != nil {
+			return fmt.Errorf("engine: eval: %w", err)
+		}
+		s.tokens = append(s.tokens, chunk...)
+		for j := range chunk {
+			fn(i+j, logits[j*V:(j+1)*V])
+		}
+	}
+	return nil
+}
+
+// Generate continues raw prompt tokens (reusing the cached prefix it shares with the last
+// call) and streams what it generates.
+func (s *Session) Generate(ctx context.Context, prompt []int, sp Sampling, onToken func(Token)) (Result, error) {
+	return s.generate(ctx, prompt, sp, onToken, nil)
+}
+
+// generate is the decode loop shared by Generate and Chat. split (may be nil) separates
+// reasoning from the answer in the streamed text.
+func (s *Session) generate(ctx context.Context, prompt []int, sp Sampling, onToken func(Token), split *reasoningFilter) (Result, error) {
+	if len(prompt) == 0 {
+		return Result{}, errors.New("engine: empty prompt")
+	}
+	if err := s.ensureState(); err != nil {
+		return Result{}, err
+	}
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	capacity := s.state.Capacity()
+	if len(prompt) >= capacity {
+		return Result{}, fmt.Errorf("engine: the prompt is %d tokens but the context holds %d; shorten it or raise --max-context", len(prompt), capacity)
+	}
+	// Reuse the cached prefix; always recompute at least the last prompt token for its logits.
+	keep := commonPrefix(s.tokens, prompt)
+	keep = min(keep, len(prompt)-1)
+	s.state.Rewind(keep)
+	s.tokens = s.tokens[:keep]
+
+	V := s.m.net.H.Vocab
+	smp := sample.New(sample.Params{
+		Temperature: sp.Temperature, TopK: sp.TopK, TopP: sp.TopP, MinP: sp.MinP,
+		RepeatPenalty: sp.RepeatPenalty, RepeatLastN: sp.RepeatLastN, Seed: sp.Seed,
+	})
+	for _, t := range prompt {
+		smp.Accept(t)
+	}
+	var res Result
+	res.Timings.PromptTokens = len(prompt) - keep
+	logits := make([]float32, V)
+	start := time.Now()
+	batch := s.prefillBatch()
+	for i := keep; i < len(prompt); i += batch {
+		if err := ctx.Err(); err != nil {
+			res.Stop = StopCancelled
+			return res, nil
+		}
+		chunk := prompt[i:min(i+batch, len(prompt))]
+		if err := s.m.net.Forward(s.state, chunk, false, logits, s.m.stats); err != nil {
+			return res, fmt.Errorf("engine: prefill: %w", err)
+		}
+		s.tokens = append(s.tokens, chunk...)
+	}
+	res.Timings.Prefill = time.Since(start)
+
+	stream := s.m.text.newStream()
+	var answer, thinking strings.Builder
+	emit := func(id int, text string) {
+		for _, part := range split.feed(text) {
+			if part.thinking {
+				thinking.WriteString(part.text)
+			} else {
+				answer.WriteString(part.text)
+			}
+			if onToken != nil && part.text != "" {
+				onToken(Token{ID: id, Text: part.text, Thinking: part.thinking})
+			}
+		}
+	}
+	decodeStart := time.Now()
+	for {
+		id := smp.Sample(logits)
+		if !sp.IgnoreEOS && s.m.text.isEnd(id) {
+			res.Stop = StopEndOfTurn
+			break
+		}
+		res.Tokens = append(res.Tokens, id)
+		smp.Accept(id)
+		emit(id, stream.add(id))
+		if sp.MaxTokens > 0 && len(res.Tokens) >= sp.MaxTokens {
+			res.Stop = StopMaxTokens
+			break
+		}
+		if s.state.Pos() >= capacity {
+			res.Stop = StopContext
+			break
+		}
+		if ctx.Err() != nil {
+			res.Stop = StopCancelled
+			break
+		}
+		if err := s.m.net.Forward(s.state, []int{id}, false, logits, s.m.stats); err != nil {
+			return res, fmt.Errorf("engine: decode: %w", err)
+		}
+		s.tokens = append(s.tokens, id)
+	}
+	emit(-1, stream.flush())
+	for _, part := range split.flush() {
+		if part.thinking {
+			thinking.WriteString(part.text)
+		} else {
+			answer.WriteString(part.text)
+		}
+		if onToken != nil && part.text != "" {
+			onToken(Token{ID: -1, Text: part.text, Thinking: part.thinking})
+		}
+	}
+	res.Timings.GeneratedTokens = len(res.Tokens)
+	res.Timings.Decode = time.Since(decodeStart)
+	res.Text, res.Thinking = answer.String(), thinking.String()
+	s.m.stats.setSpeed(res.Timings.DecodeTokensPerSec())
+	return res, nil
+}
+
+func commonPrefix(a, b []int) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+// availableRAM reads MemAvailable; 0 when unknown. (The platform package has the full probe;
+// the engine needs only this one number for the default context.)
+func availableRAM() int64 {
+	if runtime.GOOS != "linux" {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		var kb int64
+		if _, err := fmt.Sscanf(line, "MemAvailable: %d kB", &kb); err == nil {
+			return kb << 10
+		}
+	}
+	return 0
 }

@@ -2,10 +2,76 @@ package engine
 
 import (
 	"context"
-	"fmt"
+	"os"
+	"strings"
+
+	"strata/engine/gguf"
+	"strata/engine/model"
+	"strata/engine/quant"
 )
 
 // Inspect reads a model file's header and describes it without loading any weights.
 func Inspect(ctx context.Context, path string) (ModelInfo, error) {
-	return ModelInfo{}, fmt.Errorf("engine: inspect %s: not built yet", path)
+	f, err := gguf.Open(path)
+	if err != nil {
+		return ModelInfo{}, err
+	}
+	defer f.Close()
+	return describe(f)
+}
+
+// describe fills a ModelInfo from the header: sizes, parameter counts, the dominant type.
+func describe(f *gguf.File) (ModelInfo, error) {
+	h, err := model.ReadHparams(f)
+	if err != nil {
+		return ModelInfo{}, err
+	}
+	info := ModelInfo{
+		Path: f.Path, Architecture: h.Arch, Layers: h.Layers, Experts: h.Experts,
+		ExpertsUsed: h.ExpertsUsed, ContextLength: h.Context, Vocab: h.Vocab,
+	}
+	info.Name, _ = f.GetString("general.name")
+	if st, err := os.Stat(f.Path); err == nil {
+		info.FileBytes = st.Size()
+	}
+	bytesByType := map[quant.Type]int64{}
+	var expertParams int64
+	for _, t := range f.Tensors {
+		n := t.Elements()
+		info.TotalParams += n
+		bytesByType[t.Type] += t.Size
+		switch {
+		case strings.Contains(t.Name, "_exps."):
+			info.ExpertBytes += t.Size
+			expertParams += n
+			if h.Experts > 0 {
+				info.DecodeBytesPerToken += t.Size / int64(h.Experts) * int64(h.ExpertsUsed)
+			}
+		case t.Name == "token_embd.weight":
+			info.NonExpertBytes += t.Size
+			info.DecodeBytesPerToken += t.Size / int64(max(h.Vocab, 1))
+		default:
+			info.NonExpertBytes += t.Size
+			info.DecodeBytesPerToken += t.Size
+		}
+	}
+	info.ActiveParams = info.TotalParams - expertParams
+	if h.Experts > 0 {
+		info.ActiveParams += expertParams / int64(h.Experts) * int64(h.ExpertsUsed)
+	}
+	var best int64
+	for t, b := range bytesByType {
+		if b > best || (b == best && t < quantOf(info.Quantization)) {
+			best, info.Quantization = b, t.String()
+		}
+	}
+	return info, nil
+}
+
+func quantOf(name string) quant.Type {
+	t, err := quant.ParseType(name)
+	if err != nil {
+		return 1 << 30
+	}
+	return t
 }

@@ -2,9 +2,136 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"time"
+
+	"strata/engine"
 )
 
+// benchReport is `strata bench --json`.
+type benchReport struct {
+	Model            string  `json:"model"`
+	Backend          string  `json:"backend"`
+	Threads          int     `json:"threads"`
+	LoadSeconds      float64 `json:"load_s"`
+	ReadySeconds     float64 `json:"ready_s"` // process start until the first token can be made
+	PromptTokens     int     `json:"prompt_tokens"`
+	PrefillTPS       float64 `json:"prefill_tokens_per_s"`
+	DecodeTokens     int     `json:"decode_tokens"`
+	DecodeTPS        float64 `json:"decode_tokens_per_s"`
+	BytesPerToken    int64   `json:"weight_bytes_read_per_token"`
+	MemBandwidthGBs  float64 `json:"memory_bandwidth_gb_s"`
+	BoundTPS         float64 `json:"bandwidth_bound_tokens_per_s"`
+	FractionOfBound  float64 `json:"fraction_of_bound"`
+	PeakRSSBytes     int64   `json:"peak_rss_bytes"`
+	ExpertHitRateCPU float64 `json:"expert_hit_rate_cpu"`
+}
+
 func runBench(ctx context.Context, args []string, io IO) error {
-	return fmt.Errorf("bench: not built yet")
+	fs := newFlags("bench", io)
+	cfg := engine.DefaultConfig()
+	modelPath := fs.String("m", "", "model GGUF file")
+	promptN := fs.Int("prompt", 512, "prompt tokens for the prefill measurement")
+	decodeN := fs.Int("decode", 128, "tokens to decode")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	addEngineFlags(fs, &cfg)
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	if *modelPath == "" {
+		return usagef("-m MODEL is required")
+	}
+	if *promptN < 1 || *decodeN < 2 {
+		return usagef("--prompt must be >= 1 and --decode >= 2")
+	}
+	if cfg.MaxContext == 0 {
+		cfg.MaxContext = *promptN + *decodeN + 16
+	}
+	t0 := time.Now()
+	m, err := engine.Open(ctx, *modelPath, cfg, nil)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	rep := benchReport{Model: *modelPath, Backend: m.Backend(), Threads: m.Config().Threads}
+	rep.LoadSeconds = time.Since(t0).Seconds()
+	rep.ReadySeconds = time.Since(io.start()).Seconds()
+	info := m.Info()
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	prompt := make([]int, *promptN)
+	for i := range prompt {
+		prompt[i] = rng.IntN(info.Vocab)
+	}
+	s := m.NewSession(engine.SessionOptions{})
+	res, err := s.Generate(ctx, prompt, engine.Sampling{MaxTokens: *decodeN, IgnoreEOS: true}, nil)
+	if err != nil {
+		return err
+	}
+	rep.PromptTokens = res.Timings.PromptTokens
+	rep.PrefillTPS = res.Timings.PrefillTokensPerSec()
+	rep.DecodeTokens = res.Timings.GeneratedTokens
+	rep.DecodeTPS = res.Timings.DecodeTokensPerSec()
+
+	rep.BytesPerToken = info.DecodeBytesPerToken
+	rep.MemBandwidthGBs = copyBandwidth(m.Config().Threads)
+	if rep.BytesPerToken > 0 {
+		rep.BoundTPS = rep.MemBandwidthGBs * 1e9 / float64(rep.BytesPerToken)
+		rep.FractionOfBound = rep.DecodeTPS / rep.BoundTPS
+	}
+	rep.PeakRSSBytes = peakRSS()
+	tiers := m.Tiers()
+	var hits uint64
+	for _, h := range tiers.HitsPerTier {
+		hits += h
+	}
+	if hits > 0 {
+		rep.ExpertHitRateCPU = float64(tiers.HitsPerTier[engine.TierCPU]) / float64(hits)
+	}
+	if *asJSON {
+		return json.NewEncoder(io.Out).Encode(rep)
+	}
+	fmt.Fprintf(io.Out, "model     %s (%s, %d threads)\n", rep.Model, rep.Backend, rep.Threads)
+	fmt.Fprintf(io.Out, "load      %.2f s (ready %.2f s after start)\n", rep.LoadSeconds, rep.ReadySeconds)
+	fmt.Fprintf(io.Out, "prefill   %d tokens at %.1f tok/s\n", rep.PromptTokens, rep.PrefillTPS)
+	fmt.Fprintf(io.Out, "decode    %d tokens at %.2f tok/s (bound %.2f tok/s = %.1f GB/s / %.1f MB per token: %.0f%%)\n",
+		rep.DecodeTokens, rep.DecodeTPS, rep.BoundTPS, rep.MemBandwidthGBs, float64(rep.BytesPerToken)/1e6, 100*rep.FractionOfBound)
+	fmt.Fprintf(io.Out, "peak RSS  %.2f GiB\n", float64(rep.PeakRSSBytes)/(1<<30))
+	return nil
+}
+
+// copyBandwidth measures read+write memory bandwidth with a parallel copy of 512 MiB, best of
+// three, counting the bytes read (the bound for decode, which only reads weights).
+func copyBandwidth(threads int) float64 {
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	const size = 512 << 20
+	src, dst := make([]byte, size), make([]byte, size)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	best := 0.0
+	for range 3 {
+		start := time.Now()
+		var wg sync.WaitGroup
+		chunk := size / threads
+		for t := range threads {
+			wg.Add(1)
+			go func(lo, hi int) {
+				defer wg.Done()
+				copy(dst[lo:hi], src[lo:hi])
+			}(t*chunk, min((t+1)*chunk, size))
+		}
+		wg.Wait()
+		// A copy moves each byte twice (read and write): count both, as STREAM does.
+		if gbs := 2 * size / time.Since(start).Seconds() / 1e9; gbs > best {
+			best = gbs
+		}
+	}
+	return best
 }

@@ -13,16 +13,26 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"time"
 )
 
 // IO is where a command reads and writes; tests pass buffers.
 type IO struct {
 	In       io.Reader
 	Out, Err io.Writer
+	Started  time.Time // when the process started, for ready-time measurements
 }
 
 // Stdio is the process's standard streams.
-func Stdio() IO { return IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr} }
+func Stdio() IO { return IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Started: time.Now()} }
+
+// start is when the process (or the test) began.
+func (io IO) start() time.Time {
+	if io.Started.IsZero() {
+		return time.Now()
+	}
+	return io.Started
+}
 
 type command struct {
 	name    string

@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"strata/engine"
+)
+
+// autoInt is an int flag that also accepts "auto" (engine.Auto).
+type autoInt struct{ v *int }
+
+func (a autoInt) String() string {
+	if a.v == nil {
+		return ""
+	}
+	if *a.v == engine.Auto {
+		return "auto"
+	}
+	return strconv.Itoa(*a.v)
+}
+
+func (a autoInt) Set(s string) error {
+	if strings.EqualFold(s, "auto") {
+		*a.v = engine.Auto
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a non-negative number or auto, got %q", s)
+	}
+	*a.v = n
+	return nil
+}
+
+// addEngineFlags binds every engine knob (DESIGN.md, Knobs) to cfg.
+func addEngineFlags(fs *flag.FlagSet, cfg *engine.Config) {
+	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "compute backend: auto, cpu or cuda")
+	fs.IntVar(&cfg.Threads, "threads", cfg.Threads, "CPU worker threads (0 = one per core)")
+	fs.IntVar(&cfg.MaxContext, "max-context", cfg.MaxContext, "context length in tokens (0 = the model's, capped by memory)")
+	fs.StringVar(&cfg.KVType, "kv", cfg.KVType, "KV cache type: f16 or int8")
+	fs.Var(autoInt{&cfg.Prefill}, "prefill", "prompt tokens per prefill step, or auto")
+	fs.Var(autoInt{&cfg.ExpertCache}, "expert-cache", "VRAM expert slots on the main GPU, or auto")
+	fs.IntVar(&cfg.ExpertCacheDevice1, "expert-cache-device1", cfg.ExpertCacheDevice1, "expert slots on helper GPU 1")
+	fs.IntVar(&cfg.ExpertCacheDevice2, "expert-cache-device2", cfg.ExpertCacheDevice2, "expert slots on helper GPU 2")
+	fs.IntVar(&cfg.VRAMReserveMiB, "vram-reserve-mib", cfg.VRAMReserveMiB, "VRAM left free for other apps (MiB)")
+	fs.IntVar(&cfg.VRAMBudgetMiB, "vram-budget-mib", cfg.VRAMBudgetMiB, "cap on the VRAM Strata takes of a card (MiB, 0 = no cap)")
+	fs.BoolVar(&cfg.TieredExperts, "tiered-experts", cfg.TieredExperts, "VRAM, then pinned RAM, then SSD tiers for experts")
+	fs.Float64Var(&cfg.HostBudgetGiB, "host-budget-gib", cfg.HostBudgetGiB, "pinned RAM tier size (GiB, 0 = auto)")
+	fs.Float64Var(&cfg.HostReserveGiB, "host-reserve-gib", cfg.HostReserveGiB, "RAM kept free for the rest of the PC (GiB)")
+	fs.BoolVar(&cfg.ResidentExperts, "resident-experts", cfg.ResidentExperts, "copy the experts the GPU does not hold into RAM")
+	fs.Float64Var(&cfg.ResidentBudgetGiB, "resident-budget-gib", cfg.ResidentBudgetGiB, "cap on the resident RAM arena (GiB, 0 = none)")
+	fs.IntVar(&cfg.AdaptEvery, "adapt-every", cfg.AdaptEvery, "tokens between adaptive expert swaps (0 = off)")
+	fs.Float64Var(&cfg.PCIeFrac, "pcie-frac", cfg.PCIeFrac, "share of misses the GPU reads over PCIe")
+	fs.IntVar(&cfg.Spec, "spec", cfg.Spec, "tokens drafted per step by multi-token prediction (0 = off)")
+	fs.Float64Var(&cfg.SpecMinP, "spec-min-p", cfg.SpecMinP, "minimum draft probability")
+	fs.BoolVar(&cfg.Verify, "verify", cfg.Verify, "print checksums of the filled expert tiers")
+	fs.BoolVar(&cfg.FloatPath, "float-path", cfg.FloatPath, "compute in float32 from dequantised weights (reference, slow)")
+}

@@ -1,0 +1,6 @@
+//go:build !linux && !windows
+
+package cli
+
+// peakRSS is unknown on this OS.
+func peakRSS() int64 { return 0 }

@@ -1,0 +1,91 @@
+// Package compute is the contract the forward pass is written against: buffers on a device and
+// the handful of operations a MoE transformer needs. The CPU implementation is in compute/cpu,
+// the NVIDIA one in compute/gpu; the model code never knows which one it drives.
+package compute
+
+import "strata/engine/quant"
+
+// Buf is a float32 array living on the backend's device.
+type Buf interface {
+	Len() int
+}
+
+// Weight is a matrix (or a stack of expert matrices) placed on the backend's device, in its
+// GGUF block format. Rows are of Cols values; a stacked tensor holds Experts matrices of
+// Rows x Cols each, expert after expert.
+type Weight interface {
+	Name() string
+	Type() quant.Type
+	Rows() int
+	Cols() int
+	Experts() int // 1 for a plain matrix
+}
+
+// WeightSpec describes a tensor to place: its bytes as they sit in the model file.
+type WeightSpec struct {
+	Name    string
+	Type    quant.Type
+	Rows    int // per expert
+	Cols    int
+	Experts int // 0 or 1 for a plain matrix
+	Data    []byte
+}
+
+// KV is one session's key/value cache on the backend's device.
+type KV interface {
+	Capacity() int // positions it can hold
+}
+
+// KVSpec sizes a KV cache.
+type KVSpec struct {
+	Layers, KVHeads, HeadDim, Positions int
+	Type                                string // "f16", "f32" (reference), "int8"
+}
+
+// AttentionSpec describes one attention call over n new tokens at positions pos0..pos0+n-1.
+type AttentionSpec struct {
+	Layer, Pos0, N          int
+	Heads, KVHeads, HeadDim int
+	Scale                   float32
+}
+
+// Routes are the experts chosen for n tokens: IDs[t*K+j] with weight Weights[t*K+j].
+type Routes struct {
+	N, K    int
+	IDs     []int32
+	Weights []float32
+}
+
+// Backend runs the operations. Activations are row-major [n x dim] Bufs. Every method that
+// can fail on bad input returns an error naming the tensor; arithmetic ops assume the model
+// checked shapes at load.
+type Backend interface {
+	Name() string
+	Close() error
+
+	NewBuf(n int) Buf
+	Write(dst Buf, src []float32)
+	Read(src Buf, dst []float32)
+
+	Place(spec WeightSpec) (Weight, error)
+	NewKV(spec KVSpec) (KV, error)
+
+	// Embed writes the rows of table for ids into dst [len(ids) x table.Cols()].
+	Embed(dst Buf, table Weight, ids []int) error
+	// RMSNorm normalises each of the rows (of len(w) values) of x into dst, times w.
+	RMSNorm(dst, x Buf, w Weight, rows int, eps float32)
+	// MatMul: dst[n x w.Rows()] = x[n x w.Cols()] · wᵀ.
+	MatMul(dst Buf, w Weight, x Buf, n int)
+	// RoPENeoX rotates n rows of heads x headDim values in place; row t is at positions[t].
+	RoPENeoX(x Buf, n, heads, headDim int, positions []int, base float32)
+	// StoreKV writes n rows of k and v (KVHeads x HeadDim each) at pos0.. of layer.
+	StoreKV(kv KV, layer, pos0, n int, k, v Buf)
+	// Attention computes causal GQA attention of q [n x heads*headDim] over the cache.
+	Attention(dst, q Buf, kv KV, spec AttentionSpec)
+	// MoE adds to dst [n x hidden] the routed experts' SwiGLU outputs of x, weighted.
+	MoE(dst, x Buf, gate, up, down Weight, r Routes)
+	// Add: dst += x over the first n values.
+	Add(dst, x Buf, n int)
+	// Copy moves n values from src[srcOff:] to dst[dstOff:].
+	Copy(dst Buf, dstOff int, src Buf, srcOff int, n int)
+}

@@ -1,0 +1,194 @@
+// Package cpu is the CPU implementation of compute.Backend: weights stay in the model file's
+// mapping, activations are float32 slices, and every heavy loop is split over one fixed pool.
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"strata/engine/compute"
+	"strata/engine/kv"
+	"strata/engine/parallel"
+	"strata/engine/quant"
+)
+
+// Options of the CPU backend.
+type Options struct {
+	Threads int // 0 = one per logical CPU
+	// FloatPath dequantises weight rows and computes in float32 (the reference for tests)
+	// instead of quantising activations to 8 bits for integer dot products.
+	FloatPath bool
+}
+
+// Backend is the CPU backend.
+type Backend struct {
+	pool  *parallel.Pool
+	float bool
+}
+
+// New starts the CPU backend's worker pool.
+func New(o Options) *Backend {
+	return &Backend{pool: parallel.NewPool(o.Threads), float: o.FloatPath}
+}
+
+// Name says which kernels run.
+func (b *Backend) Name() string {
+	if b.float {
+		return "cpu (float reference)"
+	}
+	return "cpu (" + quant.CPUFeatures() + ")"
+}
+
+// Threads is the pool size.
+func (b *Backend) Threads() int { return b.pool.Size() }
+
+// Pool exposes the worker pool, for expert code that runs beside the backend.
+func (b *Backend) Pool() *parallel.Pool { return b.pool }
+
+// Close stops the workers.
+func (b *Backend) Close() error { b.pool.Close(); return nil }
+
+type buf []float32
+
+func (x buf) Len() int { return len(x) }
+
+func f32(x compute.Buf) []float32 { return x.(buf) }
+
+// NewBuf allocates n floats.
+func (b *Backend) NewBuf(n int) compute.Buf { return buf(make([]float32, n)) }
+
+// Write copies host floats in.
+func (b *Backend) Write(dst compute.Buf, src []float32) { copy(f32(dst), src) }
+
+// Read copies floats out.
+func (b *Backend) Read(src compute.Buf, dst []float32) { copy(dst, f32(src)) }
+
+// Copy moves n values between bufs.
+func (b *Backend) Copy(dst compute.Buf, dstOff int, src compute.Buf, srcOff int, n int) {
+	copy(f32(dst)[dstOff:dstOff+n], f32(src)[srcOff:srcOff+n])
+}
+
+// Weight is a tensor in the model file's mapping.
+type Weight struct {
+	name             string
+	typ              quant.Type
+	rows, cols, exps int
+	rowBytes         int
+	data             []byte
+	vec              []float32 // decoded values of a single-row tensor (norm weights)
+}
+
+func (w *Weight) Name() string     { return w.name }
+func (w *Weight) Type() quant.Type { return w.typ }
+func (w *Weight) Rows() int        { return w.rows }
+func (w *Weight) Cols() int        { return w.cols }
+func (w *Weight) Experts() int     { return w.exps }
+func (w *Weight) expert(e int) []byte {
+	n := w.rows * w.rowBytes
+	return w.data[e*n : (e+1)*n]
+}
+
+// Data is the weight's bytes (all experts of a stacked tensor).
+func (w *Weight) Data() []byte { return w.data }
+
+// NewWeight wraps bytes of the model file as a weight, checking the size.
+func NewWeight(spec compute.WeightSpec) (*Weight, error) {
+	exps := max(spec.Experts, 1)
+	rb, err := quant.RowBytes(spec.Type, spec.Cols)
+	if err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", spec.Name, err)
+	}
+	if want := rb * spec.Rows * exps; len(spec.Data) != want {
+		return nil, fmt.Errorf("tensor %q: %d bytes, want %d for %d x %d x %d %s", spec.Name, len(spec.Data), want, exps, spec.Rows, spec.Cols, spec.Type)
+	}
+	w := &Weight{name: spec.Name, typ: spec.Type, rows: spec.Rows, cols: spec.Cols, exps: exps, rowBytes: rb, data: spec.Data}
+	if spec.Rows == 1 && exps == 1 {
+		w.vec = make([]float32, spec.Cols)
+		if err := quant.Dequantize(spec.Type, spec.Data, w.vec); err != nil {
+			return nil, fmt.Errorf("tensor %q: %w", spec.Name, err)
+		}
+	}
+	return w, nil
+}
+
+// Place wraps a tensor; the CPU reads weights where they are.
+func (b *Backend) Place(spec compute.WeightSpec) (compute.Weight, error) { return NewWeight(spec) }
+
+// NewKV allocates a host KV cache.
+func (b *Backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
+	t, err := kv.ParseType(spec.Type)
+	if err != nil {
+		return nil, err
+	}
+	return kv.New(spec.Layers, spec.KVHeads, spec.HeadDim, spec.Positions, t)
+}
+
+// Embed dequantises the table rows of ids.
+func (b *Backend) Embed(dst compute.Buf, table compute.Weight, ids []int) error {
+	w := table.(*Weight)
+	d := f32(dst)
+	for i, id := range ids {
+		if id < 0 || id >= w.rows {
+			return fmt.Errorf("cpu: embed %q: token id %d outside [0, %d)", w.name, id, w.rows)
+		}
+		row := w.data[id*w.rowBytes : (id+1)*w.rowBytes]
+		if err := quant.Dequantize(w.typ, row, d[i*w.cols:(i+1)*w.cols]); err != nil {
+			return fmt.Errorf("cpu: embed %q: %w", w.name, err)
+		}
+	}
+	return nil
+}
+
+// RMSNorm normalises rows of len(w) values.
+func (b *Backend) RMSNorm(dst, x compute.Buf, wt compute.Weight, rows int, eps float32) {
+	w := wt.(*Weight).vec
+	d, s := f32(dst), f32(x)
+	dim := len(w)
+	for r := range rows {
+		in, out := s[r*dim:(r+1)*dim], d[r*dim:(r+1)*dim]
+		var ss float64
+		for _, v := range in {
+			ss += float64(v) * float64(v)
+		}
+		scale := float32(1 / math.Sqrt(ss/float64(dim)+float64(eps)))
+		for i, v := range in {
+			out[i] = v * scale * w[i]
+		}
+	}
+}
+
+// Add accumulates x into dst.
+func (b *Backend) Add(dst, x compute.Buf, n int) {
+	d, s := f32(dst), f32(x)
+	for i := range n {
+		d[i] += s[i]
+	}
+}
+
+// RoPENeoX rotates element i with element i+headDim/2 of every head.
+func (b *Backend) RoPENeoX(x compute.Buf, n, heads, headDim int, positions []int, base float32) {
+	d := f32(x)
+	half := headDim / 2
+	cos, sin := make([]float32, half), make([]float32, half)
+	for t := range n {
+		for i := range half {
+			// inv_freq in float32 as transformers computes it, the angle in float64.
+			invFreq := float32(1 / math.Pow(float64(base), float64(2*i)/float64(headDim)))
+			a := float64(positions[t]) * float64(invFreq)
+			cos[i], sin[i] = float32(math.Cos(a)), float32(math.Sin(a))
+		}
+		for h := range heads {
+			v := d[(t*heads+h)*headDim : (t*heads+h+1)*headDim]
+			for i := range half {
+				x0, x1 := v[i], v[i+half]
+				v[i] = x0*cos[i] - x1*sin[i]
+				v[i+half] = x1*cos[i] + x0*sin[i]
+			}
+		}
+	}
+}
+
+// StoreKV writes keys and values into the host cache.
+func (b *Backend) StoreKV(c compute.KV, layer, pos0, n int, k, v compute.Buf) {
+	c.(*kv.Cache).Store(layer, pos0, n, f32(k), f32(v))
+}

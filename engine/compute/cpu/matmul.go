@@ -1,0 +1,73 @@
+package cpu
+
+import (
+	"strata/engine/compute"
+	"strata/engine/quant"
+)
+
+// grainRows is the fewest weight rows per task: enough work to amortise a handoff.
+const grainRows = 16
+
+// MatMul computes dst[n x rows] = x[n x cols] · wᵀ.
+func (b *Backend) MatMul(dst compute.Buf, wt compute.Weight, x compute.Buf, n int) {
+	w := wt.(*Weight)
+	b.matmulSegments([]segment{{w: w, expert: 0, xs: f32(x)[:n*w.cols], n: n, y: f32(dst)}})
+}
+
+// segment is one matrix product in a batch of them: the rows of one (expert) matrix times
+// n activation rows, written to y with a row stride of the matrix's row count.
+type segment struct {
+	w      *Weight
+	expert int
+	xs     []float32 // n x cols
+	n      int
+	y      []float32 // n x rows
+	acts   *quant.Activations
+}
+
+// matmulSegments runs several products as one parallel loop over all their rows, so a MoE
+// layer's experts cost one pool handoff instead of one per expert.
+func (b *Backend) matmulSegments(segs []segment) {
+	if len(segs) == 0 {
+		return
+	}
+	float := b.float
+	if !float {
+		for i := range segs {
+			s := &segs[i]
+			a, err := quant.NewActivations(s.w.typ, s.w.cols, s.n)
+			if err != nil {
+				// No integer kernel for this type: the float path is always available.
+				float = true
+				break
+			}
+			for r := range s.n {
+				a.Set(r, s.xs[r*s.w.cols:(r+1)*s.w.cols])
+			}
+			s.acts = a
+		}
+	}
+	// All segments of one call share a row count in practice; index rows across them.
+	starts := make([]int, len(segs)+1)
+	for i, s := range segs {
+		starts[i+1] = starts[i] + s.w.rows
+	}
+	b.pool.For(starts[len(segs)], grainRows, func(lo, hi int) {
+		si := 0
+		for i := lo; i < hi; {
+			for starts[si+1] <= i {
+				si++
+			}
+			s := &segs[si]
+			r0 := i - starts[si]
+			r1 := min(s.w.rows, r0+(hi-i))
+			data := s.w.expert(s.expert)
+			if float {
+				quant.MatMulFloat(s.w.typ, data, s.w.cols, s.xs, s.n, s.y, s.w.rows, r0, r1)
+			} else {
+				quant.MatMul(s.w.typ, data, s.w.cols, s.acts, s.y, s.w.rows, r0, r1)
+			}
+			i += r1 - r0
+		}
+	})
+}

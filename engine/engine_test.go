@@ -1,0 +1,187 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"strata/engine"
+	"strata/engine/fixtures"
+)
+
+type refPrompt struct {
+	Name      string `json:"name"`
+	Tokens    []int  `json:"tokens"`
+	Generated []int  `json:"generated"`
+}
+
+func qwenVariants(t *testing.T) (dir string, files map[string]string, prompts map[string][]refPrompt) {
+	t.Helper()
+	dir = fixtures.Path(t, "qwen3moe-tiny")
+	b, err := os.ReadFile(filepath.Join(dir, "reference.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref struct {
+		Variants map[string]struct {
+			File    string      `json:"file"`
+			Prompts []refPrompt `json:"prompts"`
+		} `json:"variants"`
+	}
+	if err := json.Unmarshal(b, &ref); err != nil {
+		t.Fatal(err)
+	}
+	files, prompts = map[string]string{}, map[string][]refPrompt{}
+	for name, v := range ref.Variants {
+		files[name] = filepath.Join(dir, v.File)
+		prompts[name] = v.Prompts
+	}
+	return dir, files, prompts
+}
+
+// TestGenerateGreedyMatchesReference drives the public API the way `strata run --tokens`
+// does and expects the reference continuation, on both CPU paths.
+func TestGenerateGreedyMatchesReference(t *testing.T) {
+	_, files, prompts := qwenVariants(t)
+	for name, path := range files {
+		for _, float := range []bool{true, false} {
+			cfg := engine.DefaultConfig()
+			cfg.Backend, cfg.Threads, cfg.FloatPath, cfg.MaxContext = "cpu", 2, float, 128
+			m, err := engine.Open(context.Background(), path, cfg, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			s := m.NewSession(engine.SessionOptions{})
+			for _, p := range prompts[name] {
+				var streamed []int
+				res, err := s.Generate(context.Background(), p.Tokens, engine.Sampling{MaxTokens: len(p.Generated), IgnoreEOS: true},
+					func(tok engine.Token) { streamed = append(streamed, tok.ID) })
+				if err != nil {
+					t.Fatalf("%s %s: %v", name, p.Name, err)
+				}
+				if !equal(res.Tokens, p.Generated) {
+					t.Errorf("%s %s float=%v: tokens %v, want %v", name, p.Name, float, res.Tokens, p.Generated)
+				}
+				if res.Stop != engine.StopMaxTokens {
+					t.Errorf("%s %s: stop %q, want max_tokens", name, p.Name, res.Stop)
+				}
+			}
+			m.Close()
+		}
+	}
+}
+
+func TestGenerateHonoursCancellation(t *testing.T) {
+	_, files, prompts := qwenVariants(t)
+	cfg := engine.DefaultConfig()
+	cfg.Backend, cfg.MaxContext = "cpu", 256
+	m, err := engine.Open(context.Background(), files["f32"], cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	res, err := m.NewSession(engine.SessionOptions{}).Generate(ctx, prompts["f32"][0].Tokens, engine.Sampling{IgnoreEOS: true},
+		func(engine.Token) {
+			if n++; n == 3 {
+				cancel()
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stop != engine.StopCancelled || len(res.Tokens) != 3 {
+		t.Errorf("stop %q after %d tokens, want cancelled after 3", res.Stop, len(res.Tokens))
+	}
+}
+
+func TestPromptLongerThanContextIsAClearError(t *testing.T) {
+	_, files, _ := qwenVariants(t)
+	cfg := engine.DefaultConfig()
+	cfg.Backend, cfg.MaxContext = "cpu", 8
+	m, err := engine.Open(context.Background(), files["f32"], cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	_, err = m.NewSession(engine.SessionOptions{}).Generate(context.Background(), make([]int, 20), engine.Sampling{MaxTokens: 1}, nil)
+	if err == nil || !strings.Contains(err.Error(), "--max-context") {
+		t.Fatalf("err = %v, want one that suggests --max-context", err)
+	}
+}
+
+func TestOpenRejectsBadInput(t *testing.T) {
+	dir := t.TempDir()
+	notGGUF := filepath.Join(dir, "notes.gguf")
+	os.WriteFile(notGGUF, []byte("this is not a model file at all, just text"), 0o644)
+	_, files, _ := qwenVariants(t)
+	whole, err := os.ReadFile(files["q8_0"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(dir, "truncated.gguf")
+	os.WriteFile(truncated, whole[:len(whole)/2], 0o644)
+	cases := []struct {
+		name, path, want string
+	}{
+		{"missing", filepath.Join(dir, "nope.gguf"), "nope.gguf"},
+		{"not gguf", notGGUF, "notes.gguf"},
+		{"truncated", truncated, "truncated.gguf"},
+		{"other architecture", fixtures.Path(t, "gptoss-tiny", "model-f32.gguf"), "gpt-oss"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := engine.DefaultConfig()
+			cfg.Backend = "cpu"
+			_, err := engine.Open(context.Background(), c.path, cfg, nil)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want an error naming %q", err, c.want)
+			}
+		})
+	}
+	cfg := engine.DefaultConfig()
+	cfg.PCIeFrac = 2
+	if _, err := engine.Open(context.Background(), files["f32"], cfg, nil); err == nil || !strings.Contains(err.Error(), "--pcie-frac") {
+		t.Errorf("bad knob: err = %v", err)
+	}
+	if _, err := engine.Inspect(context.Background(), notGGUF); err == nil || errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Inspect(not gguf) = %v", err)
+	}
+}
+
+func TestInspectDescribesTheModel(t *testing.T) {
+	_, files, _ := qwenVariants(t)
+	info, err := engine.Inspect(context.Background(), files["q4_k"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Architecture != "qwen3moe" || info.Layers != 2 || info.Experts != 8 || info.ExpertsUsed != 2 || info.Vocab != 512 {
+		t.Errorf("info = %+v", info)
+	}
+	if info.ExpertBytes <= 0 || info.NonExpertBytes <= 0 || info.ExpertBytes+info.NonExpertBytes > info.FileBytes {
+		t.Errorf("bytes: experts %d + rest %d vs file %d", info.ExpertBytes, info.NonExpertBytes, info.FileBytes)
+	}
+	if info.ActiveParams >= info.TotalParams || info.ActiveParams <= 0 {
+		t.Errorf("params: active %d of %d", info.ActiveParams, info.TotalParams)
+	}
+	if info.Quantization != "Q4_K" && info.Quantization != "Q6_K" {
+		t.Errorf("quantization %q", info.Quantization)
+	}
+}
+
+func equal(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

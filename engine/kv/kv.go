@@ -1,0 +1,148 @@
+// Package kv sizes key/value caches and holds them in host memory for the CPU backend. Keys
+// and values are stored per layer as [position][kv head][head dim], in float16 by default
+// (float32 as the reference) so a long context stays affordable.
+package kv
+
+import (
+	"fmt"
+
+	"strata/engine/quant"
+)
+
+// Type is the element format of the cache.
+type Type string
+
+// Cache element formats.
+const (
+	F16 Type = "f16"
+	F32 Type = "f32"
+)
+
+// ParseType maps the --kv flag's value.
+func ParseType(s string) (Type, error) {
+	switch s {
+	case "", "f16":
+		return F16, nil
+	case "f32":
+		return F32, nil
+	case "int8":
+		return "", fmt.Errorf("kv: int8 cache is not built yet; use f16")
+	}
+	return "", fmt.Errorf("kv: unknown cache type %q (want f16)", s)
+}
+
+// BytesPerElement of t.
+func (t Type) BytesPerElement() int {
+	if t == F32 {
+		return 4
+	}
+	return 2
+}
+
+// Bytes is the memory a cache of this shape needs: keys and values for every layer.
+func Bytes(layers, kvHeads, headDim, positions int, t Type) int64 {
+	return 2 * int64(layers) * int64(kvHeads) * int64(headDim) * int64(positions) * int64(t.BytesPerElement())
+}
+
+// ContextFor picks a context length: the requested one, or the model's, capped so the cache
+// fits in budget bytes. It never returns less than minimum unless even that does not fit, which
+// is an error saying what to change.
+func ContextFor(requested, modelContext, layers, kvHeads, headDim int, t Type, budget int64) (int, error) {
+	const minimum = 256
+	perPos := Bytes(layers, kvHeads, headDim, 1, t)
+	ctx := requested
+	if ctx <= 0 {
+		ctx = modelContext
+		if ctx <= 0 {
+			ctx = 4096
+		}
+		if budget > 0 && perPos > 0 && int64(ctx)*perPos > budget {
+			ctx = int(budget / perPos)
+			ctx -= ctx % 256
+		}
+	}
+	if budget > 0 && int64(ctx)*perPos > budget {
+		fits := budget / perPos
+		return 0, fmt.Errorf("kv: a context of %d tokens needs %d MiB of KV cache but only %d MiB are free; try --max-context %d",
+			ctx, int64(ctx)*perPos>>20, budget>>20, max(fits-fits%256, minimum))
+	}
+	if ctx < minimum && (requested <= 0) {
+		return 0, fmt.Errorf("kv: only %d MiB free for the KV cache, less than %d tokens need; free memory or lower other budgets", budget>>20, minimum)
+	}
+	return ctx, nil
+}
+
+// Cache is a host-memory KV cache.
+type Cache struct {
+	typ       Type
+	layers    int
+	kvHeads   int
+	headDim   int
+	positions int
+	k16, v16  [][]uint16 // per layer, when F16
+	k32, v32  [][]float32
+}
+
+// New allocates a cache for positions tokens.
+func New(layers, kvHeads, headDim, positions int, t Type) (*Cache, error) {
+	if layers <= 0 || kvHeads <= 0 || headDim <= 0 || positions <= 0 {
+		return nil, fmt.Errorf("kv: bad cache shape %d layers x %d heads x %d dims x %d positions", layers, kvHeads, headDim, positions)
+	}
+	c := &Cache{typ: t, layers: layers, kvHeads: kvHeads, headDim: headDim, positions: positions}
+	row := kvHeads * headDim * positions
+	switch t {
+	case F16:
+		c.k16, c.v16 = make([][]uint16, layers), make([][]uint16, layers)
+		for l := range layers {
+			c.k16[l], c.v16[l] = make([]uint16, row), make([]uint16, row)
+		}
+	case F32:
+		c.k32, c.v32 = make([][]float32, layers), make([][]float32, layers)
+		for l := range layers {
+			c.k32[l], c.v32[l] = make([]float32, row), make([]float32, row)
+		}
+	default:
+		return nil, fmt.Errorf("kv: unknown cache type %q", t)
+	}
+	return c, nil
+}
+
+// Capacity is the number of positions the cache holds.
+func (c *Cache) Capacity() int { return c.positions }
+
+// Type of the elements.
+func (c *Cache) Type() Type { return c.typ }
+
+// Store writes n rows of keys and values (kvHeads*headDim each) at positions pos0...
+func (c *Cache) Store(layer, pos0, n int, k, v []float32) {
+	w := c.kvHeads * c.headDim
+	off := pos0 * w
+	if c.typ == F32 {
+		copy(c.k32[layer][off:off+n*w], k[:n*w])
+		copy(c.v32[layer][off:off+n*w], v[:n*w])
+		return
+	}
+	kd, vd := c.k16[layer][off:off+n*w], c.v16[layer][off:off+n*w]
+	for i := range kd {
+		kd[i] = quant.FP32ToFP16(k[i])
+		vd[i] = quant.FP32ToFP16(v[i])
+	}
+}
+
+// Key copies the key of head h at position p of layer into dst (headDim values).
+func (c *Cache) Key(layer, p, h int, dst []float32) {
+	off := (p*c.kvHeads + h) * c.headDim
+	if c.typ == F32 {
+		copy(dst, c.k32[layer][off:off+c.headDim])
+		return
+	}
+	for i, x := range c.k16[layer][off : off+c.headDim] {
+		dst[i] = quant.FP16ToFP32(x)
+	}
+}
+
+// Keys returns the raw key storage of a layer (F32 caches only), for fast loops.
+func (c *Cache) Keys32(layer int) []float32   { return c.k32[layer] }
+func (c *Cache) Values32(layer int) []float32 { return c.v32[layer] }
+func (c *Cache) Keys16(layer int) []uint16    { return c.k16[layer] }
+func (c *Cache) Values16(layer int) []uint16  { return c.v16[layer] }

@@ -1,0 +1,293 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"strata/engine/compute"
+	"strata/engine/gguf"
+	"strata/engine/quant"
+)
+
+// layer holds one transformer block's weights on the backend.
+type layer struct {
+	attnNorm, q, k, v, o, qNorm, kNorm compute.Weight
+	ffnNorm, router                    compute.Weight
+	gate, up, down                     compute.Weight // stacked experts
+}
+
+// Model is a loaded qwen3moe: hyper-parameters and weights placed on one backend.
+type Model struct {
+	H       Hparams
+	b       compute.Backend
+	embd    compute.Weight
+	outNorm compute.Weight
+	out     compute.Weight
+	layers  []layer
+}
+
+// ExpertTensors names the three stacked expert tensors of layer l, for tier code.
+func ExpertTensors(l int) [3]string {
+	return [3]string{
+		fmt.Sprintf("blk.%d.ffn_gate_exps.weight", l),
+		fmt.Sprintf("blk.%d.ffn_up_exps.weight", l),
+		fmt.Sprintf("blk.%d.ffn_down_exps.weight", l),
+	}
+}
+
+// Load reads the hyper-parameters and places every tensor on b. progress (may be nil) gets
+// bytes placed so far and the total.
+func Load(f *gguf.File, b compute.Backend, progress func(done, total int64)) (*Model, error) {
+	h, err := ReadHparams(f)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{H: h, b: b}
+	qDim, kvDim := h.Heads*h.HeadDim, h.KVHeads*h.HeadDim
+	var total, done int64
+	for _, t := range f.Tensors {
+		total += t.Size
+	}
+	place := func(name string, rows, cols, experts int) (compute.Weight, error) {
+		t, ok := f.Tensor(name)
+		if !ok {
+			return nil, fmt.Errorf("model: %s: tensor %q is missing", f.Path, name)
+		}
+		want := []int64{int64(cols), int64(rows)}
+		if experts > 1 {
+			want = append(want, int64(experts))
+		}
+		if rows == 1 && experts <= 1 {
+			want = want[:1]
+		}
+		if !sameShape(t.Ne, want) {
+			return nil, fmt.Errorf("model: %s: tensor %q has shape %v, want %v", f.Path, name, t.Ne, want)
+		}
+		if !quant.CanDequantize(t.Type) {
+			return nil, fmt.Errorf("model: %s: tensor %q has type %s, which Strata cannot compute with yet", f.Path, name, t.Type)
+		}
+		w, err := b.Place(compute.WeightSpec{Name: name, Type: t.Type, Rows: rows, Cols: cols, Experts: experts, Data: f.TensorData(t)})
+		if err != nil {
+			return nil, fmt.Errorf("model: %s: %w", f.Path, err)
+		}
+		done += t.Size
+		if progress != nil {
+			progress(done, total)
+		}
+		return w, nil
+	}
+	if m.embd, err = place("token_embd.weight", h.Vocab, h.Hidden, 1); err != nil {
+		return nil, err
+	}
+	for l := range h.Layers {
+		var L layer
+		p := func(dst *compute.Weight, suffix string, rows, cols, experts int) {
+			if err == nil {
+				*dst, err = place(fmt.Sprintf("blk.%d.%s.weight", l, suffix), rows, cols, experts)
+			}
+		}
+		p(&L.attnNorm, "attn_norm", 1, h.Hidden, 1)
+		p(&L.q, "attn_q", qDim, h.Hidden, 1)
+		p(&L.k, "attn_k", kvDim, h.Hidden, 1)
+		p(&L.v, "attn_v", kvDim, h.Hidden, 1)
+		p(&L.o, "attn_output", h.Hidden, qDim, 1)
+		p(&L.qNorm, "attn_q_norm", 1, h.HeadDim, 1)
+		p(&L.kNorm, "attn_k_norm", 1, h.HeadDim, 1)
+		p(&L.ffnNorm, "ffn_norm", 1, h.Hidden, 1)
+		p(&L.router, "ffn_gate_inp", h.Experts, h.Hidden, 1)
+		p(&L.gate, "ffn_gate_exps", h.ExpertFFN, h.Hidden, h.Experts)
+		p(&L.up, "ffn_up_exps", h.ExpertFFN, h.Hidden, h.Experts)
+		p(&L.down, "ffn_down_exps", h.Hidden, h.ExpertFFN, h.Experts)
+		if err != nil {
+			return nil, err
+		}
+		m.layers = append(m.layers, L)
+	}
+	if m.outNorm, err = place("output_norm.weight", 1, h.Hidden, 1); err != nil {
+		return nil, err
+	}
+	outName := "output.weight"
+	if _, ok := f.Tensor(outName); !ok {
+		outName = "token_embd.weight" // tied embeddings
+	}
+	if m.out, err = place(outName, h.Vocab, h.Hidden, 1); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func sameShape(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Observer receives intermediate results of a forward pass (for the expert profile, the tier
+// map's hit counts and tests). Any method may be a no-op.
+type Observer interface {
+	Routes(layer int, r compute.Routes)
+}
+
+// State is one sequence's KV cache and scratch space.
+type State struct {
+	kv  compute.KV
+	pos int // tokens in the cache
+	buf scratch
+	n   int // tokens the scratch is sized for
+}
+
+type scratch struct {
+	x, xn, q, k, v, att, proj, routerLogits, moe, logits compute.Buf
+}
+
+// NewState allocates a KV cache of ctx positions.
+func (m *Model) NewState(ctx int, kvType string) (*State, error) {
+	kv, err := m.b.NewKV(compute.KVSpec{Layers: m.H.Layers, KVHeads: m.H.KVHeads, HeadDim: m.H.HeadDim, Positions: ctx, Type: kvType})
+	if err != nil {
+		return nil, err
+	}
+	return &State{kv: kv}, nil
+}
+
+// Pos is the number of tokens in the cache.
+func (s *State) Pos() int { return s.pos }
+
+// Capacity is the cache size in tokens.
+func (s *State) Capacity() int { return s.kv.Capacity() }
+
+// Rewind forgets the cache beyond pos tokens (to reuse a shared prefix).
+func (s *State) Rewind(pos int) {
+	if pos < s.pos {
+		s.pos = max(pos, 0)
+	}
+}
+
+func (m *Model) ensureScratch(s *State, n int) {
+	if s.n >= n {
+		return
+	}
+	h := m.H
+	b := m.b
+	s.buf = scratch{
+		x: b.NewBuf(n * h.Hidden), xn: b.NewBuf(n * h.Hidden),
+		q: b.NewBuf(n * h.Heads * h.HeadDim), k: b.NewBuf(n * h.KVHeads * h.HeadDim), v: b.NewBuf(n * h.KVHeads * h.HeadDim),
+		att: b.NewBuf(n * h.Heads * h.HeadDim), proj: b.NewBuf(n * h.Hidden),
+		routerLogits: b.NewBuf(n * h.Experts), moe: b.NewBuf(n * h.Hidden),
+		logits: b.NewBuf(n * h.Vocab),
+	}
+	s.n = n
+}
+
+// Forward runs tokens through the model at the state's next positions and appends them to
+// its cache. It writes the logits of the last token to logits (len Vocab), or of every token
+// when allLogits is set (len n*Vocab).
+func (m *Model) Forward(s *State, tokens []int, allLogits bool, logits []float32, obs Observer) error {
+	h, b := m.H, m.b
+	n := len(tokens)
+	if n == 0 {
+		return fmt.Errorf("model: forward of no tokens")
+	}
+	if s.pos+n > s.kv.Capacity() {
+		return fmt.Errorf("model: %d tokens do not fit: %d of %d context positions are used", n, s.pos, s.kv.Capacity())
+	}
+	for _, t := range tokens {
+		if t < 0 || t >= h.Vocab {
+			return fmt.Errorf("model: token id %d is outside the vocabulary of %d", t, h.Vocab)
+		}
+	}
+	m.ensureScratch(s, n)
+	sb := s.buf
+	positions := make([]int, n)
+	for i := range positions {
+		positions[i] = s.pos + i
+	}
+	if err := b.Embed(sb.x, m.embd, tokens); err != nil {
+		return err
+	}
+	routerLogits := make([]float32, n*h.Experts)
+	for l, L := range m.layers {
+		// Attention: norm, projections, per-head q/k norm, RoPE, cache, attend, project, add.
+		b.RMSNorm(sb.xn, sb.x, L.attnNorm, n, h.Eps)
+		b.MatMul(sb.q, L.q, sb.xn, n)
+		b.MatMul(sb.k, L.k, sb.xn, n)
+		b.MatMul(sb.v, L.v, sb.xn, n)
+		b.RMSNorm(sb.q, sb.q, L.qNorm, n*h.Heads, h.Eps)
+		b.RMSNorm(sb.k, sb.k, L.kNorm, n*h.KVHeads, h.Eps)
+		b.RoPENeoX(sb.q, n, h.Heads, h.HeadDim, positions, h.RopeBase)
+		b.RoPENeoX(sb.k, n, h.KVHeads, h.HeadDim, positions, h.RopeBase)
+		b.StoreKV(s.kv, l, s.pos, n, sb.k, sb.v)
+		b.Attention(sb.att, sb.q, s.kv, compute.AttentionSpec{
+			Layer: l, Pos0: s.pos, N: n, Heads: h.Heads, KVHeads: h.KVHeads, HeadDim: h.HeadDim,
+			Scale: float32(1 / math.Sqrt(float64(h.HeadDim))),
+		})
+		b.MatMul(sb.proj, L.o, sb.att, n)
+		b.Add(sb.x, sb.proj, n*h.Hidden)
+
+		// MoE: norm, route on the host (n x experts logits is small), run the experts, add.
+		b.RMSNorm(sb.xn, sb.x, L.ffnNorm, n, h.Eps)
+		b.MatMul(sb.routerLogits, L.router, sb.xn, n)
+		b.Read(sb.routerLogits, routerLogits)
+		r := route(routerLogits, n, h.Experts, h.ExpertsUsed, h.NormTopK)
+		if obs != nil {
+			obs.Routes(l, r)
+		}
+		b.MoE(sb.x, sb.xn, L.gate, L.up, L.down, r)
+	}
+	first := n - 1
+	if allLogits {
+		first = 0
+	}
+	rows := n - first
+	b.Copy(sb.xn, 0, sb.x, first*h.Hidden, rows*h.Hidden)
+	b.RMSNorm(sb.xn, sb.xn, m.outNorm, rows, h.Eps)
+	b.MatMul(sb.logits, m.out, sb.xn, rows)
+	b.Read(sb.logits, logits[:rows*h.Vocab])
+	s.pos += n
+	return nil
+}
+
+// route takes a softmax over all experts per token, keeps the top k (by probability, ties to
+// the lower id), and renormalises them when norm is set.
+func route(logits []float32, n, experts, k int, norm bool) compute.Routes {
+	r := compute.Routes{N: n, K: k, IDs: make([]int32, n*k), Weights: make([]float32, n*k)}
+	p := make([]float32, experts)
+	for t := range n {
+		row := logits[t*experts : (t+1)*experts]
+		maxv := row[0]
+		for _, v := range row {
+			maxv = max(maxv, v)
+		}
+		var sum float32
+		for e, v := range row {
+			p[e] = float32(math.Exp(float64(v - maxv)))
+			sum += p[e]
+		}
+		ids, ws := r.IDs[t*k:(t+1)*k], r.Weights[t*k:(t+1)*k]
+		for j := range k {
+			best := -1
+			for e := range experts {
+				if p[e] >= 0 && (best < 0 || p[e] > p[best]) {
+					best = e
+				}
+			}
+			ids[j], ws[j] = int32(best), p[best]/sum
+			p[best] = -1
+		}
+		if norm {
+			var s float32
+			for _, w := range ws {
+				s += w
+			}
+			for j := range ws {
+				ws[j] /= s
+			}
+		}
+	}
+	return r
+}

@@ -1,0 +1,281 @@
+package model_test
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"strata/engine/compute"
+	"strata/engine/compute/cpu"
+	"strata/engine/fixtures"
+	"strata/engine/gguf"
+	"strata/engine/model"
+	"strata/engine/sample"
+)
+
+// reference is the part of qwen3moe-tiny/reference.json the tests read.
+type reference struct {
+	Variants map[string]struct {
+		File    string `json:"file"`
+		Prompts []struct {
+			Name      string `json:"name"`
+			Tokens    []int  `json:"tokens"`
+			Generated []int  `json:"generated"`
+			Files     map[string]struct {
+				File  string `json:"file"`
+				Shape []int  `json:"shape"`
+			} `json:"files"`
+			Margins struct {
+				Prompt []float64 `json:"top1_minus_top2_logit_per_prompt_position"`
+				Greedy []float64 `json:"top1_minus_top2_logit_per_greedy_step"`
+			} `json:"margins"`
+		} `json:"prompts"`
+	} `json:"variants"`
+}
+
+func loadReference(t *testing.T, dir string) reference {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "reference.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r reference
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("reference.json: %v", err)
+	}
+	if len(r.Variants) == 0 {
+		t.Fatal("reference.json lists no variants")
+	}
+	return r
+}
+
+func readF32(t *testing.T, path string) []float32 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+func readI32(t *testing.T, path string) []int32 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]int32, len(b)/4)
+	for i := range out {
+		out[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+// routeRecorder keeps every layer's routes of one forward pass.
+type routeRecorder struct{ byLayer map[int]compute.Routes }
+
+func (r *routeRecorder) Routes(layer int, rt compute.Routes) { r.byLayer[layer] = rt }
+
+type engineUnderTest struct {
+	net *model.Model
+	b   *cpu.Backend
+	f   *gguf.File
+}
+
+func open(t *testing.T, path string, float bool) engineUnderTest {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cpu.New(cpu.Options{Threads: 2, FloatPath: float})
+	net, err := model.Load(f, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close(); f.Close() })
+	return engineUnderTest{net: net, b: b, f: f}
+}
+
+// run evaluates the prompt in one pass (all logits), then greedily decodes n tokens one by
+// one, returning prompt logits, per-step logits and the generated tokens.
+func (e engineUnderTest) run(t *testing.T, prompt []int, n int, kvType string, obs model.Observer) (promptLogits, genLogits []float32, gen []int) {
+	t.Helper()
+	V := e.net.H.Vocab
+	st, err := e.net.NewState(len(prompt)+n+1, kvType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	promptLogits = make([]float32, len(prompt)*V)
+	if err := e.net.Forward(st, prompt, true, promptLogits, obs); err != nil {
+		t.Fatal(err)
+	}
+	logits := append([]float32(nil), promptLogits[(len(prompt)-1)*V:]...)
+	for range n {
+		genLogits = append(genLogits, logits...)
+		id := sample.Argmax(logits)
+		gen = append(gen, id)
+		if err := e.net.Forward(st, []int{id}, false, logits, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return promptLogits, genLogits, gen
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	var m float64
+	for i := range a {
+		m = math.Max(m, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return m
+}
+
+// TestQwen3MoeFloatPathMatchesTransformers: every variant, every prompt, every position, on
+// the float reference path with a float32 cache (max |Δlogit| <= 1e-4, router ids identical,
+// weights within 1e-5, greedy continuation identical) and with an f16 cache (<= 1e-2).
+func TestQwen3MoeFloatPathMatchesTransformers(t *testing.T) {
+	dir := fixtures.Path(t, "qwen3moe-tiny")
+	ref := loadReference(t, dir)
+	for name, v := range ref.Variants {
+		t.Run(name, func(t *testing.T) {
+			e := open(t, filepath.Join(dir, v.File), true)
+			for _, p := range v.Prompts {
+				rec := &routeRecorder{byLayer: map[int]compute.Routes{}}
+				pl, gl, gen := e.run(t, p.Tokens, len(p.Generated), "f32", rec)
+				if d := maxAbsDiff(pl, readF32(t, filepath.Join(dir, p.Files["logits"].File))); d > 1e-4 {
+					t.Errorf("%s: prompt logits differ by %.3g (limit 1e-4)", p.Name, d)
+				}
+				if d := maxAbsDiff(gl, readF32(t, filepath.Join(dir, p.Files["gen_logits"].File))); d > 1e-4 {
+					t.Errorf("%s: decode logits differ by %.3g (limit 1e-4)", p.Name, d)
+				}
+				if !equalInts(gen, p.Generated) {
+					t.Errorf("%s: greedy tokens %v, want %v", p.Name, gen, p.Generated)
+				}
+				ids := readI32(t, filepath.Join(dir, p.Files["router_ids"].File))
+				ws := readF32(t, filepath.Join(dir, p.Files["router_weights"].File))
+				k := p.Files["router_ids"].Shape[2]
+				n := len(p.Tokens)
+				for l := range e.net.H.Layers {
+					r := rec.byLayer[l]
+					for i := range n * k {
+						if r.IDs[i] != ids[l*n*k+i] {
+							t.Fatalf("%s: layer %d route %d: expert %d, want %d", p.Name, l, i, r.IDs[i], ids[l*n*k+i])
+						}
+						if d := math.Abs(float64(r.Weights[i] - ws[l*n*k+i])); d > 1e-5 {
+							t.Errorf("%s: layer %d route %d: weight off by %.3g", p.Name, l, i, d)
+						}
+					}
+				}
+				// The same with a float16 cache.
+				pl16, gl16, gen16 := e.run(t, p.Tokens, len(p.Generated), "f16", nil)
+				if d := math.Max(maxAbsDiff(pl16, pl), maxAbsDiff(gl16, gl)); d > 1e-2 {
+					t.Errorf("%s: f16 cache moves logits by %.3g (limit 1e-2)", p.Name, d)
+				}
+				if !equalInts(gen16, p.Generated) {
+					t.Errorf("%s: f16 cache greedy tokens %v, want %v", p.Name, gen16, p.Generated)
+				}
+			}
+		})
+	}
+}
+
+// TestQwen3Moe8BitActivations checks the fast path (activations quantised to 8 bits, integer
+// dot products) against the references under the fixture's int8 tolerances.
+func TestQwen3Moe8BitActivations(t *testing.T) {
+	dir := fixtures.Path(t, "qwen3moe-tiny")
+	ref := loadReference(t, dir)
+	for name, v := range ref.Variants {
+		t.Run(name, func(t *testing.T) {
+			e := open(t, filepath.Join(dir, v.File), false)
+			for _, p := range v.Prompts {
+				pl, gl, gen := e.run(t, p.Tokens, len(p.Generated), "f16", nil)
+				V := e.net.H.Vocab
+				want := append(readF32(t, filepath.Join(dir, p.Files["logits"].File)), readF32(t, filepath.Join(dir, p.Files["gen_logits"].File))...)
+				got := append(pl, gl...)
+				margins := append(append([]float64(nil), p.Margins.Prompt...), p.Margins.Greedy...)
+				var se, ss, mean float64
+				for _, x := range want {
+					mean += float64(x)
+				}
+				mean /= float64(len(want))
+				over := 0
+				rows := len(want) / V
+				for r := range rows {
+					d := maxAbsDiff(got[r*V:(r+1)*V], want[r*V:(r+1)*V])
+					if d > 0.25 {
+						over++
+					}
+					if r < len(margins) && margins[r] > 0.5 && sample.Argmax(got[r*V:(r+1)*V]) != sample.Argmax(want[r*V:(r+1)*V]) {
+						t.Errorf("%s: row %d: argmax differs where the reference gap is %.2f", p.Name, r, margins[r])
+					}
+				}
+				for i := range want {
+					se += math.Pow(float64(got[i]-want[i]), 2)
+					ss += math.Pow(float64(want[i])-mean, 2)
+				}
+				if rel := math.Sqrt(se / ss); rel > 0.03 {
+					t.Errorf("%s: RMS error / std = %.4f (limit 0.03)", p.Name, rel)
+				}
+				if float64(over) > 0.1*float64(rows) {
+					t.Errorf("%s: %d of %d rows off by more than 0.25", p.Name, over, rows)
+				}
+				if !equalInts(gen, p.Generated) {
+					t.Errorf("%s: greedy tokens %v, want %v", p.Name, gen, p.Generated)
+				}
+			}
+		})
+	}
+}
+
+// TestQwen3MoeDeterministicAndIncremental: the same prompt twice gives bit-identical logits,
+// and evaluating it in one batch equals feeding it one token at a time.
+func TestQwen3MoeDeterministicAndIncremental(t *testing.T) {
+	dir := fixtures.Path(t, "qwen3moe-tiny")
+	ref := loadReference(t, dir)
+	for _, float := range []bool{true, false} {
+		for name, v := range ref.Variants {
+			e := open(t, filepath.Join(dir, v.File), float)
+			p := v.Prompts[len(v.Prompts)-1]
+			V := e.net.H.Vocab
+			a, _, _ := e.run(t, p.Tokens, 0, "f16", nil)
+			b, _, _ := e.run(t, p.Tokens, 0, "f16", nil)
+			if d := maxAbsDiff(a, b); d != 0 {
+				t.Errorf("%s float=%v: repeated run differs by %g", name, float, d)
+			}
+			st, err := e.net.NewState(len(p.Tokens), "f16")
+			if err != nil {
+				t.Fatal(err)
+			}
+			one := make([]float32, V)
+			var worst float64
+			for i, id := range p.Tokens {
+				if err := e.net.Forward(st, []int{id}, false, one, nil); err != nil {
+					t.Fatal(err)
+				}
+				worst = math.Max(worst, maxAbsDiff(one, a[i*V:(i+1)*V]))
+			}
+			if worst > 1e-3 {
+				t.Errorf("%s float=%v: one-at-a-time differs from batched by %.3g", name, float, worst)
+			}
+		}
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"strata/engine/gguf"
+	"strata/engine/tokenizer"
+)
+
+// textCodec turns chats into tokens and tokens into text for one model.
+type textCodec struct {
+	tok      *tokenizer.Tokenizer
+	arch     string
+	template string
+	warning  string // why the model's own template is not used, if it is not
+}
+
+func newTextCodec(f *gguf.File) (*textCodec, error) {
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %s: tokenizer: %w", f.Path, err)
+	}
+	c := &textCodec{tok: tok, arch: f.Architecture()}
+	c.template, c.warning = tokenizer.TemplateFor(c.arch, tok.ChatTemplate())
+	if c.warning != "" {
+		slog.Warn("engine: chat template", "path", f.Path, "warning", c.warning)
+	}
+	return c, nil
+}
+
+func (c *textCodec) isEnd(id int) bool { return c.tok.IsEndOfGeneration(id) }
+
+type textStream struct{ s *tokenizer.Stream }
+
+func (c *textCodec) newStream() textStream { return textStream{c.tok.NewStream()} }
+func (t textStream) add(id int) string     { return t.s.Add(id) }
+func (t textStream) flush() string         { return t.s.Flush() }
+
+// Tokenize encodes text; special makes written special tokens (<|im_start|>) single ids.
+func (m *Model) Tokenize(text string, special bool) []int { return m.text.tok.Encode(text, special) }
+
+// Detokenize decodes ids to text.
+func (m *Model) Detokenize(ids []int) string { return m.text.tok.Decode(ids) }
+
+// TemplateWarning is non-empty when the model's chat template could not be used and a
+// built-in one stands in; the app shows it.
+func (m *Model) TemplateWarning() string { return m.text.warning }
+
+// reasoningFilter splits streamed text into thinking and answer parts; a nil filter passes
+// everything through as answer.
+type reasoningFilter struct{ s *tokenizer.ReasoningSplitter }
+
+type textPart struct {
+	text     string
+	thinking bool
+}
+
+func (f *reasoningFilter) feed(text string) []textPart {
+	if f == nil {
+		return []textPart{{text: text}}
+	}
+	th, ans := f.s.Feed(text)
+	return []textPart{{text: th, thinking: true}, {text: ans}}
+}
+
+func (f *reasoningFilter) flush() []textPart {
+	if f == nil {
+		return nil
+	}
+	th, ans := f.s.Flush()
+	return []textPart{{text: th, thinking: true}, {text: ans}}
+}
+
+// Chat renders the conversation with the model's chat template, generates the assistant's
+// answer and streams it through onToken (may be nil). The KV cache is reused for the prefix
+// the conversation shares with the previous call.
+func (s *Session) Chat(ctx context.Context, msgs []Message, sp Sampling, onToken func(Token)) (Result, error) {
+	c := s.m.text
+	tm := make([]tokenizer.ChatMessage, len(msgs))
+	for i, m := range msgs {
+		tm[i] = tokenizer.ChatMessage{Role: string(m.Role), Content: m.Content, Thinking: m.Thinking}
+	}
+	opts := tokenizer.RenderOptions{AddGenerationPrompt: true, BOS: c.tok.BOSText(), EOS: c.tok.EOSText()}
+	if s.opts.EnableThinking != nil {
+		opts.Kwargs = map[string]any{"enable_thinking": *s.opts.EnableThinking}
+	}
+	prompt, err := tokenizer.RenderChat(c.template, tm, opts)
+	if err != nil {
+		return Result{}, fmt.Errorf("engine: chat template: %w", err)
+	}
+	ids := c.tok.Encode(prompt, true)
+	if c.tok.AddBOS() {
+		if bos, ok := c.tok.BOS(); ok && (len(ids) == 0 || ids[0] != bos) {
+			ids = append([]int{bos}, ids...)
+		}
+	}
+	split := &reasoningFilter{tokenizer.NewReasoningSplitter(tokenizer.ReasoningStyle(c.template, c.tok))}
+	return s.generate(ctx, ids, sp, onToken, split)
+}
