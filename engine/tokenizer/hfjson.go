@@ -1,0 +1,452 @@
+package tokenizer
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+type hfAdded struct {
+	ID         int    `json:"id"`
+	Content    string `json:"content"`
+	SingleWord bool   `json:"single_word"`
+	LStrip     bool   `json:"lstrip"`
+	RStrip     bool   `json:"rstrip"`
+	Normalized bool   `json:"normalized"`
+	Special    bool   `json:"special"`
+}
+
+// hfComponent is the shape shared by normalizers, pre-tokenizers and post-processors.
+type hfComponent struct {
+	Type           string        `json:"type"`
+	Normalizers    []hfComponent `json:"normalizers"`
+	Pretokenizers  []hfComponent `json:"pretokenizers"`
+	Processors     []hfComponent `json:"processors"`
+	Pattern        *struct{ Regex, String *string }
+	Behavior       string `json:"behavior"`
+	Invert         bool   `json:"invert"`
+	AddPrefixSpace bool   `json:"add_prefix_space"`
+	UseRegex       *bool  `json:"use_regex"`
+	Single         []struct {
+		SpecialToken *struct {
+			ID string `json:"id"`
+		} `json:"SpecialToken"`
+	} `json:"single"`
+	SpecialTokens map[string]struct {
+		IDs []int `json:"ids"`
+	} `json:"special_tokens"`
+}
+
+// FromHFJSON reads a Hugging Face tokenizer.json (BPE model with a byte-level
+// pre-tokenizer). The reader may be gzipped; that is detected from the content.
+func FromHFJSON(r io.Reader) (*Tokenizer, error) {
+	data, err := readMaybeGzip(r)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer.json: %w", err)
+	}
+	t, err := parseHFJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer.json: %w", err)
+	}
+	return t, nil
+}
+
+// LoadFile reads a tokenizer.json or tokenizer.json.gz. A tokenizer_config.json beside it
+// (BOS/EOS, add_bos_token, chat_template) and a chat_template.jinja are read too, as
+// transformers does for a model folder.
+func LoadFile(path string) (*Tokenizer, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	defer f.Close()
+	data, err := readMaybeGzip(f)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
+	}
+	t, err := parseHFJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
+	}
+	dir := filepath.Dir(path)
+	if cf, err := os.Open(filepath.Join(dir, "tokenizer_config.json")); err == nil {
+		err = t.applyHFConfig(cf)
+		cf.Close()
+		if err != nil {
+			return nil, fmt.Errorf("tokenizer: %s: %w", filepath.Join(dir, "tokenizer_config.json"), err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
+		t.tmpl = string(b)
+	}
+	return t, nil
+}
+
+func readMaybeGzip(r io.Reader) ([]byte, error) {
+	br := newPeekReader(r)
+	head, _ := br.peek(2)
+	if len(head) == 2 && head[0] == 0x1f && head[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("gzip: %w", err)
+		}
+		defer zr.Close()
+		var buf bytes.Buffer
+		if _, err := buf.ReadFrom(zr); err != nil {
+			return nil, fmt.Errorf("gzip: %w", err)
+		}
+		return buf.Bytes(), nil
+	}
+	return io.ReadAll(br)
+}
+
+// peekReader lets readMaybeGzip look at the magic bytes without bufio's copy overhead.
+type peekReader struct {
+	r    io.Reader
+	head []byte
+}
+
+func newPeekReader(r io.Reader) *peekReader { return &peekReader{r: r} }
+
+func (p *peekReader) peek(n int) ([]byte, error) {
+	for len(p.head) < n {
+		buf := make([]byte, n-len(p.head))
+		k, err := p.r.Read(buf)
+		p.head = append(p.head, buf[:k]...)
+		if err != nil {
+			return p.head, err
+		}
+	}
+	return p.head[:n], nil
+}
+
+func (p *peekReader) Read(b []byte) (int, error) {
+	if len(p.head) > 0 {
+		n := copy(b, p.head)
+		p.head = p.head[n:]
+		return n, nil
+	}
+	return p.r.Read(b)
+}
+
+func parseHFJSON(data []byte) (*Tokenizer, error) {
+	s := &jscan{b: data}
+	var (
+		added                              []hfAdded
+		normalizer, preTok, post           hfComponent
+		modelType                          = ""
+		merges                             [][2]string
+		ignoreMerges, byteFallback, hasVoc bool
+		vocab                              []vocabEntry
+		unsupported                        []string
+	)
+	sub := func(dst any) error {
+		raw, err := s.skip()
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(raw, dst)
+	}
+	err := s.object(func(key string) error {
+		switch key {
+		case "added_tokens":
+			return sub(&added)
+		case "normalizer":
+			return sub(&normalizer)
+		case "pre_tokenizer":
+			return sub(&preTok)
+		case "post_processor":
+			return sub(&post)
+		case "model":
+			return s.object(func(key string) error {
+				var err error
+				switch key {
+				case "type":
+					return sub(&modelType)
+				case "ignore_merges":
+					return sub(&ignoreMerges)
+				case "byte_fallback":
+					return sub(&byteFallback)
+				case "vocab":
+					hasVoc = true
+					vocab, err = readVocab(s)
+					return err
+				case "merges":
+					merges, err = readMerges(s)
+					return err
+				case "continuing_subword_prefix", "end_of_word_suffix":
+					var v *string
+					if err := sub(&v); err != nil {
+						return err
+					}
+					if v != nil && *v != "" {
+						unsupported = append(unsupported, key)
+					}
+					return nil
+				}
+				_, err = s.skip()
+				return err
+			})
+		}
+		_, err := s.skip()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if modelType != "BPE" {
+		return nil, fmt.Errorf("model type %q is not supported (only byte-level BPE)", modelType)
+	}
+	if !hasVoc {
+		return nil, fmt.Errorf("model has no vocab")
+	}
+	if byteFallback {
+		unsupported = append(unsupported, "byte_fallback")
+	}
+	if len(unsupported) > 0 {
+		return nil, fmt.Errorf("unsupported BPE options: %s", strings.Join(unsupported, ", "))
+	}
+	nfc, err := hfNormalizer(normalizer)
+	if err != nil {
+		return nil, err
+	}
+	pre, err := hfPreTokenizer(preTok)
+	if err != nil {
+		return nil, err
+	}
+
+	size := len(vocab)
+	for _, a := range added {
+		size = max(size, a.ID+1)
+	}
+	b := newBuilder(size)
+	b.t.nfc = nfc
+	b.t.pre = pre
+	b.t.pretok = pre.String()
+	b.t.model.ignoreMerges = ignoreMerges
+	for _, v := range vocab {
+		if v.id < 0 {
+			return nil, fmt.Errorf("vocab: token %q has negative id %d", v.tok, v.id)
+		}
+		b.normal(v.tok, v.id)
+	}
+	for rank, m := range merges {
+		b.mergeStrings(m[0], m[1], rank)
+	}
+	if b.skipped > 0 {
+		slog.Debug("tokenizer: merges naming unknown tokens were skipped", "count", b.skipped)
+	}
+	for _, a := range added {
+		if a.ID < 0 {
+			return nil, fmt.Errorf("added token %q has negative id %d", a.Content, a.ID)
+		}
+		if a.LStrip || a.RStrip || a.SingleWord {
+			return nil, fmt.Errorf("added token %q: lstrip/rstrip/single_word are not supported", a.Content)
+		}
+		b.addedTok(a.Content, a.ID, a.Special, a.Normalized, b.bl.tokenBytes(a.Content))
+	}
+	t := b.t
+	t.bos, t.addBOS = hfPostBOS(post)
+	t.initEOG()
+	return t, nil
+}
+
+type vocabEntry struct {
+	tok string
+	id  int
+}
+
+func readVocab(s *jscan) ([]vocabEntry, error) {
+	out := make([]vocabEntry, 0, 1<<17)
+	err := s.object(func(key string) error {
+		id, err := s.integer()
+		if err != nil {
+			return fmt.Errorf("vocab: token %q: %w", key, err)
+		}
+		out = append(out, vocabEntry{key, id})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vocab: %w", err)
+	}
+	return out, nil
+}
+
+// readMerges accepts both forms: "a b" strings and ["a", "b"] pairs.
+func readMerges(s *jscan) ([][2]string, error) {
+	out := make([][2]string, 0, 1<<17)
+	err := s.array(func() error {
+		if s.peek() == '"' {
+			line, err := s.str()
+			if err != nil {
+				return err
+			}
+			l, r, ok := splitMerge(line)
+			if !ok {
+				return fmt.Errorf("merge %d: %q is not \"left right\"", len(out), line)
+			}
+			out = append(out, [2]string{l, r})
+			return nil
+		}
+		var pair []string
+		err := s.array(func() error {
+			v, err := s.str()
+			pair = append(pair, v)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if len(pair) != 2 {
+			return fmt.Errorf("merge %d: want 2 strings, got %d", len(out), len(pair))
+		}
+		out = append(out, [2]string{pair[0], pair[1]})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("merges: %w", err)
+	}
+	return out, nil
+}
+
+func hfNormalizer(n hfComponent) (nfc bool, err error) {
+	switch n.Type {
+	case "":
+		return false, nil
+	case "NFC":
+		return true, nil
+	case "Sequence":
+		for _, c := range n.Normalizers {
+			v, err := hfNormalizer(c)
+			if err != nil {
+				return false, err
+			}
+			nfc = nfc || v
+		}
+		return nfc, nil
+	}
+	return false, fmt.Errorf("normalizer %q is not supported", n.Type)
+}
+
+func hfPreTokenizer(p hfComponent) (preKind, error) {
+	var res []string
+	sawByteLevel := false
+	var walk func(c hfComponent) error
+	walk = func(c hfComponent) error {
+		switch c.Type {
+		case "Sequence":
+			for _, x := range c.Pretokenizers {
+				if err := walk(x); err != nil {
+					return err
+				}
+			}
+		case "Split":
+			if c.Pattern == nil || c.Pattern.Regex == nil || c.Behavior != "Isolated" || c.Invert {
+				return fmt.Errorf("pre-tokenizer: only Split with a Regex, Isolated, not inverted, is supported")
+			}
+			res = append(res, *c.Pattern.Regex)
+		case "ByteLevel":
+			if c.AddPrefixSpace {
+				return fmt.Errorf("pre-tokenizer: ByteLevel add_prefix_space is not supported")
+			}
+			sawByteLevel = true
+			if c.UseRegex == nil || *c.UseRegex {
+				res = append(res, reGPT2)
+			}
+		default:
+			return fmt.Errorf("pre-tokenizer %q is not supported", c.Type)
+		}
+		return nil
+	}
+	if err := walk(p); err != nil {
+		return 0, err
+	}
+	if !sawByteLevel {
+		return 0, fmt.Errorf("pre-tokenizer: not byte-level (no ByteLevel step)")
+	}
+	return preKindForRegexes(res)
+}
+
+// hfPostBOS finds a BOS that a TemplateProcessing post-processor prepends (Llama-3).
+func hfPostBOS(p hfComponent) (int, bool) {
+	switch p.Type {
+	case "Sequence":
+		for _, c := range p.Processors {
+			if id, ok := hfPostBOS(c); ok {
+				return id, ok
+			}
+		}
+	case "TemplateProcessing":
+		if len(p.Single) > 0 && p.Single[0].SpecialToken != nil {
+			if st, ok := p.SpecialTokens[p.Single[0].SpecialToken.ID]; ok && len(st.IDs) == 1 {
+				return st.IDs[0], true
+			}
+		}
+	}
+	return -1, false
+}
+
+// applyHFConfig reads tokenizer_config.json: bos_token, eos_token, add_bos_token and
+// chat_template.
+func (t *Tokenizer) applyHFConfig(r io.Reader) error {
+	var cfg struct {
+		BOS          json.RawMessage `json:"bos_token"`
+		EOS          json.RawMessage `json:"eos_token"`
+		AddBOS       *bool           `json:"add_bos_token"`
+		ChatTemplate json.RawMessage `json:"chat_template"`
+	}
+	if err := json.NewDecoder(r).Decode(&cfg); err != nil {
+		return err
+	}
+	if name := hfTokenName(cfg.BOS); name != "" {
+		if id, ok := t.ID(name); ok {
+			t.bos = id
+		}
+	}
+	if name := hfTokenName(cfg.EOS); name != "" {
+		if id, ok := t.ID(name); ok {
+			t.eos = id
+		}
+	}
+	if cfg.AddBOS != nil {
+		t.addBOS = *cfg.AddBOS
+	}
+	if len(cfg.ChatTemplate) > 0 {
+		var s string
+		if json.Unmarshal(cfg.ChatTemplate, &s) == nil {
+			t.tmpl = s
+		} else {
+			var named []struct{ Name, Template string }
+			if json.Unmarshal(cfg.ChatTemplate, &named) == nil {
+				for _, n := range named {
+					if n.Name == "default" {
+						t.tmpl = n.Template
+					}
+				}
+			}
+		}
+	}
+	t.initEOG()
+	return nil
+}
+
+// hfTokenName reads a token given either as a string or as {"content": ...}.
+func hfTokenName(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var obj struct {
+		Content string `json:"content"`
+	}
+	if json.Unmarshal(raw, &obj) == nil {
+		return obj.Content
+	}
+	return ""
+}

@@ -1,0 +1,263 @@
+package tokenizer
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// jscan is a minimal JSON reader over a byte slice, used to read the large vocab and
+// merges sections of a tokenizer.json several times faster than encoding/json (a 150k
+// vocabulary must load in well under 100 ms). Small sections are handed to encoding/json.
+type jscan struct {
+	b []byte
+	i int
+}
+
+func (s *jscan) errf(format string, args ...any) error {
+	return fmt.Errorf("offset %d: %s", s.i, fmt.Sprintf(format, args...))
+}
+
+func (s *jscan) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the next non-space byte, 0 at the end.
+func (s *jscan) peek() byte {
+	s.ws()
+	if s.i >= len(s.b) {
+		return 0
+	}
+	return s.b[s.i]
+}
+
+func (s *jscan) expect(c byte) error {
+	if s.peek() != c {
+		if s.i >= len(s.b) {
+			return s.errf("unexpected end of JSON, want %q", c)
+		}
+		return s.errf("want %q, found %q", c, s.b[s.i])
+	}
+	s.i++
+	return nil
+}
+
+// more consumes a ',' before the next element, or reports the closing delimiter.
+func (s *jscan) more(end byte, first bool) (bool, error) {
+	c := s.peek()
+	if c == end {
+		s.i++
+		return false, nil
+	}
+	if !first {
+		if c != ',' {
+			return false, s.errf("want ',' or %q", end)
+		}
+		s.i++
+	}
+	return true, nil
+}
+
+func (s *jscan) str() (string, error) {
+	if err := s.expect('"'); err != nil {
+		return "", err
+	}
+	start := s.i
+	for s.i < len(s.b) {
+		switch c := s.b[s.i]; {
+		case c == '"':
+			out := string(s.b[start:s.i])
+			s.i++
+			return out, nil
+		case c == '\\':
+			return s.strSlow(start)
+		case c < 0x20:
+			return "", s.errf("control character in string")
+		}
+		s.i++
+	}
+	return "", s.errf("unterminated string")
+}
+
+func (s *jscan) strSlow(start int) (string, error) {
+	out := append([]byte(nil), s.b[start:s.i]...)
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			s.i++
+			return string(out), nil
+		case c != '\\':
+			out = append(out, c)
+			s.i++
+			continue
+		}
+		if s.i+1 >= len(s.b) {
+			break
+		}
+		e := s.b[s.i+1]
+		s.i += 2
+		switch e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, err := s.hex4()
+			if err != nil {
+				return "", err
+			}
+			if utf16.IsSurrogate(r) {
+				r2 := rune(-1)
+				if s.i+1 < len(s.b) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
+					save := s.i
+					s.i += 2
+					if r2, err = s.hex4(); err != nil {
+						return "", err
+					}
+					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+						r = d
+					} else {
+						s.i = save
+						r = utf8.RuneError
+					}
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			return "", s.errf("bad escape \\%c", e)
+		}
+	}
+	return "", s.errf("unterminated string")
+}
+
+func (s *jscan) hex4() (rune, error) {
+	if s.i+4 > len(s.b) {
+		return 0, s.errf("short \\u escape")
+	}
+	v, err := strconv.ParseUint(string(s.b[s.i:s.i+4]), 16, 32)
+	if err != nil {
+		return 0, s.errf("bad \\u escape")
+	}
+	s.i += 4
+	return rune(v), nil
+}
+
+func (s *jscan) integer() (int, error) {
+	s.ws()
+	start := s.i
+	if s.i < len(s.b) && s.b[s.i] == '-' {
+		s.i++
+	}
+	for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
+		s.i++
+	}
+	v, err := strconv.Atoi(string(s.b[start:s.i]))
+	if err != nil {
+		return 0, s.errf("want an integer")
+	}
+	return v, nil
+}
+
+// skip passes over one value and returns its bytes.
+func (s *jscan) skip() ([]byte, error) {
+	s.ws()
+	start := s.i
+	if s.i >= len(s.b) {
+		return nil, s.errf("unexpected end of JSON, want a value")
+	}
+	switch s.b[s.i] {
+	case '"':
+		if _, err := s.str(); err != nil {
+			return nil, err
+		}
+		return s.b[start:s.i], nil
+	case '{', '[':
+	default: // number, true, false, null
+		for s.i < len(s.b) && !bytes.ContainsRune([]byte(",}] \t\n\r:"), rune(s.b[s.i])) {
+			s.i++
+		}
+		if s.i == start {
+			return nil, s.errf("want a value")
+		}
+		return s.b[start:s.i], nil
+	}
+	depth := 0
+	for s.i < len(s.b) {
+		switch c := s.b[s.i]; c {
+		case '"':
+			if _, err := s.str(); err != nil {
+				return nil, err
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				s.i++
+				return s.b[start:s.i], nil
+			}
+		}
+		s.i++
+	}
+	return nil, s.errf("unexpected end of JSON")
+}
+
+// object calls field for each key; field must consume the value.
+func (s *jscan) object(field func(key string) error) error {
+	if err := s.expect('{'); err != nil {
+		return err
+	}
+	for first := true; ; first = false {
+		ok, err := s.more('}', first)
+		if err != nil || !ok {
+			return err
+		}
+		k, err := s.str()
+		if err != nil {
+			return err
+		}
+		if err := s.expect(':'); err != nil {
+			return err
+		}
+		if err := field(k); err != nil {
+			return err
+		}
+	}
+}
+
+// array calls elem for each element; elem must consume it.
+func (s *jscan) array(elem func() error) error {
+	if err := s.expect('['); err != nil {
+		return err
+	}
+	for first := true; ; first = false {
+		ok, err := s.more(']', first)
+		if err != nil || !ok {
+			return err
+		}
+		if err := elem(); err != nil {
+			return err
+		}
+	}
+}

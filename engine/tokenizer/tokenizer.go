@@ -1,0 +1,267 @@
+// Package tokenizer turns text into token ids and back, exactly as Hugging Face tokenizers
+// does for the byte-level BPE vocabularies of Qwen2/Qwen3, gpt-oss (o200k), Llama-3 and
+// DeepSeek-V3. It loads from an HF tokenizer.json (FromHFJSON, LoadFile) or from a GGUF
+// file's tokenizer.ggml.* metadata (FromGGUF); both build the same Tokenizer.
+//
+// Encoding follows HF's pipeline: added tokens are cut out first (leftmost-longest), the
+// rest is normalised (NFC for Qwen3), split by the vocabulary's pre-tokenizer, and each
+// piece is merged by BPE rank. The pre-tokenizers are written by hand rather than with
+// regexp: Go's RE2 lacks the look-ahead the patterns use and its \s is ASCII only, and the
+// hand-written matchers are several times faster.
+//
+// Special tokens are recognised in text only when Encode is asked to (parseSpecial);
+// non-special added tokens (Qwen3's <think>) are always recognised, which is HF's rule.
+package tokenizer
+
+import (
+	"slices"
+	"strings"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// Tokenizer is an immutable byte-level BPE tokenizer; it is safe for concurrent use.
+type Tokenizer struct {
+	model   *bpe
+	pre     preKind
+	nfc     bool       // normalise to NFC before pre-tokenising (Qwen3)
+	raw     addedTrie  // added tokens matched before normalisation
+	normed  addedTrie  // added tokens matched after normalisation
+	special []bool     // per id: a special/control token (matched only with parseSpecial)
+	added   []bool     // per id: an added token (special or not)
+	pieces  [][]byte   // per id: the bytes Decode emits
+	text    []string   // per id: the token's vocabulary string
+	bos     int        // -1 if none
+	eos     int        // -1 if none
+	addBOS  bool       // prepend BOS when encoding a whole prompt
+	eog     map[int]bool
+	tmpl    string // chat template, if the source had one
+	pretok  string // name of the pre-tokenizer, for messages
+}
+
+// VocabSize is the number of ids (the largest id + 1).
+func (t *Tokenizer) VocabSize() int { return len(t.text) }
+
+// TokenText is the token's vocabulary string ("" for an unknown id).
+func (t *Tokenizer) TokenText(id int) string {
+	if id < 0 || id >= len(t.text) {
+		return ""
+	}
+	return t.text[id]
+}
+
+// TokenBytes is what Decode emits for one token (nil for an unknown id).
+func (t *Tokenizer) TokenBytes(id int) []byte {
+	if id < 0 || id >= len(t.pieces) {
+		return nil
+	}
+	return t.pieces[id]
+}
+
+// ID returns the id of a token given by its vocabulary string, e.g. "<|im_end|>".
+func (t *Tokenizer) ID(token string) (int, bool) {
+	if id, end := t.raw.find(token); end == len(token) && id >= 0 {
+		return int(id), true
+	}
+	if id, end := t.normed.find(token); end == len(token) && id >= 0 {
+		return int(id), true
+	}
+	for id, s := range t.text {
+		if s == token {
+			return id, true
+		}
+	}
+	return -1, false
+}
+
+// IsSpecial reports whether id is a special (control) token.
+func (t *Tokenizer) IsSpecial(id int) bool { return id >= 0 && id < len(t.special) && t.special[id] }
+
+// BOS is the beginning-of-sequence token, if the vocabulary names one.
+func (t *Tokenizer) BOS() (int, bool) { return t.bos, t.bos >= 0 }
+
+// EOS is the end-of-sequence token, if the vocabulary names one.
+func (t *Tokenizer) EOS() (int, bool) { return t.eos, t.eos >= 0 }
+
+// AddBOS says whether a prompt should start with BOS (tokenizer.ggml.add_bos_token, or
+// the post-processor of a tokenizer.json).
+func (t *Tokenizer) AddBOS() bool { return t.addBOS && t.bos >= 0 }
+
+// ChatTemplate is the model's Jinja chat template, "" if the source had none.
+func (t *Tokenizer) ChatTemplate() string { return t.tmpl }
+
+// PreTokenizer names the pre-tokenizer in use (qwen2, llama3, gpt-4o, deepseek-v3, ...).
+func (t *Tokenizer) PreTokenizer() string { return t.pretok }
+
+// IsEndOfGeneration reports whether generating id ends the model's turn: EOS, EOT/EOM and
+// the end tokens of the known chat formats (<|im_end|>, <|endoftext|>, <|return|>, ...).
+func (t *Tokenizer) IsEndOfGeneration(id int) bool { return t.eog[id] }
+
+// endTokenNames are the turn-ending tokens of the chat formats Strata knows. gpt-oss's
+// <|end|> is not among them: it closes the analysis message and generation goes on.
+func endTokenNames() []string {
+	return []string{"<|im_end|>", "<|endoftext|>", "<|return|>", "<|call|>", "<|eot_id|>",
+		"<|eom_id|>", "<|end_of_text|>", "<｜end▁of▁sentence｜>", "<|EOT|>"}
+}
+
+func (t *Tokenizer) initEOG(extra ...int) {
+	t.eog = make(map[int]bool)
+	if t.eos >= 0 {
+		t.eog[t.eos] = true
+	}
+	for _, id := range extra {
+		if id >= 0 && id < len(t.text) {
+			t.eog[id] = true
+		}
+	}
+	for _, name := range endTokenNames() {
+		if id, ok := t.ID(name); ok && t.added[id] {
+			t.eog[id] = true
+		}
+	}
+}
+
+// Encode turns text into ids. With parseSpecial, special tokens written in the text (such
+// as <|im_start|> in a rendered chat template) become their ids; without it they are
+// tokenised as plain text, which is the mode for user input. BOS is never added here: see
+// AddBOS.
+func (t *Tokenizer) Encode(text string, parseSpecial bool) []int {
+	out := make([]int, 0, len(text)/3+1)
+	skip := func(id int32) bool { return !parseSpecial && t.special[id] }
+	t.raw.split(text, skip, func(seg string, id int32) {
+		if id >= 0 {
+			out = append(out, int(id))
+			return
+		}
+		if t.nfc {
+			seg = norm.NFC.String(seg)
+		}
+		t.normed.split(seg, skip, func(seg string, id int32) {
+			if id >= 0 {
+				out = append(out, int(id))
+				return
+			}
+			t.pre.split(seg, func(piece string) { out = t.model.encode(piece, out) })
+		})
+	})
+	return out
+}
+
+// Pretokenize returns the pre-tokenizer's pieces of text after normalisation, without
+// cutting out added tokens (HF's pre_tokenize_str on the normalised text).
+func (t *Tokenizer) Pretokenize(text string) []string {
+	if t.nfc {
+		text = norm.NFC.String(text)
+	}
+	var out []string
+	t.pre.split(text, func(p string) { out = append(out, p) })
+	return out
+}
+
+// Decode turns ids back into text, as HF's decode with skip_special_tokens=false: special
+// tokens appear as their text, and byte sequences that are not valid UTF-8 become U+FFFD.
+// Unknown ids are skipped.
+func (t *Tokenizer) Decode(ids []int) string {
+	var buf []byte
+	for _, id := range ids {
+		if id >= 0 && id < len(t.pieces) {
+			buf = append(buf, t.pieces[id]...)
+		}
+	}
+	return string(appendLossy(make([]byte, 0, len(buf)), buf))
+}
+
+// find is longest() anchored at 0 for a whole string.
+func (t *addedTrie) find(s string) (int32, int) {
+	if t.empty() || s == "" {
+		return -1, 0
+	}
+	return t.longest(s, 0)
+}
+
+// builder collects a vocabulary from either source and makes the Tokenizer.
+type builder struct {
+	bl      *byteLevel
+	t       *Tokenizer
+	skipped int // merges that name tokens not in the vocabulary
+}
+
+func newBuilder(size int) *builder {
+	t := &Tokenizer{
+		model:   newBPE(),
+		special: make([]bool, size),
+		added:   make([]bool, size),
+		pieces:  make([][]byte, size),
+		text:    make([]string, size),
+		bos:     -1,
+		eos:     -1,
+	}
+	return &builder{bl: newByteLevel(), t: t}
+}
+
+func (b *builder) grow(id int) {
+	for id >= len(b.t.text) {
+		b.t.text = append(b.t.text, "")
+		b.t.pieces = append(b.t.pieces, nil)
+		b.t.special = append(b.t.special, false)
+		b.t.added = append(b.t.added, false)
+	}
+}
+
+// normal registers a vocabulary token written in the byte-level alphabet.
+func (b *builder) normal(tok string, id int) {
+	b.grow(id)
+	b.t.text[id] = tok
+	raw, ok := b.bl.decode(tok)
+	if ok {
+		b.t.model.addToken(string(raw), int32(id))
+		b.t.pieces[id] = raw
+	} else {
+		b.t.pieces[id] = []byte(tok)
+	}
+}
+
+// addedTok registers an added token. decodeBytes is what Decode emits for it.
+func (b *builder) addedTok(content string, id int, special, normalized bool, decodeBytes []byte) {
+	b.grow(id)
+	b.t.text[id] = content
+	b.t.pieces[id] = decodeBytes
+	b.t.special[id] = special
+	b.t.added[id] = true
+	if normalized && b.t.nfc {
+		b.t.normed.add(norm.NFC.String(content), int32(id))
+	} else if normalized {
+		b.t.normed.add(content, int32(id))
+	} else {
+		b.t.raw.add(content, int32(id))
+	}
+}
+
+// mergeStrings registers a merge given as two byte-level strings.
+func (b *builder) mergeStrings(l, r string, rank int) {
+	lb, ok1 := b.bl.decode(l)
+	rb, ok2 := b.bl.decode(r)
+	if !ok1 || !ok2 || !b.t.model.addMerge(string(lb), string(rb), int32(rank)) {
+		b.skipped++
+	}
+}
+
+// splitMerge cuts a "left right" merge line.
+func splitMerge(s string) (string, string, bool) {
+	i := strings.IndexByte(s, ' ')
+	if i <= 0 || i == len(s)-1 {
+		return "", "", false
+	}
+	return s[:i], s[i+1:], true
+}
+
+// specialIDs lists the special token ids, for tests and tools.
+func (t *Tokenizer) specialIDs() []int {
+	var out []int
+	for id, s := range t.special {
+		if s {
+			out = append(out, id)
+		}
+	}
+	return slices.Clip(out)
+}
