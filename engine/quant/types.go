@@ -47,6 +47,7 @@ const (
 	TQ1_0   Type = 34
 	TQ2_0   Type = 35
 	MXFP4   Type = 39
+	NVFP4   Type = 40
 )
 
 // QK_K is the super-block size of the k-quants and i-quants.
@@ -127,6 +128,8 @@ func info(t Type) (typeInfo, bool) {
 		return typeInfo{"TQ2_0", QK_K, 66}, true
 	case MXFP4:
 		return typeInfo{"MXFP4", 32, 17}, true
+	case NVFP4:
+		return typeInfo{"NVFP4", 64, 36}, true
 	}
 	return typeInfo{}, false
 }

@@ -1,0 +1,83 @@
+package quant
+
+// Q5_K: as Q4_K plus qh[32] holding the fifth bit: for the 64 values of group pair g, bit
+// 2g of qh[l] belongs to value l and bit 2g+1 to value l+32. x = d*scale*q - dmin*min.
+
+func dequantRowQ5_K(src []byte, dst []float32) {
+	for i := range len(dst) / QK_K {
+		b := (*[176]byte)(src[i*176:])
+		y := (*[QK_K]float32)(dst[i*QK_K:])
+		d, dmin := halfAt(b[:], 0), halfAt(b[:], 2)
+		sc := b[4:16]
+		qh := b[16:48]
+		for g := 0; g < 4; g++ {
+			s1, m1 := kScaleMin(sc, 2*g)
+			s2, m2 := kScaleMin(sc, 2*g+1)
+			d1, o1 := d*float32(s1), dmin*float32(m1)
+			d2, o2 := d*float32(s2), dmin*float32(m2)
+			ql := b[48+32*g : 48+32*g+32]
+			out := y[64*g : 64*g+64]
+			u1, u2 := uint8(1)<<(2*g), uint8(2)<<(2*g)
+			for l := 0; l < 32; l++ {
+				q1 := ql[l] & 0x0f
+				if qh[l]&u1 != 0 {
+					q1 += 16
+				}
+				q2 := ql[l] >> 4
+				if qh[l]&u2 != 0 {
+					q2 += 16
+				}
+				out[l] = float32(d1*float32(q1)) - o1
+				out[l+32] = float32(d2*float32(q2)) - o2
+			}
+		}
+	}
+}
+
+// quantRowQ5_K follows quantize_row_q5_K_ref (as Q4_K with 31 levels and a finer search).
+func quantRowQ5_K(src []float32, dst []byte) {
+	for i := range len(src) / QK_K {
+		x := (*[QK_K]float32)(src[i*QK_K:])
+		b := (*[176]byte)(dst[i*176:])
+		var (
+			L       [QK_K]uint8
+			laux    [32]uint8
+			weights [32]float32
+			scales  [8]float32
+			mins    [8]float32
+		)
+		var maxScale, maxMin float32
+		for j := 0; j < 8; j++ {
+			xs := x[32*j : 32*j+32]
+			var sumX2 float32
+			for _, v := range xs {
+				sumX2 += v * v
+			}
+			avX := sqrt32(sumX2 / 32)
+			for l, v := range xs {
+				weights[l] = avX + absF32(v)
+			}
+			scales[j], mins[j] = makeQKX2Quants(31, xs, weights[:], L[32*j:32*j+32], laux[:], -0.5, 0.1, 15)
+			maxScale = max(maxScale, scales[j])
+			maxMin = max(maxMin, mins[j])
+		}
+		putKScales(b[:], x[:], &L, &scales, &mins, maxScale, maxMin, 31)
+		qh := b[16:48]
+		clear(qh)
+		for g := 0; g < 4; g++ {
+			m1, m2 := uint8(1)<<(2*g), uint8(2)<<(2*g)
+			for l := 0; l < 32; l++ {
+				l1, l2 := L[64*g+l], L[64*g+32+l]
+				if l1 > 15 {
+					l1 -= 16
+					qh[l] |= m1
+				}
+				if l2 > 15 {
+					l2 -= 16
+					qh[l] |= m2
+				}
+				b[48+32*g+l] = l1 | l2<<4
+			}
+		}
+	}
+}
