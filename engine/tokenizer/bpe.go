@@ -9,7 +9,7 @@ import (
 type bpe struct {
 	vocab        map[string]int32 // raw bytes of every normal token -> id
 	byteTok      [256]int32       // id of each single-byte token, -1 if the vocab lacks it
-	merges       map[uint64]merge // (left id, right id) -> rank and result
+	merges       *pairTable       // (left id, right id) -> rank and result
 	ignoreMerges bool             // a pre-token that is itself a token is emitted whole
 
 	mu    sync.Mutex
@@ -22,8 +22,8 @@ const maxCache = 1 << 16
 
 func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
 
-func newBPE() *bpe {
-	m := &bpe{vocab: make(map[string]int32), merges: make(map[uint64]merge), cache: make(map[string][]int32)}
+func newBPE(vocabSize, mergeCount int) *bpe {
+	m := &bpe{vocab: make(map[string]int32, vocabSize), merges: newPairTable(mergeCount), cache: make(map[string][]int32)}
 	for i := range m.byteTok {
 		m.byteTok[i] = -1
 	}
@@ -38,20 +38,16 @@ func (m *bpe) addToken(raw string, id int32) {
 	}
 }
 
-// addMerge registers a merge of two raw-byte tokens at rank; false if either part or the
-// result is not in the vocabulary (such merges can never apply).
-func (m *bpe) addMerge(a, b string, rank int32) bool {
-	ia, ok1 := m.vocab[a]
-	ib, ok2 := m.vocab[b]
-	ic, ok3 := m.vocab[a+b]
+// mergeOf resolves a merge of two raw-byte tokens, given as ab = a+b with a of length la;
+// false if either part or the result is not in the vocabulary (it could never apply).
+func (m *bpe) mergeOf(ab []byte, la int) (uint64, int32, bool) {
+	ia, ok1 := m.vocab[string(ab[:la])]
+	ib, ok2 := m.vocab[string(ab[la:])]
+	ic, ok3 := m.vocab[string(ab)]
 	if !ok1 || !ok2 || !ok3 {
-		return false
+		return 0, 0, false
 	}
-	k := pairKey(ia, ib)
-	if _, dup := m.merges[k]; !dup { // the first (lowest) rank wins, as in HF
-		m.merges[k] = merge{rank, ic}
-	}
-	return true
+	return pairKey(ia, ib), ic, true
 }
 
 // encode appends the ids of one pre-token. Bytes with no token are dropped (HF BPE without
@@ -102,7 +98,7 @@ func (m *bpe) merge(word string) []int32 {
 	rank := make([]int32, len(syms)-1)
 	res := make([]int32, len(syms)-1)
 	look := func(i int) {
-		if mg, ok := m.merges[pairKey(syms[i], syms[i+1])]; ok {
+		if mg, ok := m.merges.get(pairKey(syms[i], syms[i+1])); ok {
 			rank[i], res[i] = mg.rank, mg.id
 		} else {
 			rank[i] = none

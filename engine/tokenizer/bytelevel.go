@@ -46,6 +46,28 @@ func (bl *byteLevel) decode(s string) ([]byte, bool) {
 	return out, true
 }
 
+// appendDecoded appends the raw bytes of a byte-level string; ok is false when some char
+// is outside the mapping.
+func (bl *byteLevel) appendDecoded(dst []byte, s string) ([]byte, bool) {
+	for i := 0; i < len(s); {
+		c := s[i]
+		var r rune
+		if c < utf8.RuneSelf {
+			r = rune(c)
+			i++
+		} else {
+			var w int
+			r, w = utf8.DecodeRuneInString(s[i:])
+			i += w
+		}
+		if r >= byteLevelMax || bl.toByte[r] < 0 {
+			return dst, false
+		}
+		dst = append(dst, byte(bl.toByte[r]))
+	}
+	return dst, true
+}
+
 // encode maps raw bytes to the byte-level string.
 func (bl *byteLevel) encode(b []byte) string {
 	out := make([]rune, len(b))

@@ -225,7 +225,7 @@ func parseHFJSON(data []byte) (*Tokenizer, error) {
 	for _, a := range added {
 		size = max(size, a.ID+1)
 	}
-	b := newBuilder(size)
+	b := newBuilder(size, len(merges))
 	b.t.nfc = nfc
 	b.t.pre = pre
 	b.t.pretok = pre.String()
@@ -236,9 +236,7 @@ func parseHFJSON(data []byte) (*Tokenizer, error) {
 		}
 		b.normal(v.tok, v.id)
 	}
-	for rank, m := range merges {
-		b.mergeStrings(m[0], m[1], rank)
-	}
+	b.addMerges(merges)
 	if b.skipped > 0 {
 		slog.Debug("tokenizer: merges naming unknown tokens were skipped", "count", b.skipped)
 	}

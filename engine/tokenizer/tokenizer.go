@@ -14,8 +14,10 @@
 package tokenizer
 
 import (
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -24,16 +26,16 @@ import (
 type Tokenizer struct {
 	model   *bpe
 	pre     preKind
-	nfc     bool       // normalise to NFC before pre-tokenising (Qwen3)
-	raw     addedTrie  // added tokens matched before normalisation
-	normed  addedTrie  // added tokens matched after normalisation
-	special []bool     // per id: a special/control token (matched only with parseSpecial)
-	added   []bool     // per id: an added token (special or not)
-	pieces  [][]byte   // per id: the bytes Decode emits
-	text    []string   // per id: the token's vocabulary string
-	bos     int        // -1 if none
-	eos     int        // -1 if none
-	addBOS  bool       // prepend BOS when encoding a whole prompt
+	nfc     bool      // normalise to NFC before pre-tokenising (Qwen3)
+	raw     addedTrie // added tokens matched before normalisation
+	normed  addedTrie // added tokens matched after normalisation
+	special []bool    // per id: a special/control token (matched only with parseSpecial)
+	added   []bool    // per id: an added token (special or not)
+	pieces  [][]byte  // per id: the bytes Decode emits
+	text    []string  // per id: the token's vocabulary string
+	bos     int       // -1 if none
+	eos     int       // -1 if none
+	addBOS  bool      // prepend BOS when encoding a whole prompt
 	eog     map[int]bool
 	tmpl    string // chat template, if the source had one
 	pretok  string // name of the pre-tokenizer, for messages
@@ -186,9 +188,9 @@ type builder struct {
 	skipped int // merges that name tokens not in the vocabulary
 }
 
-func newBuilder(size int) *builder {
+func newBuilder(size, mergeCount int) *builder {
 	t := &Tokenizer{
-		model:   newBPE(),
+		model:   newBPE(size, mergeCount),
 		special: make([]bool, size),
 		added:   make([]bool, size),
 		pieces:  make([][]byte, size),
@@ -237,12 +239,41 @@ func (b *builder) addedTok(content string, id int, special, normalized bool, dec
 	}
 }
 
-// mergeStrings registers a merge given as two byte-level strings.
-func (b *builder) mergeStrings(l, r string, rank int) {
-	lb, ok1 := b.bl.decode(l)
-	rb, ok2 := b.bl.decode(r)
-	if !ok1 || !ok2 || !b.t.model.addMerge(string(lb), string(rb), int32(rank)) {
-		b.skipped++
+// addMerges registers merges given as pairs of byte-level strings, in rank order. The
+// vocabulary look-ups run on several goroutines (the vocab map is only read); the table is
+// then filled in rank order.
+func (b *builder) addMerges(pairs [][2]string) {
+	type resolved struct {
+		key uint64
+		id  int32
+		ok  bool
+	}
+	res := make([]resolved, len(pairs))
+	workers := min(runtime.GOMAXPROCS(0), 4, len(pairs)/4096+1)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			var buf []byte
+			for r := lo; r < hi; r++ {
+				var ok1, ok2 bool
+				buf, ok1 = b.bl.appendDecoded(buf[:0], pairs[r][0])
+				la := len(buf)
+				buf, ok2 = b.bl.appendDecoded(buf, pairs[r][1])
+				if ok1 && ok2 {
+					res[r].key, res[r].id, res[r].ok = b.t.model.mergeOf(buf, la)
+				}
+			}
+		}(w*len(pairs)/workers, (w+1)*len(pairs)/workers)
+	}
+	wg.Wait()
+	for r, x := range res {
+		if !x.ok {
+			b.skipped++
+			continue
+		}
+		b.t.model.merges.put(x.key, merge{int32(r), x.id})
 	}
 }
 

@@ -1,0 +1,73 @@
+package tokenizer
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"strata/engine/fixtures"
+)
+
+// BenchmarkLoadQwen3 measures loading the 151k-token Qwen3 vocabulary from tokenizer.json.gz
+// (gunzip + JSON + building the maps). Goal: under 100 ms.
+func BenchmarkLoadQwen3(b *testing.B) {
+	path := fixtures.Path(b, "tokenizers", "qwen3", "tokenizer.json.gz")
+	for b.Loop() {
+		if _, err := LoadFile(path); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// mixedText builds about n bytes from the fixture strings (prose, code, CJK, emoji, ...).
+func mixedText(b *testing.B, n int) string {
+	f, err := os.Open(fixtures.Path(b, "tokenizers", "cases.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	var parts []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<22)
+	for sc.Scan() {
+		var c struct {
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			b.Fatal(err)
+		}
+		parts = append(parts, c.Text)
+	}
+	one := strings.Join(parts, "\n")
+	var sb strings.Builder
+	for sb.Len() < n {
+		sb.WriteString(one)
+		sb.WriteString("\n")
+	}
+	return sb.String()
+}
+
+// BenchmarkEncodeQwen3 tokenises 10 MB of mixed text with the Qwen3 vocabulary on one
+// goroutine; the MB/s column is the throughput (goal: at least 10 MB/s).
+func BenchmarkEncodeQwen3(b *testing.B) {
+	benchEncode(b, "qwen3")
+}
+
+func BenchmarkEncodeGPTOSS(b *testing.B) {
+	benchEncode(b, "gptoss")
+}
+
+func benchEncode(b *testing.B, name string) {
+	tk, err := LoadFile(fixtures.Path(b, "tokenizers", name, "tokenizer.json.gz"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	text := mixedText(b, 10<<20)
+	b.SetBytes(int64(len(text)))
+	b.ResetTimer()
+	for b.Loop() {
+		tk.Encode(text, false)
+	}
+}
