@@ -1,0 +1,173 @@
+package cuda_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"strata/cuda"
+)
+
+// timeLaunches runs launch(i) for i in 0..b.N between two device events and returns
+// the device time per launch (after one warm-up launch).
+func timeLaunches(b *testing.B, g *gpu, launch func(i int) error) time.Duration {
+	b.Helper()
+	start, err := g.ctx.NewEvent(true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer start.Destroy()
+	stop, err := g.ctx.NewEvent(true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stop.Destroy()
+	if err := launch(0); err != nil {
+		b.Fatal(err)
+	}
+	if err := g.s.Synchronize(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	if err := start.Record(g.s); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < b.N; i++ {
+		if err := launch(i); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := stop.Record(g.s); err != nil {
+		b.Fatal(err)
+	}
+	if err := stop.Synchronize(); err != nil {
+		b.Fatal(err)
+	}
+	el, err := stop.Since(start)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return el / time.Duration(b.N)
+}
+
+// copies uploads raw into enough buffers that cycling through them exceeds the L2 cache.
+func copies(b *testing.B, g *gpu, raw []byte) []cuda.DevicePtr {
+	n := (512 << 20) / len(raw)
+	if n < 2 {
+		n = 2
+	}
+	if n > 64 {
+		n = 64
+	}
+	out := make([]cuda.DevicePtr, n)
+	for i := range out {
+		out[i] = upload(b, g, raw)
+	}
+	return out
+}
+
+func BenchmarkMatVec(b *testing.B) {
+	g := setup(b)
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, typ := range []cuda.QuantType{cuda.Q4_K, cuda.Q8_0, cuda.Q6_K, cuda.MXFP4, cuda.F16} {
+		for _, sh := range []struct{ rows, cols int }{{4096, 4096}, {2048, 2048}, {151936, 2048}} {
+			if sh.rows > 100000 && typ != cuda.Q4_K && typ != cuda.Q8_0 {
+				continue // the output-projection shape only for the two main types
+			}
+			b.Run(fmt.Sprintf("%v/%dx%d", typ, sh.rows, sh.cols), func(b *testing.B) {
+				raw, _ := makeWeights(b, r, typ, sh.rows, sh.cols)
+				ws := copies(b, g, raw)
+				x := upload(b, g, randFloats(r, sh.cols, 1))
+				y := g.buf(b, 4*sh.rows)
+				per := timeLaunches(b, g, func(i int) error {
+					return g.k.MatVec(g.s, typ, ws[i%len(ws)], x, y, sh.rows, sh.cols)
+				})
+				b.ReportMetric(float64(len(raw))/per.Seconds()/1e9, "GB/s")
+				b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+			})
+		}
+	}
+}
+
+// BenchmarkMatVecExperts is Qwen3-30B-A3B-like MoE decode: 128 experts of 768x2048 (gate,
+// up) or 2048x768 (down) per tensor, 8 routed per token (and all 128, for bandwidth).
+func BenchmarkMatVecExperts(b *testing.B) {
+	g := setup(b)
+	r := rand.New(rand.NewPCG(3, 4))
+	const nExp = 128
+	for _, typ := range []cuda.QuantType{cuda.Q4_K, cuda.Q8_0} {
+		for _, sh := range []struct {
+			name       string
+			rows, cols int
+			perExpert  bool
+		}{{"gate_768x2048", 768, 2048, false}, {"down_2048x768", 2048, 768, true}} {
+			raw, _ := makeWeights(b, r, typ, nExp*sh.rows, sh.cols)
+			stride := len(raw) / nExp
+			w := upload(b, g, raw)
+			for _, k := range []int{8, nExp} {
+				b.Run(fmt.Sprintf("%v/%s/k=%d", typ, sh.name, k), func(b *testing.B) {
+					// a fresh random choice of k experts per launch, from 64 precomputed sets
+					sets := make([]cuda.DevicePtr, 64)
+					for i := range sets {
+						ids := make([]int32, k)
+						for j, p := range r.Perm(nExp)[:k] {
+							ids[j] = int32(p)
+						}
+						sets[i] = upload(b, g, ids)
+					}
+					x := upload(b, g, randFloats(r, k*sh.cols, 1))
+					y := g.buf(b, 4*k*sh.rows)
+					per := timeLaunches(b, g, func(i int) error {
+						return g.k.MatVecExperts(g.s, typ, w, stride, sets[i%len(sets)], k, x, sh.perExpert, y, sh.rows, sh.cols)
+					})
+					b.ReportMetric(float64(k*stride)/per.Seconds()/1e9, "GB/s")
+					b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+				})
+			}
+		}
+	}
+}
+
+func BenchmarkGemm(b *testing.B) {
+	g := setup(b)
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, sh := range []struct{ m, n, k int }{{2048, 512, 2048}, {4096, 512, 4096}, {768, 512, 2048}} {
+		for _, typ := range []cuda.QuantType{cuda.F16, cuda.Q4_K} {
+			b.Run(fmt.Sprintf("%v/m%d_n%d_k%d", typ, sh.m, sh.n, sh.k), func(b *testing.B) {
+				raw, _ := makeWeights(b, r, typ, sh.m, sh.k)
+				w := upload(b, g, raw)
+				x := upload(b, g, randFloats(r, sh.n*sh.k, 1))
+				y := g.buf(b, 4*sh.m*sh.n)
+				var scratch cuda.DevicePtr
+				if n := cuda.GemmScratchBytes(typ, sh.m, sh.k); n > 0 {
+					scratch = g.buf(b, n)
+				}
+				per := timeLaunches(b, g, func(int) error {
+					return g.k.Gemm(g.s, typ, w, x, y, sh.m, sh.n, sh.k, scratch)
+				})
+				b.ReportMetric(2*float64(sh.m)*float64(sh.n)*float64(sh.k)/per.Seconds()/1e12, "TFLOP/s")
+				b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+			})
+		}
+	}
+}
+
+func BenchmarkAttentionDecode(b *testing.B) {
+	g := setup(b)
+	r := rand.New(rand.NewPCG(7, 8))
+	const nHead, nKV, hd = 32, 4, 128
+	for _, ctxLen := range []int{512, 4096, 32768} {
+		b.Run(fmt.Sprintf("ctx=%d", ctxLen), func(b *testing.B) {
+			kc := upload(b, g, toF16(randFloats(r, ctxLen*nKV*hd, 1)))
+			vc := upload(b, g, toF16(randFloats(r, ctxLen*nKV*hd, 1)))
+			q := upload(b, g, randFloats(r, nHead*hd, 1))
+			out := g.buf(b, 4*nHead*hd)
+			pos := upload(b, g, []int32{int32(ctxLen - 1)})
+			per := timeLaunches(b, g, func(int) error {
+				return g.k.AttentionDecode(g.s, q, kc, vc, out, pos, nHead, nKV, hd, 0.088)
+			})
+			b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+		})
+	}
+}

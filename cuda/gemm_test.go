@@ -1,0 +1,86 @@
+package cuda_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"strata/cuda"
+)
+
+// checkGemm compares Y [n x m] with float64 X W^T, relative to ||x_i|| ||w_j||; X and W
+// are given as the f16-rounded values the tensor cores multiply.
+func checkGemm(t *testing.T, got []float32, x, w []float32, m, n, k int, tol float64) {
+	t.Helper()
+	checkFinite(t, "Y", got)
+	for i := 0; i < n; i++ {
+		xi := x[i*k : (i+1)*k]
+		xn := norm(xi)
+		for j := 0; j < m; j++ {
+			wj := w[j*k : (j+1)*k]
+			s := 0.0
+			for c := 0; c < k; c++ {
+				s += float64(xi[c]) * float64(wj[c])
+			}
+			if d := math.Abs(float64(got[i*m+j]) - s); d > tol*xn*norm(wj)+1e-30 {
+				t.Fatalf("Y[%d][%d] = %g, want %g (|diff| %.3g)", i, j, got[i*m+j], s, d)
+			}
+		}
+	}
+}
+
+func TestGemmF16(t *testing.T) {
+	g := setup(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, sh := range []struct{ m, n, k int }{{64, 1, 64}, {100, 3, 96}, {129, 17, 136}, {70, 65, 264}, {256, 130, 1024}} {
+		for _, xF16 := range []bool{false, true} {
+			t.Run(fmt.Sprintf("m%d_n%d_k%d_xf16=%v", sh.m, sh.n, sh.k, xF16), func(t *testing.T) {
+				wh := toF16(randFloats(r, sh.m*sh.k, 1))
+				xs := randFloats(r, sh.n*sh.k, 1)
+				xh := toF16(xs)
+				dw := upload(t, g, wh)
+				var dx cuda.DevicePtr
+				if xF16 {
+					dx = upload(t, g, xh)
+				} else {
+					dx = upload(t, g, xs)
+				}
+				dy := g.buf(t, 4*sh.m*sh.n)
+				if err := g.k.GemmF16(g.s, dw, dx, xF16, dy, sh.m, sh.n, sh.k); err != nil {
+					t.Fatal(err)
+				}
+				got := download[float32](t, g, dy, sh.m*sh.n)
+				checkGemm(t, got, fromF16(xh), fromF16(wh), sh.m, sh.n, sh.k, 1e-5)
+			})
+		}
+	}
+}
+
+// TestGemmQuant runs the dequantise-then-GEMM path for every block type.
+func TestGemmQuant(t *testing.T) {
+	g := setup(t)
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, typ := range cuda.SupportedTypes() {
+		t.Run(typ.String(), func(t *testing.T) {
+			m, n := 33, 5
+			k := 2 * blockOf(typ)
+			if k < 64 {
+				k = 64
+			}
+			raw, w := makeWeights(t, r, typ, m, k)
+			xs := randFloats(r, n*k, 1)
+			dw, dx := upload(t, g, raw), upload(t, g, xs)
+			dy := g.buf(t, 4*m*n)
+			var scratch cuda.DevicePtr
+			if b := cuda.GemmScratchBytes(typ, m, k); b > 0 {
+				scratch = g.buf(t, b)
+			}
+			if err := g.k.Gemm(g.s, typ, dw, dx, dy, m, n, k, scratch); err != nil {
+				t.Fatal(err)
+			}
+			got := download[float32](t, g, dy, m*n)
+			checkGemm(t, got, fromF16(toF16(xs)), fromF16(toF16(w)), m, n, k, 1e-4)
+		})
+	}
+}

@@ -1,0 +1,310 @@
+package cuda
+
+import (
+	_ "embed"
+	"fmt"
+	"unsafe"
+)
+
+// kernelsFatbin is cuda/kernels/*.cu compiled by `make kernels` (see README.md); a
+// string so that nothing can write to it.
+//
+//go:embed kernels.fatbin
+var kernelsFatbin string
+
+// kernelsChecksum is the sha256sum of the sources kernelsFatbin was built from.
+//
+//go:embed kernels.sha256
+var kernelsChecksum string
+
+// EmbeddedChecksum returns the `sha256sum` listing of the kernel sources the embedded
+// fatbin was built from.
+func EmbeddedChecksum() string { return kernelsChecksum }
+
+// Kernels is the kernel module loaded into one context, with a typed launcher per kernel.
+// Launchers only queue work: errors from inside a kernel surface at the next synchronisation.
+type Kernels struct {
+	ctx *Context
+	mod *Module
+	fns map[string]*Function
+}
+
+// kernelNames lists every kernel that must be in the module.
+func kernelNames() []string {
+	var names []string
+	for _, t := range SupportedTypes() {
+		names = append(names, "mul_mat_vec_"+t.String(), "dequantize_"+t.String()+"_f16", "get_rows_"+t.String())
+	}
+	for _, hd := range []int{64, 128, 256} {
+		names = append(names, fmt.Sprintf("attention_decode_%d", hd), fmt.Sprintf("attention_prefill_%d", hd))
+	}
+	return append(names, "gemm_f16_f32", "gemm_f16_f16", "rms_norm", "rope_neox", "router_topk",
+		"swiglu", "add_f32", "scaled_add", "moe_combine", "kv_write", "f32_to_f16")
+}
+
+// LoadKernels loads the embedded fatbin into c.
+func (c *Context) LoadKernels() (*Kernels, error) {
+	if len(kernelsFatbin) == 0 {
+		return nil, fmt.Errorf("cuda: the embedded kernels.fatbin is empty (run make kernels)")
+	}
+	return c.LoadKernelsFrom(unsafe.Slice(unsafe.StringData(kernelsFatbin), len(kernelsFatbin)))
+}
+
+// LoadKernelsFrom loads a fatbin built from cuda/kernels (for development builds).
+func (c *Context) LoadKernelsFrom(image []byte) (*Kernels, error) {
+	mod, err := c.LoadModule(image)
+	if err != nil {
+		return nil, err
+	}
+	k := &Kernels{ctx: c, mod: mod, fns: map[string]*Function{}}
+	for _, name := range kernelNames() {
+		f, err := mod.Function(name)
+		if err != nil {
+			_ = mod.Unload()
+			return nil, fmt.Errorf("cuda: kernels: %w", err)
+		}
+		k.fns[name] = f
+	}
+	return k, nil
+}
+
+// Unload releases the module.
+func (k *Kernels) Unload() error { return k.mod.Unload() }
+
+// Context returns the context the kernels were loaded into.
+func (k *Kernels) Context() *Context { return k.ctx }
+
+func (k *Kernels) launch(name string, s *Stream, grid, block Dim3, shared int, args *Args) error {
+	f, ok := k.fns[name]
+	if !ok {
+		return fmt.Errorf("cuda: no kernel %q", name)
+	}
+	return f.Launch(s, grid, block, shared, args)
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// elementwise launch shape: enough blocks to fill a large GPU, then grid-stride.
+func elemGrid(n int) Dim3 {
+	b := ceilDiv(n, 256)
+	if b > 4096 {
+		b = 4096
+	}
+	return Dim3{X: b}
+}
+
+const mmvWarps = 4 // MMV_WARPS in mul_mat_vec.cu
+
+// MatVec computes y[rows] = W[rows x cols] x[cols]: W of type t (rows in GGUF block
+// layout, back to back), x and y float32. cols must be a multiple of t's block (8 for
+// the plain types).
+func (k *Kernels) MatVec(s *Stream, t QuantType, w, x, y DevicePtr, rows, cols int) error {
+	return k.matVec(s, t, w, 0, 0, 1, x, 0, y, rows, cols)
+}
+
+// MatVecExperts computes, for each of the n routed slots e, y[e] = W[ids[e]] x[e], in one
+// launch: W holds all experts of a tensor, expertStride bytes apart; ids is n int32 on the
+// device; x[e] is x + e*cols floats when xPerExpert, else x for every slot; y is [n][rows].
+func (k *Kernels) MatVecExperts(s *Stream, t QuantType, w DevicePtr, expertStride int, ids DevicePtr, n int,
+	x DevicePtr, xPerExpert bool, y DevicePtr, rows, cols int) error {
+	if ids == 0 {
+		return fmt.Errorf("cuda: mul_mat_vec_%v: nil expert ids", t)
+	}
+	xs := 0
+	if xPerExpert {
+		xs = cols
+	}
+	return k.matVec(s, t, w, expertStride, ids, n, x, xs, y, rows, cols)
+}
+
+func (k *Kernels) matVec(s *Stream, t QuantType, w DevicePtr, expertStride int, ids DevicePtr, n int,
+	x DevicePtr, xStride int, y DevicePtr, rows, cols int) error {
+	if _, err := t.RowBytes(cols); err != nil {
+		return fmt.Errorf("cuda: mul_mat_vec: %w", err)
+	}
+	if cols%8 != 0 || rows <= 0 || n <= 0 || n > 65535 {
+		return fmt.Errorf("cuda: mul_mat_vec_%v: bad shape rows=%d cols=%d slots=%d", t, rows, cols, n)
+	}
+	a := new(Args).Ptr(w).Int64(int64(expertStride)).Ptr(ids).Ptr(x).Int64(int64(xStride)).Ptr(y).Int(rows).Int(cols)
+	return k.launch("mul_mat_vec_"+t.String(), s, Dim3{X: ceilDiv(rows, mmvWarps), Y: n}, Dim3{X: mmvWarps * 32}, 0, a)
+}
+
+// Dequantize writes the n values at src (type t, a whole number of blocks) to dst as f16.
+func (k *Kernels) Dequantize(s *Stream, t QuantType, src, dst DevicePtr, n int) error {
+	if _, err := t.RowBytes(n); err != nil {
+		return fmt.Errorf("cuda: dequantize: %w", err)
+	}
+	chunks := n / 8
+	a := new(Args).Ptr(src).Ptr(dst).Int64(int64(n))
+	return k.launch("dequantize_"+t.String()+"_f16", s, Dim3{X: ceilDiv(chunks, 256)}, Dim3{X: 256}, 0, a)
+}
+
+// GetRows gathers rows ids[0..n) (int32 on the device) of W [* x cols] of type t into
+// out [n x cols] float32: the embedding lookup.
+func (k *Kernels) GetRows(s *Stream, t QuantType, w, ids DevicePtr, n int, out DevicePtr, cols int) error {
+	if _, err := t.RowBytes(cols); err != nil {
+		return fmt.Errorf("cuda: get_rows: %w", err)
+	}
+	if n <= 0 || n > 65535 {
+		return fmt.Errorf("cuda: get_rows_%v: %d ids out of range 1..65535", t, n)
+	}
+	a := new(Args).Ptr(w).Ptr(ids).Ptr(out).Int(cols)
+	return k.launch("get_rows_"+t.String(), s, Dim3{X: ceilDiv(cols/8, 128), Y: n}, Dim3{X: 128}, 0, a)
+}
+
+// GemmF16 computes Y[n x m] = X[n x k] W[m x k]^T on the tensor cores: W f16, X f32
+// (or f16 when xF16), Y f32. k must be a multiple of 8.
+func (k *Kernels) GemmF16(s *Stream, w, x DevicePtr, xF16 bool, y DevicePtr, m, n, kdim int) error {
+	if m <= 0 || n <= 0 || kdim <= 0 || kdim%8 != 0 {
+		return fmt.Errorf("cuda: gemm: bad shape m=%d n=%d k=%d (k must be a multiple of 8)", m, n, kdim)
+	}
+	if ceilDiv(n, 64) > 65535 {
+		return fmt.Errorf("cuda: gemm: %d rows of X is too many for one launch", n)
+	}
+	name := "gemm_f16_f32"
+	if xF16 {
+		name = "gemm_f16_f16"
+	}
+	a := new(Args).Ptr(w).Ptr(x).Ptr(y).Int(m).Int(n).Int(kdim)
+	return k.launch(name, s, Dim3{X: ceilDiv(m, 64), Y: ceilDiv(n, 64)}, Dim3{X: 128}, 0, a)
+}
+
+// GemmScratchBytes is the scratch Gemm needs to dequantise an m x k weight of type t.
+func GemmScratchBytes(t QuantType, m, kdim int) int {
+	if t == F16 {
+		return 0
+	}
+	return m * kdim * 2
+}
+
+// Gemm computes Y[n x m] = X[n x k] W[m x k]^T for a weight of any supported type:
+// W is dequantised to f16 into scratch (GemmScratchBytes) first, unless it is f16.
+func (k *Kernels) Gemm(s *Stream, t QuantType, w, x, y DevicePtr, m, n, kdim int, scratch DevicePtr) error {
+	if t != F16 {
+		if scratch == 0 {
+			return fmt.Errorf("cuda: gemm %v: needs %d bytes of scratch", t, GemmScratchBytes(t, m, kdim))
+		}
+		if err := k.Dequantize(s, t, w, scratch, m*kdim); err != nil {
+			return err
+		}
+		w = scratch
+	}
+	return k.GemmF16(s, w, x, false, y, m, n, kdim)
+}
+
+// RMSNorm normalises rows of dim floats: y = x / sqrt(mean(x^2)+eps) * w (w may be 0 for
+// no weight; y may equal x). With dim = head size and rows = tokens*heads it is the per-head
+// q/k norm.
+func (k *Kernels) RMSNorm(s *Stream, x, w, y DevicePtr, rows, dim int, eps float32) error {
+	if rows <= 0 || dim <= 0 {
+		return fmt.Errorf("cuda: rms_norm: bad shape rows=%d dim=%d", rows, dim)
+	}
+	block := 256
+	if dim <= 128 {
+		block = 32 * ceilDiv(dim, 32)
+	}
+	a := new(Args).Ptr(x).Ptr(w).Ptr(y).Int(dim).Float(eps)
+	return k.launch("rms_norm", s, Dim3{X: rows}, Dim3{X: block}, 0, a)
+}
+
+// RopeNeoX rotates x [tokens][heads][headDim] in place (NeoX pairing, the first ropeDim
+// values of each head) by the positions pos [tokens] (int32 on the device).
+func (k *Kernels) RopeNeoX(s *Stream, x, pos DevicePtr, tokens, heads, headDim, ropeDim int, freqBase float32) error {
+	if tokens <= 0 || heads <= 0 || ropeDim <= 0 || ropeDim%2 != 0 || ropeDim > headDim {
+		return fmt.Errorf("cuda: rope_neox: bad shape tokens=%d heads=%d head_dim=%d rope_dim=%d", tokens, heads, headDim, ropeDim)
+	}
+	a := new(Args).Ptr(x).Ptr(pos).Int(heads).Int(headDim).Int(ropeDim).Float(freqBase)
+	return k.launch("rope_neox", s, Dim3{X: tokens}, Dim3{X: 128}, 0, a)
+}
+
+func checkAttention(name string, nHead, nKV, headDim int) error {
+	if headDim != 64 && headDim != 128 && headDim != 256 {
+		return fmt.Errorf("cuda: %s: head size %d (kernels exist for 64, 128, 256)", name, headDim)
+	}
+	if nHead <= 0 || nKV <= 0 || nHead%nKV != 0 {
+		return fmt.Errorf("cuda: %s: %d query heads is not a multiple of %d kv heads", name, nHead, nKV)
+	}
+	return nil
+}
+
+// AttentionDecode attends one query q [nHead][headDim] f32 to the f16 caches
+// [position][nKV][headDim] up to and including position pos[0] (int32 on the device, so a
+// captured graph can replay it), writing out [nHead][headDim] f32.
+func (k *Kernels) AttentionDecode(s *Stream, q, kCache, vCache, out, pos DevicePtr, nHead, nKV, headDim int, scale float32) error {
+	if err := checkAttention("attention_decode", nHead, nKV, headDim); err != nil {
+		return err
+	}
+	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale)
+	return k.launch(fmt.Sprintf("attention_decode_%d", headDim), s, Dim3{X: nHead}, Dim3{X: 128}, 0, a)
+}
+
+// AttentionPrefill is causal attention for nTok queries q [nTok][nHead][headDim]: query t
+// attends positions 0..pos[t] of the caches (which must already hold them).
+func (k *Kernels) AttentionPrefill(s *Stream, q, kCache, vCache, out, pos DevicePtr, nTok, nHead, nKV, headDim int, scale float32) error {
+	if err := checkAttention("attention_prefill", nHead, nKV, headDim); err != nil {
+		return err
+	}
+	if nTok <= 0 || ceilDiv(nTok, 4) > 65535 {
+		return fmt.Errorf("cuda: attention_prefill: %d tokens out of range", nTok)
+	}
+	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nTok).Int(nHead).Int(nKV).Float(scale)
+	return k.launch(fmt.Sprintf("attention_prefill_%d", headDim), s, Dim3{X: nHead, Y: ceilDiv(nTok, 4)}, Dim3{X: 128}, 0, a)
+}
+
+// RouterTopK takes logits [tokens][nExp], softmaxes each row and writes the topK largest
+// expert ids (int32, ties to the lower id) and their probabilities, renormalised to sum to
+// 1 when renorm (which also equals a softmax over the selected logits).
+func (k *Kernels) RouterTopK(s *Stream, logits, ids, weights DevicePtr, tokens, nExp, topK int, renorm bool) error {
+	if tokens <= 0 || nExp <= 0 || topK <= 0 || topK > 32 || topK > nExp || nExp*4 > 48*1024 {
+		return fmt.Errorf("cuda: router_topk: bad shape tokens=%d experts=%d k=%d", tokens, nExp, topK)
+	}
+	r := 0
+	if renorm {
+		r = 1
+	}
+	a := new(Args).Ptr(logits).Ptr(ids).Ptr(weights).Int(nExp).Int(topK).Int(r)
+	return k.launch("router_topk", s, Dim3{X: tokens}, Dim3{X: 32}, nExp*4, a)
+}
+
+// SwiGLU computes y = silu(g) * u over n floats (y may equal g or u).
+func (k *Kernels) SwiGLU(s *Stream, g, u, y DevicePtr, n int) error {
+	return k.launch("swiglu", s, elemGrid(n), Dim3{X: 256}, 0, new(Args).Ptr(g).Ptr(u).Ptr(y).Int64(int64(n)))
+}
+
+// Add computes y = a + b over n floats.
+func (k *Kernels) Add(s *Stream, a, b, y DevicePtr, n int) error {
+	return k.launch("add_f32", s, elemGrid(n), Dim3{X: 256}, 0, new(Args).Ptr(a).Ptr(b).Ptr(y).Int64(int64(n)))
+}
+
+// ScaledAdd computes y += w[wIndex] * x over n floats, the scale read on the device.
+func (k *Kernels) ScaledAdd(s *Stream, y, x, w DevicePtr, wIndex, n int) error {
+	return k.launch("scaled_add", s, elemGrid(n), Dim3{X: 256}, 0, new(Args).Ptr(y).Ptr(x).Ptr(w).Int(wIndex).Int64(int64(n)))
+}
+
+// MoECombine computes, per token t, y[t] (+)= sum_e w[t][e] * x[t][e] with x [tokens][topK][n]
+// and w [tokens][topK]; accumulate adds to y instead of overwriting it.
+func (k *Kernels) MoECombine(s *Stream, x, w, y DevicePtr, tokens, topK, n int, accumulate bool) error {
+	if tokens <= 0 || tokens > 65535 || topK <= 0 || n <= 0 {
+		return fmt.Errorf("cuda: moe_combine: bad shape tokens=%d k=%d n=%d", tokens, topK, n)
+	}
+	acc := 0
+	if accumulate {
+		acc = 1
+	}
+	a := new(Args).Ptr(x).Ptr(w).Ptr(y).Int(n).Int(topK).Int(acc)
+	return k.launch("moe_combine", s, Dim3{X: ceilDiv(n, 256), Y: tokens}, Dim3{X: 256}, 0, a)
+}
+
+// KVWrite stores src [tokens][rowElems] f32 as f16 into cache rows pos[t] (int32 on the device).
+func (k *Kernels) KVWrite(s *Stream, src, cache, pos DevicePtr, tokens, rowElems int) error {
+	if tokens <= 0 || tokens > 65535 || rowElems <= 0 {
+		return fmt.Errorf("cuda: kv_write: bad shape tokens=%d row=%d", tokens, rowElems)
+	}
+	a := new(Args).Ptr(src).Ptr(cache).Ptr(pos).Int(rowElems)
+	return k.launch("kv_write", s, Dim3{X: ceilDiv(rowElems, 256), Y: tokens}, Dim3{X: 256}, 0, a)
+}
+
+// F32ToF16 converts n floats.
+func (k *Kernels) F32ToF16(s *Stream, x, y DevicePtr, n int) error {
+	return k.launch("f32_to_f16", s, elemGrid(n), Dim3{X: 256}, 0, new(Args).Ptr(x).Ptr(y).Int64(int64(n)))
+}

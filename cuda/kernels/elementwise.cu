@@ -1,0 +1,46 @@
+// elementwise.cu: SwiGLU, adds, the MoE combine, KV-cache writes and f32 -> f16.
+#include "common.cuh"
+
+#define GRID_STRIDE(i, n) for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
+
+// y = silu(g) * u. y may alias g or u.
+extern "C" __global__ void swiglu(const float *g, const float *u, float *y, long long n) {
+	GRID_STRIDE(i, n) {
+		const float a = g[i];
+		y[i] = a / (1.f + expf(-a)) * u[i];
+	}
+}
+
+// y = a + b (residual add). y may alias a or b.
+extern "C" __global__ void add_f32(const float *a, const float *b, float *y, long long n) {
+	GRID_STRIDE(i, n) y[i] = a[i] + b[i];
+}
+
+// y += w[w_index] * x, the weight read on the device (a router weight, no host sync).
+extern "C" __global__ void scaled_add(float *y, const float *x, const float *w, int w_index, long long n) {
+	const float s = w[w_index];
+	GRID_STRIDE(i, n) y[i] += s * x[i];
+}
+
+// MoE combine for token blockIdx.y: y[t] (+)= sum_e w[t][e] * x[t][e][:], with x [tokens][k][n]
+// and w [tokens][k]; accumulate=0 overwrites y.
+extern "C" __global__ void moe_combine(const float *x, const float *w, float *y, int n, int k, int accumulate) {
+	const long long t = blockIdx.y;
+	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+		float s = accumulate ? y[t * n + i] : 0.f;
+		for (int e = 0; e < k; e++) s += w[t * k + e] * x[(t * k + e) * n + i];
+		y[t * n + i] = s;
+	}
+}
+
+// KV cache write: cache row pos[t] (row_elems f16 values) = src row t. Grid.y = tokens.
+extern "C" __global__ void kv_write(const float *src, __half *cache, const int *pos, int row_elems) {
+	const long long t = blockIdx.y;
+	const long long p = pos[t];
+	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < row_elems; i += gridDim.x * blockDim.x)
+		cache[p * row_elems + i] = __float2half_rn(src[t * row_elems + i]);
+}
+
+extern "C" __global__ void f32_to_f16(const float *x, __half *y, long long n) {
+	GRID_STRIDE(i, n) y[i] = __float2half_rn(x[i]);
+}

@@ -1,0 +1,19 @@
+// rope.cu: NeoX rotary embedding in place. x is [tokens][heads][head_dim]; the first
+// rope_dim values of each head rotate in pairs (i, i + rope_dim/2) by pos[token] *
+// base^(-2i/rope_dim), computed in float32 the way the reference implementations do.
+#include "common.cuh"
+
+extern "C" __global__ void rope_neox(float *x, const int *pos, int heads, int head_dim, int rope_dim, float freq_base) {
+	const int tok = blockIdx.x, half_rd = rope_dim / 2;
+	const float p = (float)pos[tok];
+	for (int idx = threadIdx.x; idx < heads * half_rd; idx += blockDim.x) {
+		const int h = idx / half_rd, i = idx % half_rd;
+		float *v = x + ((long long)tok * heads + h) * head_dim;
+		const float inv_freq = 1.0f / powf(freq_base, (float)(2 * i) / (float)rope_dim);
+		float s, c;
+		sincosf(p * inv_freq, &s, &c);
+		const float a = v[i], b = v[i + half_rd];
+		v[i] = a * c - b * s;
+		v[i + half_rd] = a * s + b * c;
+	}
+}

@@ -1,0 +1,10 @@
+// strata.cu: the one translation unit nvcc compiles into kernels.fatbin; each family
+// file is also a standalone translation unit.
+#include "mul_mat_vec.cu"
+#include "dequantize.cu"
+#include "gemm.cu"
+#include "norm.cu"
+#include "rope.cu"
+#include "attention.cu"
+#include "router.cu"
+#include "elementwise.cu"

@@ -1,0 +1,249 @@
+package cuda_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"sort"
+	"testing"
+)
+
+func TestRMSNorm(t *testing.T) {
+	g := setup(t)
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, sh := range []struct {
+		rows, dim int
+		weight    bool
+	}{{3, 2048, true}, {1, 17, true}, {12, 128, true}, {5, 300, false}} {
+		x := randFloats(r, sh.rows*sh.dim, 3)
+		w := randFloats(r, sh.dim, 1)
+		dx := upload(t, g, x)
+		var dw = upload(t, g, w)
+		if !sh.weight {
+			dw = 0
+		}
+		const eps = 1e-6
+		// in place: y = x
+		if err := g.k.RMSNorm(g.s, dx, dw, dx, sh.rows, sh.dim, eps); err != nil {
+			t.Fatal(err)
+		}
+		got := download[float32](t, g, dx, sh.rows*sh.dim)
+		for i := 0; i < sh.rows; i++ {
+			ss := 0.0
+			for _, v := range x[i*sh.dim : (i+1)*sh.dim] {
+				ss += float64(v) * float64(v)
+			}
+			sc := 1 / math.Sqrt(ss/float64(sh.dim)+eps)
+			for j := 0; j < sh.dim; j++ {
+				want := float64(x[i*sh.dim+j]) * sc
+				if sh.weight {
+					want *= float64(w[j])
+				}
+				if d := math.Abs(float64(got[i*sh.dim+j]) - want); d > 1e-5*(math.Abs(want)+1) || math.IsNaN(float64(got[i*sh.dim+j])) {
+					t.Fatalf("rows=%d dim=%d: y[%d][%d] = %g want %g", sh.rows, sh.dim, i, j, got[i*sh.dim+j], want)
+				}
+			}
+		}
+	}
+}
+
+func TestRopeNeoX(t *testing.T) {
+	g := setup(t)
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, sh := range []struct{ heads, hd, rd int }{{4, 128, 128}, {3, 64, 32}, {2, 256, 256}} {
+		pos := []int32{0, 7, 4095}
+		base := float32(1e6)
+		n := len(pos) * sh.heads * sh.hd
+		x := randFloats(r, n, 1)
+		dx, dpos := upload(t, g, x), upload(t, g, pos)
+		if err := g.k.RopeNeoX(g.s, dx, dpos, len(pos), sh.heads, sh.hd, sh.rd, base); err != nil {
+			t.Fatal(err)
+		}
+		got := download[float32](t, g, dx, n)
+		half := sh.rd / 2
+		for tk, p := range pos {
+			for h := 0; h < sh.heads; h++ {
+				off := (tk*sh.heads + h) * sh.hd
+				for i := 0; i < sh.hd; i++ {
+					want := float64(x[off+i])
+					if i < sh.rd {
+						j := i % half
+						// float32 angle, as the reference implementations compute it
+						inv := float32(1 / math.Pow(float64(base), float64(2*j)/float64(sh.rd)))
+						th := float64(float32(p) * inv)
+						a, b := float64(x[off+j]), float64(x[off+j+half])
+						if i < half {
+							want = a*math.Cos(th) - b*math.Sin(th)
+						} else {
+							want = a*math.Sin(th) + b*math.Cos(th)
+						}
+					}
+					if d := math.Abs(float64(got[off+i]) - want); d > 1e-3 {
+						t.Fatalf("hd=%d rd=%d pos %d head %d dim %d: got %g want %g", sh.hd, sh.rd, p, h, i, got[off+i], want)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestRouterTopK(t *testing.T) {
+	g := setup(t)
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, sh := range []struct {
+		tokens, nExp, k int
+		renorm          bool
+	}{{3, 128, 8, true}, {2, 128, 8, false}, {1, 32, 4, true}, {5, 60, 1, false}} {
+		logits := randFloats(r, sh.tokens*sh.nExp, 4)
+		dl := upload(t, g, logits)
+		dids := g.buf(t, 4*sh.tokens*sh.k)
+		dw := g.buf(t, 4*sh.tokens*sh.k)
+		if err := g.k.RouterTopK(g.s, dl, dids, dw, sh.tokens, sh.nExp, sh.k, sh.renorm); err != nil {
+			t.Fatal(err)
+		}
+		ids := download[int32](t, g, dids, sh.tokens*sh.k)
+		ws := download[float32](t, g, dw, sh.tokens*sh.k)
+		for tk := 0; tk < sh.tokens; tk++ {
+			l := logits[tk*sh.nExp : (tk+1)*sh.nExp]
+			mx := math.Inf(-1)
+			for _, v := range l {
+				mx = math.Max(mx, float64(v))
+			}
+			p := make([]float64, sh.nExp)
+			sum := 0.0
+			for i, v := range l {
+				p[i] = math.Exp(float64(v) - mx)
+				sum += p[i]
+			}
+			order := make([]int, sh.nExp)
+			for i := range order {
+				order[i] = i
+			}
+			sort.SliceStable(order, func(a, b int) bool { return p[order[a]] > p[order[b]] })
+			sel := 0.0
+			for j := 0; j < sh.k; j++ {
+				sel += p[order[j]] / sum
+			}
+			for j := 0; j < sh.k; j++ {
+				want := p[order[j]] / sum
+				if sh.renorm {
+					want /= sel
+				}
+				if int(ids[tk*sh.k+j]) != order[j] {
+					t.Fatalf("token %d choice %d: expert %d, want %d", tk, j, ids[tk*sh.k+j], order[j])
+				}
+				if d := math.Abs(float64(ws[tk*sh.k+j]) - want); d > 1e-5*want+1e-7 {
+					t.Fatalf("token %d choice %d: weight %g want %g", tk, j, ws[tk*sh.k+j], want)
+				}
+			}
+		}
+	}
+}
+
+func TestElementwise(t *testing.T) {
+	g := setup(t)
+	r := rand.New(rand.NewPCG(17, 18))
+	const n = 1000003
+	a, b := randFloats(r, n, 5), randFloats(r, n, 5)
+	da, db := upload(t, g, a), upload(t, g, b)
+	dy := g.buf(t, 4*n)
+	if err := g.k.SwiGLU(g.s, da, db, dy, n); err != nil {
+		t.Fatal(err)
+	}
+	y := download[float32](t, g, dy, n)
+	for i := range y {
+		want := float64(a[i]) / (1 + math.Exp(-float64(a[i]))) * float64(b[i])
+		if math.Abs(float64(y[i])-want) > 1e-5*(math.Abs(want)+1) {
+			t.Fatalf("swiglu[%d] = %g want %g", i, y[i], want)
+		}
+	}
+	if err := g.k.Add(g.s, da, db, dy, n); err != nil {
+		t.Fatal(err)
+	}
+	y = download[float32](t, g, dy, n)
+	for i := range y {
+		if y[i] != a[i]+b[i] {
+			t.Fatalf("add[%d] = %g want %g", i, y[i], a[i]+b[i])
+		}
+	}
+	// y (= a+b) += w[2] * a
+	w := []float32{0.5, -1, 0.25}
+	dwt := upload(t, g, w)
+	if err := g.k.ScaledAdd(g.s, dy, da, dwt, 2, n); err != nil {
+		t.Fatal(err)
+	}
+	y = download[float32](t, g, dy, n)
+	for i := range y {
+		want := float64(a[i]+b[i]) + 0.25*float64(a[i])
+		if math.Abs(float64(y[i])-want) > 1e-6*(math.Abs(want)+1) {
+			t.Fatalf("scaled_add[%d] = %g want %g", i, y[i], want)
+		}
+	}
+	// f32 -> f16
+	dh := g.buf(t, 2*n)
+	if err := g.k.F32ToF16(g.s, da, dh, n); err != nil {
+		t.Fatal(err)
+	}
+	h := download[uint16](t, g, dh, n)
+	wantH := toF16(a)
+	for i := range h {
+		if h[i] != wantH[i] {
+			t.Fatalf("f32_to_f16[%d] = %#x want %#x", i, h[i], wantH[i])
+		}
+	}
+}
+
+func TestMoECombine(t *testing.T) {
+	g := setup(t)
+	r := rand.New(rand.NewPCG(19, 20))
+	const tokens, k, n = 3, 8, 2053
+	x := randFloats(r, tokens*k*n, 1)
+	w := randFloats(r, tokens*k, 1)
+	y0 := randFloats(r, tokens*n, 1)
+	for _, acc := range []bool{false, true} {
+		dx, dw, dy := upload(t, g, x), upload(t, g, w), upload(t, g, y0)
+		if err := g.k.MoECombine(g.s, dx, dw, dy, tokens, k, n, acc); err != nil {
+			t.Fatal(err)
+		}
+		got := download[float32](t, g, dy, tokens*n)
+		for tk := 0; tk < tokens; tk++ {
+			for i := 0; i < n; i++ {
+				want := 0.0
+				if acc {
+					want = float64(y0[tk*n+i])
+				}
+				for e := 0; e < k; e++ {
+					want += float64(w[tk*k+e]) * float64(x[(tk*k+e)*n+i])
+				}
+				if math.Abs(float64(got[tk*n+i])-want) > 1e-5 {
+					t.Fatalf("accumulate=%v token %d [%d] = %g want %g", acc, tk, i, got[tk*n+i], want)
+				}
+			}
+		}
+	}
+}
+
+func TestKVWrite(t *testing.T) {
+	g := setup(t)
+	r := rand.New(rand.NewPCG(21, 22))
+	const ctxLen, row = 50, 4 * 128
+	pos := []int32{7, 8, 49}
+	src := randFloats(r, len(pos)*row, 2)
+	cache := g.buf(t, 2*ctxLen*row)
+	if err := g.s.Memset(cache, 0, 2*ctxLen*row); err != nil {
+		t.Fatal(err)
+	}
+	dsrc, dpos := upload(t, g, src), upload(t, g, pos)
+	if err := g.k.KVWrite(g.s, dsrc, cache, dpos, len(pos), row); err != nil {
+		t.Fatal(err)
+	}
+	got := download[uint16](t, g, cache, ctxLen*row)
+	want := make([]uint16, ctxLen*row)
+	for i, p := range pos {
+		copy(want[int(p)*row:], toF16(src[i*row:(i+1)*row]))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("cache[%d][%d] = %#x want %#x", i/row, i%row, got[i], want[i])
+		}
+	}
+}
