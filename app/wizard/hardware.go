@@ -1,0 +1,84 @@
+// Package wizard decides how Strata should run a model on a machine: where the experts go
+// (all on the GPU, the default arena, resident, tiered, or CPU only), the engine.Config that
+// says so, and the reasons in plain words. Recommend is a pure function of two plain values,
+// Hardware and Model, so the app's wizard, `strata hw` and the tests all get the same answer.
+package wizard
+
+import (
+	"strata/engine"
+	"strata/platform"
+)
+
+// GPU is one NVIDIA card as the decision sees it.
+type GPU struct {
+	Index     int // NVML index
+	Name      string
+	VRAMTotal int64
+	VRAMFree  int64 // 0 = unknown: plan on the total
+	Display   bool  // drives a desktop: keep more VRAM free
+	PCIeGen   int
+	PCIeWidth int
+}
+
+// Hardware is the machine, reduced to what the decision needs.
+type Hardware struct {
+	RAMTotal      int64
+	RAMAvailable  int64 // 0 = unknown: plan on 80% of the total
+	PhysicalCores int
+	GPUs          []GPU
+	WSL2          bool
+	PinnedBudget  int64 // page-locked RAM the GPU driver grants; 0 = limited only by RAM
+	Drive         platform.DriveClass
+	DriveMBps     float64 // sequential read speed of the drive holding the model; 0 = unknown
+}
+
+// HardwareFromHost builds Hardware from platform facts; drive is the probe of the model
+// file's drive, nil when there is no model yet.
+func HardwareFromHost(h platform.Host, drive *platform.Drive) Hardware {
+	hw := Hardware{
+		RAMTotal:      h.RAM.TotalBytes,
+		RAMAvailable:  h.RAM.AvailableBytes,
+		PhysicalCores: h.CPU.PhysicalCores,
+		WSL2:          h.WSL.WSL2,
+		PinnedBudget:  h.WSL.PinnedBudgetBytes,
+		Drive:         platform.DriveUnknown,
+	}
+	for _, g := range h.GPUs.Devices {
+		hw.GPUs = append(hw.GPUs, GPU{
+			Index: g.Index, Name: g.Name, VRAMTotal: g.VRAMTotalBytes, VRAMFree: g.VRAMFreeBytes,
+			Display: g.DisplayActive, PCIeGen: g.PCIeGen, PCIeWidth: g.PCIeWidth,
+		})
+	}
+	if drive != nil && drive.Read.Class != "" {
+		hw.Drive, hw.DriveMBps = drive.Read.Class, drive.Read.MBps
+	}
+	return hw
+}
+
+// Model is a model file, reduced to what the decision needs.
+type Model struct {
+	Name           string
+	FileBytes      int64
+	ExpertBytes    int64 // all routed experts
+	NonExpertBytes int64 // everything else: embeddings, attention, norms, router, shared experts
+	Layers         int   // MoE layers
+	Experts        int   // routed experts per layer
+	ExpertsUsed    int   // experts routed per token
+	ContextLength  int   // trained context
+	// KVBytesPerToken is the f16 KV cache of one token over all layers; 0 = estimated as
+	// 2 KiB per layer (4 KV heads of 128, the common MoE shape).
+	KVBytesPerToken int64
+}
+
+// ModelFromInfo takes what the decision needs from engine.Inspect's answer. ModelInfo does not
+// carry the KV cache shape, so KVBytesPerToken is left to the estimate.
+func ModelFromInfo(mi engine.ModelInfo) Model {
+	name := mi.Name
+	if name == "" {
+		name = mi.Path
+	}
+	return Model{
+		Name: name, FileBytes: mi.FileBytes, ExpertBytes: mi.ExpertBytes, NonExpertBytes: mi.NonExpertBytes,
+		Layers: mi.Layers, Experts: mi.Experts, ExpertsUsed: mi.ExpertsUsed, ContextLength: mi.ContextLength,
+	}
+}

@@ -1,0 +1,359 @@
+package wizard
+
+import (
+	"strings"
+	"testing"
+
+	"strata/platform"
+)
+
+func gb(x float64) int64 { return int64(x * float64(gib)) }
+
+// Realistic models: the sizes of the common GGUF quantisations, the real layer and expert
+// counts, and the real KV shapes (GLM-4.5-Air's is left to the estimate).
+func qwen3_30b() Model {
+	return Model{Name: "Qwen3-30B-A3B Q4_K_M", FileBytes: gb(17.3), ExpertBytes: gb(16), NonExpertBytes: gb(1.3),
+		Layers: 48, Experts: 128, ExpertsUsed: 8, ContextLength: 40960, KVBytesPerToken: 48 * 4 * 128 * 2 * 2}
+}
+
+func qwen3next_80b() Model { // only 12 of its 48 layers have a KV cache
+	return Model{Name: "Qwen3-Next-80B-A3B Q4_K_M", FileBytes: gb(45), ExpertBytes: gb(42.5), NonExpertBytes: gb(2.5),
+		Layers: 48, Experts: 512, ExpertsUsed: 10, ContextLength: 262144, KVBytesPerToken: 12 * 2 * 256 * 2 * 2}
+}
+
+func gptoss_120b() Model {
+	return Model{Name: "gpt-oss-120b MXFP4", FileBytes: gb(61), ExpertBytes: gb(57.5), NonExpertBytes: gb(3.5),
+		Layers: 36, Experts: 128, ExpertsUsed: 4, ContextLength: 131072, KVBytesPerToken: 36 * 8 * 64 * 2 * 2}
+}
+
+func qwen3_235b() Model {
+	return Model{Name: "Qwen3-235B-A22B Q4_K_M", FileBytes: gb(133), ExpertBytes: gb(126), NonExpertBytes: gb(7),
+		Layers: 94, Experts: 128, ExpertsUsed: 8, ContextLength: 40960, KVBytesPerToken: 94 * 4 * 128 * 2 * 2}
+}
+
+func glm45air() Model {
+	return Model{Name: "GLM-4.5-Air Q4_K_M", FileBytes: gb(68), ExpertBytes: gb(63.5), NonExpertBytes: gb(4.5),
+		Layers: 46, Experts: 128, ExpertsUsed: 8, ContextLength: 131072}
+}
+
+func rtx4080super() GPU {
+	return GPU{Name: "NVIDIA GeForce RTX 4080 SUPER", VRAMTotal: gb(15.99), VRAMFree: gb(15.2), Display: true, PCIeGen: 4, PCIeWidth: 16}
+}
+
+func rtx5090() GPU {
+	return GPU{Name: "NVIDIA GeForce RTX 5090", VRAMTotal: gb(31.84), VRAMFree: gb(30.9), Display: true, PCIeGen: 5, PCIeWidth: 16}
+}
+
+func rtx3060() GPU {
+	return GPU{Name: "NVIDIA GeForce RTX 3060", VRAMTotal: gb(12), VRAMFree: gb(11.3), Display: true, PCIeGen: 4, PCIeWidth: 16}
+}
+
+func rtx4060laptop() GPU { // the laptop's screen hangs off the integrated GPU
+	return GPU{Name: "NVIDIA GeForce RTX 4060 Laptop GPU", VRAMTotal: gb(8), VRAMFree: gb(7.6), PCIeGen: 4, PCIeWidth: 8}
+}
+
+func rtx3090(i int, display bool, free float64) GPU {
+	return GPU{Index: i, Name: "NVIDIA GeForce RTX 3090", VRAMTotal: gb(24), VRAMFree: gb(free), Display: display, PCIeGen: 4, PCIeWidth: 8}
+}
+
+func desktop(ramTotal, ramAvail float64, gpus ...GPU) Hardware {
+	return Hardware{RAMTotal: gb(ramTotal), RAMAvailable: gb(ramAvail), PhysicalCores: 8, GPUs: gpus,
+		Drive: platform.DriveNVMe, DriveMBps: 3500}
+}
+
+func withDrive(hw Hardware, c platform.DriveClass, mbps float64) Hardware {
+	hw.Drive, hw.DriveMBps = c, mbps
+	return hw
+}
+
+func inWSL2(hw Hardware) Hardware {
+	hw.WSL2, hw.PinnedBudget = true, platform.WSLPinnedBudgetBytes
+	return hw
+}
+
+// want is what a case asserts. The slot counts follow from the sizing rules in recommend.go:
+// slots = (min(total - reserve, free - 256 MiB) - non-expert - KV for 8192 tokens - 768 MiB)
+// / ceil(expert bytes / experts); they were checked by hand (see the 80B case).
+type want struct {
+	mode        Mode
+	mainGPU     int
+	slots       int
+	helpers     []int
+	hostReserve float64 // GiB
+	hostBudget  float64 // GiB, Budget.HostBudget
+	cfgHost     float64 // Config.HostBudgetGiB (tiered: the pinned tier)
+	cfgResident float64 // Config.ResidentBudgetGiB
+	vramReserve int     // MiB
+	context     int
+	warnings    []string // each must appear in some warning
+	noWarnings  bool
+	reasons     []string // each must appear in some reason
+}
+
+func TestRecommend(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		hw    Hardware
+		model Model
+		want  want
+	}{
+		{
+			// 14.95 GiB budget - 2.5 non-expert - 0.1875 KV - 0.75 = 11.5125 GiB; / 1856854 B = 6657.
+			name: "32 GB + RTX 4080 SUPER + 80B-A3B is tiered", hw: desktop(32, 27, rtx4080super()), model: qwen3next_80b(),
+			want: want{mode: ModeTiered, slots: 6657, hostReserve: 6, hostBudget: 21, cfgHost: 21, vramReserve: 1024, context: 8192,
+				noWarnings: true, reasons: []string{"Tiered:", "6657 most-used of 24576", "10.0 GiB are read from the drive"}},
+		},
+		{
+			name: "32 GB + RTX 4080 SUPER + 30B-A3B: all experts fit in RAM", hw: desktop(32, 27, rtx4080super()), model: qwen3_30b(),
+			want: want{mode: ModeDefaultArena, slots: 4665, hostReserve: 6, hostBudget: 21, vramReserve: 1024, context: 8192, noWarnings: true},
+		},
+		{
+			name: "32 GB + RTX 4080 SUPER + GLM-4.5-Air (KV estimated)", hw: desktop(32, 27, rtx4080super()), model: glm45air(),
+			want: want{mode: ModeTiered, slots: 832, hostReserve: 6, hostBudget: 21, cfgHost: 21, vramReserve: 1024, context: 8192},
+		},
+		{
+			name: "128 GB + RTX 5090 + 80B-A3B: default arena", hw: desktop(128, 120, rtx5090()), model: qwen3next_80b(),
+			want: want{mode: ModeDefaultArena, slots: 15735, hostReserve: 8, hostBudget: 112, vramReserve: 1024, context: 8192, noWarnings: true},
+		},
+		{
+			name: "128 GB + RTX 5090 + 235B-A22B: resident", hw: desktop(128, 120, rtx5090()), model: qwen3_235b(),
+			want: want{mode: ModeResident, slots: 2046, hostReserve: 8, hostBudget: 112, cfgResident: 112, vramReserve: 1024, context: 8192,
+				noWarnings: true, reasons: []string{"Resident:", "104.6 GiB fit"}},
+		},
+		{
+			name: "128 GB + RTX 5090 + 30B-A3B: all on the GPU", hw: desktop(128, 120, rtx5090()), model: qwen3_30b(),
+			want: want{mode: ModeAllGPU, slots: 6144, hostReserve: 8, hostBudget: 112, vramReserve: 1024, context: 8192, noWarnings: true,
+				reasons: []string{"All on the GPU"}},
+		},
+		{
+			name: "64 GB + RTX 3060 12 GB + 30B-A3B", hw: desktop(64, 56, rtx3060()), model: qwen3_30b(),
+			want: want{mode: ModeDefaultArena, slots: 3148, hostReserve: 8, hostBudget: 48, vramReserve: 1024, context: 8192, noWarnings: true},
+		},
+		{
+			name: "64 GB + RTX 3060 + 120B on NVMe: tiered", hw: desktop(64, 56, rtx3060()), model: gptoss_120b(),
+			want: want{mode: ModeTiered, slots: 495, hostReserve: 8, hostBudget: 48, cfgHost: 48, vramReserve: 1024, context: 8192, noWarnings: true},
+		},
+		{
+			// The same machine with the model on a SATA SSD: 51.3 GiB of experts fit in RAM once
+			// the reserve drops to 4 GiB, which beats reading 3.3 GiB per pass from the drive.
+			name: "slow SATA drive prefers RAM over cold reads and warns", hw: withDrive(desktop(64, 56, rtx3060()), platform.DriveSATASSD, 520), model: gptoss_120b(),
+			want: want{mode: ModeResident, slots: 495, hostReserve: 4, hostBudget: 52, cfgResident: 52, vramReserve: 1024, context: 8192,
+				warnings: []string{"Only 4.0 GiB of RAM is left for other programs", "a SATA SSD, 520 MB/s", "about 3 minutes"},
+				reasons:  []string{"because the model's drive is slow"}},
+		},
+		{
+			name: "hard disk that cannot be avoided: tiered with a warning", hw: withDrive(desktop(32, 27, rtx4080super()), platform.DriveSlow, 160), model: qwen3next_80b(),
+			want: want{mode: ModeTiered, slots: 6657, hostReserve: 6, hostBudget: 21, cfgHost: 21, vramReserve: 1024, context: 8192,
+				warnings: []string{"10.0 GiB of experts will be read from a slow drive (a hard disk or similar, 160 MB/s)", "about 6 minutes"}},
+		},
+		{
+			name: "drive speed unknown: tiered warns", hw: withDrive(desktop(32, 27, rtx4080super()), platform.DriveUnknown, 0), model: qwen3next_80b(),
+			want: want{mode: ModeTiered, slots: 6657, hostReserve: 6, hostBudget: 21, cfgHost: 21, vramReserve: 1024, context: 8192,
+				warnings: []string{"its speed is unknown"}},
+		},
+		{
+			name: "16 GB laptop + 8 GB GPU + 30B-A3B", hw: desktop(15.7, 11, rtx4060laptop()), model: qwen3_30b(),
+			want: want{mode: ModeTiered, slots: 1747, hostReserve: 3, hostBudget: 8, cfgHost: 8, vramReserve: 256, context: 8192, noWarnings: true},
+		},
+		{
+			name: "16 GB laptop + 8 GB GPU + 80B-A3B", hw: desktop(15.7, 11, rtx4060laptop()), model: qwen3next_80b(),
+			want: want{mode: ModeTiered, slots: 2262, hostReserve: 3, hostBudget: 8, cfgHost: 8, vramReserve: 256, context: 8192, noWarnings: true},
+		},
+		{
+			name: "no NVIDIA GPU: cpu-only, model fits in RAM", hw: desktop(32, 27), model: qwen3_30b(),
+			want: want{mode: ModeCPUOnly, mainGPU: -1, hostReserve: 6, hostBudget: 21, vramReserve: 1024, context: 8192, noWarnings: true,
+				reasons: []string{"CPU only: no NVIDIA GPU was found", "it fits in RAM"}},
+		},
+		{
+			name: "no NVIDIA GPU: cpu-only, 235B does not fit", hw: desktop(64, 58), model: qwen3_235b(),
+			want: want{mode: ModeCPUOnly, mainGPU: -1, hostReserve: 8, hostBudget: 50, vramReserve: 1024, context: 8192,
+				warnings: []string{"The model (133.0 GiB) is larger than the 50.0 GiB"}},
+		},
+		{
+			name: "a 2 GB card cannot hold the non-expert weights: cpu-only",
+			hw:   desktop(64, 58, GPU{Name: "NVIDIA GeForce GT 1030", VRAMTotal: gb(2), VRAMFree: gb(1.7), Display: true}), model: qwen3_235b(),
+			want: want{mode: ModeCPUOnly, mainGPU: -1, hostReserve: 8, hostBudget: 50, vramReserve: 1024, context: 8192,
+				warnings: []string{"larger than the 50.0 GiB"}, reasons: []string{"the largest GPU, NVIDIA GeForce GT 1030, has 1.0 GiB for Strata"}},
+		},
+		{
+			// The headless card 1 has the most room and becomes the main GPU; 2 (headless) and
+			// 0 (the display) help. Under WSL2 the resident arena is ordinary RAM, so it fits.
+			name: "WSL2 with three GPUs + 235B-A22B",
+			hw:   inWSL2(desktop(96, 90, rtx3090(0, true, 23.3), rtx3090(1, false, 23.6), rtx3090(2, false, 23.6))), model: qwen3_235b(),
+			want: want{mode: ModeResident, mainGPU: 1, slots: 1349, helpers: []int{2181, 2148}, hostReserve: 8, hostBudget: 82, cfgResident: 82,
+				vramReserve: 256, context: 8192, noWarnings: true, reasons: []string{"with 2 helper GPUs", "Running under WSL2", "Helper 1, the NVIDIA GeForce RTX 3090 (GPU 2), holds 2181"}},
+		},
+		{
+			name: "WSL2 tiered: the pinned tier shrinks to the driver's budget", hw: inWSL2(desktop(32, 28, rtx4080super())), model: qwen3next_80b(),
+			want: want{mode: ModeTiered, slots: 6657, hostReserve: 6, hostBudget: 22, cfgHost: 0.7, vramReserve: 1024, context: 8192,
+				warnings: []string{"Under WSL2 the pinned RAM tier is limited to 768 MiB"}},
+		},
+		{
+			name: "235B-A22B tiered on 32 GB + RTX 4080 SUPER", hw: desktop(32, 27, rtx4080super()), model: qwen3_235b(),
+			want: want{mode: ModeTiered, slots: 547, hostReserve: 6, hostBudget: 21, cfgHost: 21, vramReserve: 1024, context: 8192},
+		},
+		{
+			name: "120B all on an H200", hw: desktop(128, 120, GPU{Name: "NVIDIA H200", VRAMTotal: gb(139.8), VRAMFree: gb(139.2)}), model: gptoss_120b(),
+			want: want{mode: ModeAllGPU, slots: 4608, hostReserve: 8, hostBudget: 112, vramReserve: 256, context: 8192, noWarnings: true},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Recommend(tc.hw, tc.model)
+			w := tc.want
+			b := r.Budget
+			c := r.Config
+			check := func(what string, got, want any) {
+				t.Helper()
+				if got != want {
+					t.Errorf("%s = %v, want %v", what, got, want)
+				}
+			}
+			check("mode", r.Mode, w.mode)
+			check("main GPU", b.MainGPU, w.mainGPU)
+			check("slots", b.ExpertSlots, w.slots)
+			check("config expert cache", c.ExpertCache, w.slots)
+			check("helpers", len(b.HelperSlots), len(w.helpers))
+			for i := range w.helpers {
+				if i < len(b.HelperSlots) {
+					check("helper slots", b.HelperSlots[i], w.helpers[i])
+				}
+			}
+			if len(w.helpers) > 0 {
+				check("device1", c.ExpertCacheDevice1, w.helpers[0])
+			}
+			if len(w.helpers) > 1 {
+				check("device2", c.ExpertCacheDevice2, w.helpers[1])
+			}
+			check("host reserve", gibs(b.HostReserve), w.hostReserve)
+			check("config host reserve", c.HostReserveGiB, w.hostReserve)
+			check("host budget", gibs(b.HostBudget), w.hostBudget)
+			check("config host budget", c.HostBudgetGiB, w.cfgHost)
+			check("config resident budget", c.ResidentBudgetGiB, w.cfgResident)
+			check("config vram reserve", c.VRAMReserveMiB, w.vramReserve)
+			check("context", c.MaxContext, w.context)
+			check("tiered flag", c.TieredExperts, w.mode == ModeTiered)
+			check("resident flag", c.ResidentExperts, w.mode == ModeResident)
+			check("backend", c.Backend, map[bool]string{true: "cpu", false: "cuda"}[w.mode == ModeCPUOnly])
+			check("wsl2", r.WSL2, tc.hw.WSL2)
+			check("wsl2 adjustments", len(r.WSL2Adjustments) > 0, tc.hw.WSL2 && w.mode != ModeCPUOnly)
+			if tc.hw.WSL2 && w.mode != ModeCPUOnly {
+				check("pcie share under WSL2", c.PCIeFrac, 0.0)
+			}
+			if err := c.Validate(); err != nil {
+				t.Errorf("config does not validate: %v", err)
+			}
+
+			// Memory adds up: the main GPU's plan stays inside its budget, the RAM plan
+			// inside the RAM.
+			if w.mode != ModeCPUOnly {
+				used := b.NonExpertBytes + b.KVBytes + b.OverheadBytes + int64(b.ExpertSlots)*b.BytesPerExpert
+				if used > b.VRAMBudget {
+					t.Errorf("VRAM plan %d > budget %d", used, b.VRAMBudget)
+				}
+			}
+			if b.HostBudget+b.HostReserve > max(tc.hw.RAMAvailable, 1) {
+				t.Errorf("host budget %d + reserve %d > available %d", b.HostBudget, b.HostReserve, tc.hw.RAMAvailable)
+			}
+			if w.mode == ModeResident && b.ComplementBytes > b.HostBudget {
+				t.Errorf("resident but complement %d > host budget %d", b.ComplementBytes, b.HostBudget)
+			}
+			if w.mode == ModeTiered && b.ComplementBytes <= b.HostBudget {
+				t.Errorf("tiered but complement %d fits in host budget %d", b.ComplementBytes, b.HostBudget)
+			}
+
+			if len(r.Reasons) == 0 || !strings.HasSuffix(r.Reasons[0], ".") || strings.Count(r.Reasons[0], ". ") > 0 {
+				t.Errorf("first reason is not one sentence: %q", r.Reasons)
+			}
+			all := strings.Join(r.Reasons, "\n")
+			for _, s := range w.reasons {
+				if !strings.Contains(all, s) {
+					t.Errorf("no reason mentions %q:\n%s", s, all)
+				}
+			}
+			warns := strings.Join(r.Warnings, "\n")
+			for _, s := range w.warnings {
+				if !strings.Contains(warns, s) {
+					t.Errorf("no warning mentions %q:\n%s", s, warns)
+				}
+			}
+			if w.noWarnings && len(r.Warnings) > 0 {
+				t.Errorf("unexpected warnings: %q", r.Warnings)
+			}
+		})
+	}
+}
+
+// More VRAM or more RAM never makes the plan worse.
+func TestRecommendIsMonotonic(t *testing.T) {
+	rank := map[Mode]int{ModeCPUOnly: 0, ModeTiered: 1, ModeResident: 2, ModeDefaultArena: 3, ModeAllGPU: 4}
+	for _, m := range []Model{qwen3_30b(), qwen3next_80b(), gptoss_120b(), qwen3_235b(), glm45air()} {
+		prev := Recommend(desktop(16, 12, rtx3060()), m)
+		for _, ram := range []float64{24, 32, 48, 64, 96, 128, 192, 256} {
+			r := Recommend(desktop(ram, ram-6, rtx3060()), m)
+			if rank[r.Mode] < rank[prev.Mode] || r.Budget.ExpertSlots != prev.Budget.ExpertSlots {
+				t.Errorf("%s: %g GB RAM gives %s/%d after %s/%d", m.Name, ram, r.Mode, r.Budget.ExpertSlots, prev.Mode, prev.Budget.ExpertSlots)
+			}
+			prev = r
+		}
+		prevSlots := -1
+		for _, vram := range []float64{6, 8, 12, 16, 24, 32, 48, 80} {
+			r := Recommend(desktop(64, 58, GPU{Name: "card", VRAMTotal: gb(vram), VRAMFree: gb(vram - 0.5), Display: true}), m)
+			if r.Budget.ExpertSlots < prevSlots {
+				t.Errorf("%s: %g GB VRAM gives %d slots after %d", m.Name, vram, r.Budget.ExpertSlots, prevSlots)
+			}
+			prevSlots = r.Budget.ExpertSlots
+		}
+	}
+}
+
+// Bad or missing model facts give an answer with a warning, never a panic or a division by 0.
+func TestRecommendIncompleteModel(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		m    Model
+		warn string
+	}{
+		{"nothing known", Model{}, "expert sizes are unknown"},
+		{"only the file size", Model{FileBytes: gb(5)}, "expert sizes are unknown"},
+		{"experts without counts", Model{FileBytes: gb(17.3), ExpertBytes: gb(16), NonExpertBytes: gb(1.3)}, "expert count is unknown"},
+		{"negative sizes", Model{FileBytes: -1, ExpertBytes: -5, NonExpertBytes: -5, Layers: -1, Experts: -1, ContextLength: -1}, "expert sizes are unknown"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, hw := range []Hardware{desktop(32, 27, rtx4080super()), desktop(32, 27), {}} {
+				r := Recommend(hw, tc.m)
+				if r.Mode == "" || len(r.Reasons) == 0 {
+					t.Errorf("no decision: %+v", r)
+				}
+				if !strings.Contains(strings.Join(r.Warnings, " "), tc.warn) {
+					t.Errorf("warnings %q lack %q", r.Warnings, tc.warn)
+				}
+				if err := r.Config.Validate(); err != nil {
+					t.Errorf("config: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestContexts(t *testing.T) {
+	for _, tc := range []struct {
+		trained int
+		want    []int
+	}{
+		{40960, []int{8192, 4096, 2048}},
+		{4096, []int{4096, 2048}},
+		{3000, []int{3000, 2048}},
+		{1024, []int{1024}},
+	} {
+		got := contexts(tc.trained)
+		if len(got) != len(tc.want) {
+			t.Errorf("contexts(%d) = %v, want %v", tc.trained, got, tc.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("contexts(%d) = %v, want %v", tc.trained, got, tc.want)
+			}
+		}
+	}
+}
