@@ -1,0 +1,61 @@
+//go:build amd64 && cgo
+
+package quant
+
+/*
+#cgo CFLAGS: -O3 -std=gnu11
+#include "vecdot_amd64.h"
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+// Windows note: the Win64 ABI aligns the stack to 16 bytes only, so a 32-byte aligned spill
+// (vmovdqa/vmovaps to the stack) would fault there (gcc bug 54412). mingw-w64 gcc 12 spills
+// with vmovdqu, checked in its output of vecdot_amd64.c; recheck when changing compilers.
+
+// vdBestLevel is the fastest kernel level this CPU runs. x/sys/cpu's feature flags already
+// include the OS check (XSAVE state for AVX and AVX-512).
+func vdBestLevel() vdLevel {
+	x := cpu.X86
+	if !x.HasAVX2 || !x.HasFMA {
+		return levelGeneric
+	}
+	if x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI {
+		return levelAVX512VNNI
+	}
+	return levelAVX2
+}
+
+// vdLevels lists the levels this CPU can run, best last (for tests and benchmarks).
+func vdLevels() []vdLevel {
+	var ls []vdLevel
+	for l := levelGeneric; l <= vdBestLevel(); l++ {
+		ls = append(ls, l)
+	}
+	return ls
+}
+
+// vdNative runs the C kernel of level l for rows [r0, r1), on arguments MatMul has checked.
+// It reports false when there is no kernel for t (nothing is written then).
+func vdNative(l vdLevel, t Type, w []byte, rb int, a *Activations, y []float32, ldy, r0, r1 int) bool {
+	var aq *C.int8_t
+	var ad *C.float
+	var as *C.int16_t
+	var af *C.float
+	if a.kind == actFloat {
+		af = (*C.float)(unsafe.Pointer(unsafe.SliceData(a.xf)))
+	} else {
+		aq = (*C.int8_t)(unsafe.Pointer(unsafe.SliceData(a.qs)))
+		ad = (*C.float)(unsafe.Pointer(unsafe.SliceData(a.d)))
+		as = (*C.int16_t)(unsafe.Pointer(unsafe.SliceData(a.sums)))
+	}
+	rc := C.vd_matmul(C.int(l), C.int(t), (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(w))), C.int64_t(rb),
+		C.int64_t(a.cols), aq, ad, as, af, C.int64_t(a.n),
+		(*C.float)(unsafe.Pointer(unsafe.SliceData(y))), C.int64_t(ldy), C.int64_t(r0), C.int64_t(r1))
+	return rc == 0
+}

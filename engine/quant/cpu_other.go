@@ -1,0 +1,11 @@
+//go:build !amd64 || !cgo
+
+package quant
+
+// Without amd64 and cgo only the plain Go kernels exist.
+
+func vdBestLevel() vdLevel { return levelGeneric }
+
+func vdLevels() []vdLevel { return []vdLevel{levelGeneric} }
+
+func vdNative(vdLevel, Type, []byte, int, *Activations, []float32, int, int, int) bool { return false }

@@ -1,0 +1,18 @@
+// The one entry point of the x86-64 kernels (vecdot_amd64.c), called from cpu_amd64.go.
+#ifndef STRATA_VECDOT_AMD64_H
+#define STRATA_VECDOT_AMD64_H
+
+#include <stdint.h>
+
+// Levels, as vdLevel in matmul.go.
+#define VD_LEVEL_AVX2 1
+#define VD_LEVEL_AVX512VNNI 2
+
+// vd_matmul computes y[i*ldy + r] = dot(weight row r, activation row i) for r in [r0, r1)
+// and i in [0, n). Integer weight types use aq/ad/as (8-bit activations), float weight types
+// af. Returns 0, or -1 when the type or level has no kernel (nothing is written then).
+int vd_matmul(int level, int type, const uint8_t *w, int64_t row_bytes, int64_t cols, const int8_t *aq,
+              const float *ad, const int16_t *as, const float *af, int64_t n, float *y, int64_t ldy, int64_t r0,
+              int64_t r1);
+
+#endif

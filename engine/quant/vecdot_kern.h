@@ -1,0 +1,397 @@
+// Kernel template: included by vecdot_amd64.c once per instruction-set level, with
+//   VD_T     the target attribute of every function (e.g. target("avx2,fma,f16c")),
+//   VD(x)    the name of x at this level (vd_x_avx2, vd_x_vnni),
+//   VD_VNNI  defined when the AVX-512 VNNI int8 dot may be used.
+// No include guard on purpose. Every function is static; vecdot_amd64.c exposes vd_matmul.
+
+static inline VD_T float VD(hsum)(__m256 v) {
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+static inline VD_T float VD(f16)(const uint8_t *p) {
+	uint16_t h;
+	memcpy(&h, p, 2);
+	return _cvtsh_ss(h);
+}
+
+// dot_us: unsigned bytes u times signed bytes s, four neighbours summed into each int32 lane.
+static inline VD_T __m256i VD(dot_us)(__m256i u, __m256i s) {
+#ifdef VD_VNNI
+	return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+// dot_ss: signed times signed, by moving x's sign onto y (no value is -128 in y).
+static inline VD_T __m256i VD(dot_ss)(__m256i x, __m256i y) {
+	return VD(dot_us)(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+}
+
+// dot_us16: unsigned u times signed s, pairs summed into int16 (no saturation for u < 64),
+// then times the int16 scales in sc, pairs summed into int32.
+static inline VD_T __m256i VD(dot_us16)(__m256i u, __m256i s, __m256i sc) {
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), sc);
+}
+
+// sc2: int16 scale a for values 0..15 of a 32-byte vector and b for values 16..31.
+static inline VD_T __m256i VD(sc2)(int a, int b) {
+	return _mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a));
+}
+
+static inline VD_T __m256i VD(load)(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+// nib32: 16 bytes of nibble pairs -> 32 bytes: the low nibbles, then the high nibbles.
+static inline VD_T __m256i VD(nib32)(const uint8_t *qs) {
+	const __m128i v = _mm_loadu_si128((const __m128i *)qs);
+	const __m128i m = _mm_set1_epi8(15);
+	return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+// bits32: byte j is 16 where bit j of the little-endian uint32 at p is set, else 0.
+static inline VD_T __m256i VD(bits32)(const uint8_t *p) {
+	uint32_t x;
+	memcpy(&x, p, 4);
+	const __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+	                                     2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+	const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
+	__m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), sel);
+	v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+	return _mm256_and_si256(v, _mm256_set1_epi8(16));
+}
+
+// lut16: the 16-entry int8 codebook in both 128-bit lanes, for _mm256_shuffle_epi8.
+static inline VD_T __m256i VD(lut16)(const int8_t *kv) {
+	return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kv));
+}
+
+// srl2: each byte of q shifted right by sh bits (sh even, < 8), low two bits kept.
+static inline VD_T __m256i VD(two_bits)(__m256i q, int sh) {
+	return _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(sh)), _mm256_set1_epi8(3));
+}
+
+// mask_bit: byte is v where (byte of h) & m is set, else 0.
+static inline VD_T __m256i VD(mask_bit)(__m256i h, int m, char v) {
+	const __m256i mv = _mm256_set1_epi8((char)m);
+	return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, mv), mv), _mm256_set1_epi8(v));
+}
+
+// ---- 32-value blocks against Q8 32-blocks: acc gathers the vector part, corr the scalar
+// part (offsets and mins, through the activation block sum as). ----
+
+static inline VD_T void VD(b_q4_0)(const uint8_t *b, const int8_t *aq, float ad, int as, __m256 *acc, float *corr) {
+	(void)as;
+	(void)corr;
+	const __m256i v = _mm256_sub_epi8(VD(nib32)(b + 2), _mm256_set1_epi8(8)); // signed, so the sum stays exact
+	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad), _mm256_cvtepi32_ps(VD(dot_ss)(v, VD(load)(aq))), *acc);
+}
+
+static inline VD_T void VD(b_q4_1)(const uint8_t *b, const int8_t *aq, float ad, int as, __m256 *acc, float *corr) {
+	const float s = VD(f16)(b) * ad;
+	*acc = _mm256_fmadd_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(VD(dot_us)(VD(nib32)(b + 4), VD(load)(aq))), *acc);
+	*corr += VD(f16)(b + 2) * ad * (float)as;
+}
+
+static inline VD_T void VD(b_q5_0)(const uint8_t *b, const int8_t *aq, float ad, int as, __m256 *acc, float *corr) {
+	(void)as;
+	(void)corr;
+	const __m256i u = _mm256_or_si256(VD(nib32)(b + 6), VD(bits32)(b + 2));
+	const __m256i v = _mm256_sub_epi8(u, _mm256_set1_epi8(16));
+	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad), _mm256_cvtepi32_ps(VD(dot_ss)(v, VD(load)(aq))), *acc);
+}
+
+static inline VD_T void VD(b_q5_1)(const uint8_t *b, const int8_t *aq, float ad, int as, __m256 *acc, float *corr) {
+	const float s = VD(f16)(b) * ad;
+	const __m256i u = _mm256_or_si256(VD(nib32)(b + 8), VD(bits32)(b + 4));
+	*acc = _mm256_fmadd_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(VD(dot_us)(u, VD(load)(aq))), *acc);
+	*corr += VD(f16)(b + 2) * ad * (float)as;
+}
+
+static inline VD_T void VD(b_q8_0)(const uint8_t *b, const int8_t *aq, float ad, int as, __m256 *acc, float *corr) {
+	(void)as;
+	(void)corr;
+	const float s = VD(f16)(b) * ad;
+	*acc = _mm256_fmadd_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(VD(dot_ss)(VD(load)(b + 2), VD(load)(aq))), *acc);
+}
+
+static inline VD_T void VD(b_iq4_nl)(const uint8_t *b, const int8_t *aq, float ad, int as, __m256 *acc, float *corr) {
+	(void)as;
+	(void)corr;
+	const float s = VD(f16)(b) * ad;
+	const __m256i v = _mm256_shuffle_epi8(VD(lut16)(vd_kv_iq4nl), VD(nib32)(b + 2));
+	*acc = _mm256_fmadd_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(VD(dot_ss)(v, VD(load)(aq))), *acc);
+}
+
+static inline VD_T void VD(b_mxfp4)(const uint8_t *b, const int8_t *aq, float ad, int as, __m256 *acc, float *corr) {
+	(void)as;
+	(void)corr;
+	const float s = vd_e8m0_half(b[0]) * ad;
+	const __m256i v = _mm256_shuffle_epi8(VD(lut16)(vd_kv_mxfp4), VD(nib32)(b + 1));
+	*acc = _mm256_fmadd_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(VD(dot_ss)(v, VD(load)(aq))), *acc);
+}
+
+// ---- 256-value blocks against Q8_K blocks (bs: sixteen 16-value sums). ----
+
+static inline VD_T void VD(b_q2_k)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
+	const uint8_t *sc = b, *qs = b + 16;
+	int summ = 0;
+	for (int g = 0; g < 16; g++) summ += (sc[g] >> 4) * bs[g];
+	__m256i isum = _mm256_setzero_si256();
+	for (int h = 0; h < 2; h++) {
+		const __m256i q = VD(load)(qs + 32 * h);
+		for (int j = 0; j < 4; j++) {
+			const int g = 8 * h + 2 * j;
+			isum = _mm256_add_epi32(isum, VD(dot_us16)(VD(two_bits)(q, 2 * j), VD(load)(aq + 128 * h + 32 * j),
+			                                          VD(sc2)(sc[g] & 15, sc[g + 1] & 15)));
+		}
+	}
+	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b + 80) * ad), _mm256_cvtepi32_ps(isum), *acc);
+	*corr -= VD(f16)(b + 82) * ad * (float)summ;
+}
+
+static inline VD_T void VD(b_q3_k)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
+	const uint8_t *s = b + 96, *qs = b + 32;
+	int sc[16];
+	int cs = 0;
+	for (int j = 0; j < 16; j++) {
+		const int low = j < 8 ? (s[j] & 15) : (s[j - 8] >> 4);
+		const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+		sc[j] = (low | high << 4) - 32;
+		cs += sc[j] * bs[j];
+	}
+	const __m256i hm = VD(load)(b);
+	__m256i isum = _mm256_setzero_si256();
+	for (int h = 0; h < 2; h++) {
+		const __m256i q = VD(load)(qs + 32 * h);
+		for (int j = 0; j < 4; j++) {
+			const int g = 8 * h + 2 * j;
+			const __m256i u = _mm256_or_si256(VD(two_bits)(q, 2 * j), VD(mask_bit)(hm, 1 << (4 * h + j), 4));
+			isum = _mm256_add_epi32(isum, VD(dot_us16)(u, VD(load)(aq + 128 * h + 32 * j), VD(sc2)(sc[g], sc[g + 1])));
+		}
+	}
+	(void)corr;
+	isum = _mm256_add_epi32(isum, _mm256_setr_epi32(-4 * cs, 0, 0, 0, 0, 0, 0, 0)); // the offset, exactly
+	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b + 108) * ad), _mm256_cvtepi32_ps(isum), *acc);
+}
+
+static inline VD_T void VD(b_q45_k)(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, const int8_t *aq, float ad,
+                                    const int16_t *bs, __m256 *acc, float *corr) {
+	int sc[8], m[8];
+	vd_kscales(b + 4, sc, m);
+	int summ = 0;
+	for (int j = 0; j < 8; j++) summ += m[j] * (bs[2 * j] + bs[2 * j + 1]);
+	const __m256i m4 = _mm256_set1_epi8(15);
+	const __m256i hb = qh ? VD(load)(qh) : _mm256_setzero_si256();
+	__m256i isum = _mm256_setzero_si256();
+	for (int p = 0; p < 4; p++) {
+		const __m256i q = VD(load)(qs + 32 * p);
+		__m256i lo = _mm256_and_si256(q, m4);
+		__m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+		if (qh) {
+			lo = _mm256_or_si256(lo, VD(mask_bit)(hb, 1 << (2 * p), 16));
+			hi = _mm256_or_si256(hi, VD(mask_bit)(hb, 2 << (2 * p), 16));
+		}
+		isum = _mm256_add_epi32(isum, VD(dot_us16)(lo, VD(load)(aq + 64 * p), _mm256_set1_epi16((short)sc[2 * p])));
+		isum = _mm256_add_epi32(isum, VD(dot_us16)(hi, VD(load)(aq + 64 * p + 32), _mm256_set1_epi16((short)sc[2 * p + 1])));
+	}
+	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad), _mm256_cvtepi32_ps(isum), *acc);
+	*corr -= VD(f16)(b + 2) * ad * (float)summ;
+}
+
+static inline VD_T void VD(b_q4_k)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
+	VD(b_q45_k)(b, NULL, b + 16, aq, ad, bs, acc, corr);
+}
+
+static inline VD_T void VD(b_q5_k)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
+	VD(b_q45_k)(b, b + 16, b + 48, aq, ad, bs, acc, corr);
+}
+
+static inline VD_T void VD(b_q6_k)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
+	const uint8_t *ql = b, *qh = b + 128;
+	const int8_t *sc = (const int8_t *)(b + 192);
+	int cs = 0;
+	for (int g = 0; g < 16; g++) cs += sc[g] * bs[g];
+	const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+	__m256i isum = _mm256_setzero_si256();
+	for (int h = 0; h < 2; h++) {
+		const __m256i l0 = VD(load)(ql + 64 * h), l1 = VD(load)(ql + 64 * h + 32), hv = VD(load)(qh + 32 * h);
+		const __m256i u0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hv, 4), m30));
+		const __m256i u1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hv, 2), m30));
+		const __m256i u2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hv, m30));
+		const __m256i u3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+		                                   _mm256_and_si256(_mm256_srli_epi16(hv, 2), m30));
+		const int8_t *a = aq + 128 * h;
+		const int8_t *s = sc + 8 * h;
+		isum = _mm256_add_epi32(isum, VD(dot_us16)(u0, VD(load)(a), VD(sc2)(s[0], s[1])));
+		isum = _mm256_add_epi32(isum, VD(dot_us16)(u1, VD(load)(a + 32), VD(sc2)(s[2], s[3])));
+		isum = _mm256_add_epi32(isum, VD(dot_us16)(u2, VD(load)(a + 64), VD(sc2)(s[4], s[5])));
+		isum = _mm256_add_epi32(isum, VD(dot_us16)(u3, VD(load)(a + 96), VD(sc2)(s[6], s[7])));
+	}
+	(void)corr;
+	isum = _mm256_add_epi32(isum, _mm256_setr_epi32(-32 * cs, 0, 0, 0, 0, 0, 0, 0)); // the offset, exactly
+	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b + 208) * ad), _mm256_cvtepi32_ps(isum), *acc);
+}
+
+static inline VD_T void VD(b_iq4_xs)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
+	(void)bs;
+	(void)corr;
+	uint16_t sh;
+	memcpy(&sh, b + 2, 2);
+	const uint8_t *sl = b + 4, *qs = b + 8;
+	const __m256i lut = VD(lut16)(vd_kv_iq4nl);
+	__m256i isum = _mm256_setzero_si256();
+	for (int ib = 0; ib < 8; ib++) {
+		const int ls = ((sl[ib / 2] >> (4 * (ib % 2))) & 15) | ((sh >> (2 * ib)) & 3) << 4;
+		const __m256i v = _mm256_shuffle_epi8(lut, VD(nib32)(qs + 16 * ib));
+		const __m256i a = VD(load)(aq + 32 * ib);
+		isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_sign_epi8(v, v), _mm256_sign_epi8(a, v),
+		                                          _mm256_set1_epi16((short)(ls - 32))));
+	}
+	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad), _mm256_cvtepi32_ps(isum), *acc);
+}
+
+// ---- row loops: each weight row is dotted with every activation row. ----
+
+#define VD_ROWS32(NAME, BB)                                                                              \
+	static VD_T void VD(mm_##NAME)(const uint8_t *w, int64_t rb, const vd_act *a, float *y, int64_t ldy,  \
+	                               int64_t r0, int64_t r1) {                                              \
+		const int64_t nb = a->cols / 32;                                                                 \
+		for (int64_t r = r0; r < r1; r++) {                                                              \
+			const uint8_t *row = w + r * rb;                                                             \
+			for (int64_t i = 0; i < a->n; i++) {                                                         \
+				const int8_t *aq = a->q + i * a->cols;                                                   \
+				const float *ad = a->d + i * nb;                                                         \
+				const int16_t *as = a->s + i * nb;                                                       \
+				__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                           \
+				float corr = 0;                                                                          \
+				int64_t b = 0;                                                                           \
+				for (; b + 1 < nb; b += 2) {                                                             \
+					VD(b_##NAME)(row + b * BB, aq + b * 32, ad[b], as[b], &acc0, &corr);                 \
+					VD(b_##NAME)(row + (b + 1) * BB, aq + (b + 1) * 32, ad[b + 1], as[b + 1], &acc1, &corr); \
+				}                                                                                        \
+				if (b < nb) VD(b_##NAME)(row + b * BB, aq + b * 32, ad[b], as[b], &acc0, &corr);         \
+				y[i * ldy + r] = VD(hsum)(_mm256_add_ps(acc0, acc1)) + corr;                             \
+			}                                                                                            \
+		}                                                                                                \
+	}
+
+#define VD_ROWS256(NAME, BB)                                                                             \
+	static VD_T void VD(mm_##NAME)(const uint8_t *w, int64_t rb, const vd_act *a, float *y, int64_t ldy,  \
+	                               int64_t r0, int64_t r1) {                                              \
+		const int64_t nb = a->cols / 256;                                                                \
+		for (int64_t r = r0; r < r1; r++) {                                                              \
+			const uint8_t *row = w + r * rb;                                                             \
+			for (int64_t i = 0; i < a->n; i++) {                                                         \
+				const int8_t *aq = a->q + i * a->cols;                                                   \
+				const float *ad = a->d + i * nb;                                                         \
+				const int16_t *bs = a->s + i * nb * 16;                                                  \
+				__m256 acc = _mm256_setzero_ps();                                                        \
+				float corr = 0;                                                                          \
+				for (int64_t b = 0; b < nb; b++)                                                         \
+					VD(b_##NAME)(row + b * BB, aq + b * 256, ad[b], bs + b * 16, &acc, &corr);           \
+				y[i * ldy + r] = VD(hsum)(acc) + corr;                                                   \
+			}                                                                                            \
+		}                                                                                                \
+	}
+
+VD_ROWS32(q4_0, 18)
+VD_ROWS32(q4_1, 20)
+VD_ROWS32(q5_0, 22)
+VD_ROWS32(q5_1, 24)
+VD_ROWS32(q8_0, 34)
+VD_ROWS32(iq4_nl, 18)
+VD_ROWS32(mxfp4, 17)
+VD_ROWS256(q2_k, 84)
+VD_ROWS256(q3_k, 110)
+VD_ROWS256(q4_k, 144)
+VD_ROWS256(q5_k, 176)
+VD_ROWS256(q6_k, 210)
+VD_ROWS256(iq4_xs, 136)
+
+#undef VD_ROWS32
+#undef VD_ROWS256
+
+// ---- float weights against float activations. ----
+
+// ld8: eight weights of the row's float type at index j, widened to float32.
+static inline VD_T __m256 VD(ld8)(int type, const uint8_t *w, int64_t j) {
+	switch (type) {
+	case VD_F16:
+		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * j)));
+	case VD_BF16:
+		return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(w + 2 * j))), 16));
+	}
+	return _mm256_loadu_ps((const float *)(w + 4 * j));
+}
+
+static inline VD_T float VD(ld1)(int type, const uint8_t *w, int64_t j) {
+	switch (type) {
+	case VD_F16:
+		return VD(f16)(w + 2 * j);
+	case VD_BF16: {
+		uint16_t h;
+		memcpy(&h, w + 2 * j, 2);
+		return vd_bf16(h);
+	}
+	}
+	float f;
+	memcpy(&f, w + 4 * j, 4);
+	return f;
+}
+
+#define VD_ROWSF(NAME, TYPE)                                                                             \
+	static VD_T void VD(mm_##NAME)(const uint8_t *w, int64_t rb, const vd_act *a, float *y, int64_t ldy,  \
+	                               int64_t r0, int64_t r1) {                                              \
+		const int64_t n = a->cols;                                                                       \
+		for (int64_t r = r0; r < r1; r++) {                                                              \
+			const uint8_t *row = w + r * rb;                                                             \
+			for (int64_t i = 0; i < a->n; i++) {                                                         \
+				const float *x = a->f + i * n;                                                           \
+				__m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;                              \
+				int64_t j = 0;                                                                           \
+				for (; j + 32 <= n; j += 32) {                                                           \
+					s0 = _mm256_fmadd_ps(VD(ld8)(TYPE, row, j), _mm256_loadu_ps(x + j), s0);             \
+					s1 = _mm256_fmadd_ps(VD(ld8)(TYPE, row, j + 8), _mm256_loadu_ps(x + j + 8), s1);     \
+					s2 = _mm256_fmadd_ps(VD(ld8)(TYPE, row, j + 16), _mm256_loadu_ps(x + j + 16), s2);   \
+					s3 = _mm256_fmadd_ps(VD(ld8)(TYPE, row, j + 24), _mm256_loadu_ps(x + j + 24), s3);   \
+				}                                                                                        \
+				for (; j + 8 <= n; j += 8) s0 = _mm256_fmadd_ps(VD(ld8)(TYPE, row, j), _mm256_loadu_ps(x + j), s0); \
+				float s = VD(hsum)(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));        \
+				for (; j < n; j++) s += VD(ld1)(TYPE, row, j) * x[j];                                   \
+				y[i * ldy + r] = s;                                                                      \
+			}                                                                                            \
+		}                                                                                                \
+	}
+
+VD_ROWSF(f32, VD_F32)
+VD_ROWSF(f16, VD_F16)
+VD_ROWSF(bf16, VD_BF16)
+
+#undef VD_ROWSF
+
+// run: the kernel for one GGML type id at this level; -1 when there is none.
+static VD_T int VD(run)(int type, const uint8_t *w, int64_t rb, const vd_act *a, float *y, int64_t ldy, int64_t r0,
+                        int64_t r1) {
+	switch (type) {
+	case VD_F32: VD(mm_f32)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_F16: VD(mm_f16)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_BF16: VD(mm_bf16)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q4_0: VD(mm_q4_0)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q4_1: VD(mm_q4_1)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q5_0: VD(mm_q5_0)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q5_1: VD(mm_q5_1)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q8_0: VD(mm_q8_0)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_IQ4_NL: VD(mm_iq4_nl)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_MXFP4: VD(mm_mxfp4)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q2_K: VD(mm_q2_k)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q3_K: VD(mm_q3_k)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q4_K: VD(mm_q4_k)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q5_K: VD(mm_q5_k)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q6_K: VD(mm_q6_k)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_IQ4_XS: VD(mm_iq4_xs)(w, rb, a, y, ldy, r0, r1); return 0;
+	}
+	return -1;
+}
