@@ -38,6 +38,9 @@ func Open(ctx context.Context, path string, cfg Config, onProgress func(Progress
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := refuseUnbuilt(cfg); err != nil {
+		return nil, err
+	}
 	report := func(p Progress) {
 		if onProgress != nil {
 			onProgress(p)

@@ -88,4 +88,9 @@ type Backend interface {
 	Add(dst, x Buf, n int)
 	// Copy moves n values from src[srcOff:] to dst[dstOff:].
 	Copy(dst Buf, dstOff int, src Buf, srcOff int, n int)
+
+	// Err returns the first error an operation hit since the last call, and clears it. The
+	// operations themselves return nothing, so the forward pass reads like the maths; it
+	// checks Err once per layer.
+	Err() error
 }

@@ -238,6 +238,9 @@ func (m *Model) Forward(s *State, tokens []int, allLogits bool, logits []float32
 			obs.Routes(l, r)
 		}
 		b.MoE(sb.x, sb.xn, L.gate, L.up, L.down, r)
+		if err := b.Err(); err != nil {
+			return fmt.Errorf("model: layer %d: %w", l, err)
+		}
 	}
 	first := n - 1
 	if allLogits {
@@ -248,6 +251,9 @@ func (m *Model) Forward(s *State, tokens []int, allLogits bool, logits []float32
 	b.RMSNorm(sb.xn, sb.xn, m.outNorm, rows, h.Eps)
 	b.MatMul(sb.logits, m.out, sb.xn, rows)
 	b.Read(sb.logits, logits[:rows*h.Vocab])
+	if err := b.Err(); err != nil {
+		return fmt.Errorf("model: output: %w", err)
+	}
 	s.pos += n
 	return nil
 }

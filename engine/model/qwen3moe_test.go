@@ -149,11 +149,11 @@ func TestQwen3MoeFloatPathMatchesTransformers(t *testing.T) {
 			for _, p := range v.Prompts {
 				rec := &routeRecorder{byLayer: map[int]compute.Routes{}}
 				pl, gl, gen := e.run(t, p.Tokens, len(p.Generated), "f32", rec)
-				if d := maxAbsDiff(pl, readF32(t, filepath.Join(dir, p.Files["logits"].File))); d > 1e-4 {
-					t.Errorf("%s: prompt logits differ by %.3g (limit 1e-4)", p.Name, d)
-				}
-				if d := maxAbsDiff(gl, readF32(t, filepath.Join(dir, p.Files["gen_logits"].File))); d > 1e-4 {
-					t.Errorf("%s: decode logits differ by %.3g (limit 1e-4)", p.Name, d)
+				dp := maxAbsDiff(pl, readF32(t, filepath.Join(dir, p.Files["logits"].File)))
+				dg := maxAbsDiff(gl, readF32(t, filepath.Join(dir, p.Files["gen_logits"].File)))
+				t.Logf("%s: max |Δlogit| prompt %.2g, decode %.2g", p.Name, dp, dg)
+				if dp > 1e-4 || dg > 1e-4 {
+					t.Errorf("%s: logits differ by %.3g (prompt) / %.3g (decode), limit 1e-4", p.Name, dp, dg)
 				}
 				if !equalInts(gen, p.Generated) {
 					t.Errorf("%s: greedy tokens %v, want %v", p.Name, gen, p.Generated)
@@ -175,7 +175,9 @@ func TestQwen3MoeFloatPathMatchesTransformers(t *testing.T) {
 				}
 				// The same with a float16 cache.
 				pl16, gl16, gen16 := e.run(t, p.Tokens, len(p.Generated), "f16", nil)
-				if d := math.Max(maxAbsDiff(pl16, pl), maxAbsDiff(gl16, gl)); d > 1e-2 {
+				d16 := math.Max(maxAbsDiff(pl16, pl), maxAbsDiff(gl16, gl))
+				t.Logf("%s: f16 cache moves logits by %.2g", p.Name, d16)
+				if d := d16; d > 1e-2 {
 					t.Errorf("%s: f16 cache moves logits by %.3g (limit 1e-2)", p.Name, d)
 				}
 				if !equalInts(gen16, p.Generated) {
@@ -220,7 +222,9 @@ func TestQwen3Moe8BitActivations(t *testing.T) {
 					se += math.Pow(float64(got[i]-want[i]), 2)
 					ss += math.Pow(float64(want[i])-mean, 2)
 				}
-				if rel := math.Sqrt(se / ss); rel > 0.03 {
+				rel := math.Sqrt(se / ss)
+				t.Logf("%s: RMS error / std %.4f, %d of %d rows above 0.25", p.Name, rel, over, rows)
+				if rel > 0.03 {
 					t.Errorf("%s: RMS error / std = %.4f (limit 0.03)", p.Name, rel)
 				}
 				if float64(over) > 0.1*float64(rows) {

@@ -5,6 +5,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"strata/engine/compute"
 	"strata/engine/kv"
@@ -24,7 +25,36 @@ type Options struct {
 type Backend struct {
 	pool  *parallel.Pool
 	float bool
+	err   stickyErr
 }
+
+// stickyErr keeps the first error of concurrent operations.
+type stickyErr struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (s *stickyErr) set(err error) {
+	if err == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+}
+
+func (s *stickyErr) take() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.err
+	s.err = nil
+	return err
+}
+
+// Err returns and clears the first error since the last call.
+func (b *Backend) Err() error { return b.err.take() }
 
 // New starts the CPU backend's worker pool.
 func New(o Options) *Backend {

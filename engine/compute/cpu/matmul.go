@@ -1,6 +1,8 @@
 package cpu
 
 import (
+	"fmt"
+
 	"strata/engine/compute"
 	"strata/engine/quant"
 )
@@ -42,7 +44,7 @@ func (b *Backend) matmulSegments(segs []segment) {
 				break
 			}
 			for r := range s.n {
-				a.Set(r, s.xs[r*s.w.cols:(r+1)*s.w.cols])
+				b.err.set(a.Set(r, s.xs[r*s.w.cols:(r+1)*s.w.cols]))
 			}
 			s.acts = a
 		}
@@ -62,10 +64,14 @@ func (b *Backend) matmulSegments(segs []segment) {
 			r0 := i - starts[si]
 			r1 := min(s.w.rows, r0+(hi-i))
 			data := s.w.expert(s.expert)
+			var err error
 			if float {
-				quant.MatMulFloat(s.w.typ, data, s.w.cols, s.xs, s.n, s.y, s.w.rows, r0, r1)
+				err = quant.MatMulFloat(s.w.typ, data, s.w.cols, s.xs, s.n, s.y, s.w.rows, r0, r1)
 			} else {
-				quant.MatMul(s.w.typ, data, s.w.cols, s.acts, s.y, s.w.rows, r0, r1)
+				err = quant.MatMul(s.w.typ, data, s.w.cols, s.acts, s.y, s.w.rows, r0, r1)
+			}
+			if err != nil {
+				b.err.set(fmt.Errorf("cpu: matmul %q: %w", s.w.name, err))
 			}
 			i += r1 - r0
 		}
