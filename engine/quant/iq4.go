@@ -63,8 +63,10 @@ func bestIndexIQ4NL(kv *[16]int8, x float32) int {
 	return hi
 }
 
-// quantRowIQ4_NL follows quantize_row_iq4_nl_ref (no importance matrix): weights x^2, a
-// first scale from the largest value, then 15 trial scales refined by least squares.
+// quantRowIQ4_NL follows ggml's quantize_iq4_nl without an importance matrix (what
+// llama-quantize runs; quantize_row_iq4_nl_ref skips the search): weights x^2, a first
+// scale from the largest value, 15 trial scales refined by least squares, then the indices
+// recomputed against the chosen scale.
 func quantRowIQ4_NL(src []float32, dst []byte) {
 	kv := KValuesIQ4NL()
 	const ntry = 7
