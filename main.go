@@ -6,8 +6,12 @@ import (
 	"os"
 
 	"strata/app/cli"
+	"strata/app/gui"
 )
 
 func main() {
+	if len(os.Args) == 1 {
+		os.Exit(gui.Main())
+	}
 	os.Exit(cli.Main(os.Args[1:], cli.Stdio()))
 }

@@ -1,0 +1,254 @@
+// Package gui is Strata's desktop app (Fyne): welcome, hardware wizard, model picker,
+// loading, chat, tier map and settings. Each screen is one file of small widget
+// constructors; what the callbacks do lives in Controller, which tests drive without a
+// display. Engine calls run in goroutines and widgets change only through fyne.Do.
+package gui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/widget"
+)
+
+// Screens, as STRATA_SCREENSHOT names them.
+const (
+	ScreenWelcome  = "welcome"
+	ScreenWizard   = "wizard"
+	ScreenPicker   = "picker"
+	ScreenLoading  = "loading"
+	ScreenChat     = "chat"
+	ScreenTiers    = "tiers"
+	ScreenSettings = "settings"
+)
+
+// Options configure the app. Engine, Files, Advise and MakeDemo default to the real ones.
+type Options struct {
+	DataDir   string // chats in DataDir/chats, the demo model in DataDir/demo
+	ConfigDir string // settings.json
+	Engine    Engine
+	Files     FilePicker
+	// Advise is the hardware wizard's data source.
+	Advise func(ctx context.Context) (Advice, error)
+	// MakeDemo writes the tiny synthetic demo model into dir and returns its path.
+	MakeDemo func(ctx context.Context, dir string) (string, error)
+}
+
+// App is the window and its screens.
+type App struct {
+	fy  fyne.App
+	win fyne.Window
+	ctl *Controller
+
+	files  FilePicker
+	advise func(ctx context.Context) (Advice, error)
+
+	screen   string
+	picker   *pickerView
+	loading  *loadingView
+	chat     *chatView
+	tiers    *tiersView
+	settings *settingsView
+	tabs     *container.AppTabs
+}
+
+// New builds the app's window on fy (a real app or fyne.io/fyne/v2/test's).
+func New(fy fyne.App, opts Options) (*App, error) {
+	if opts.DataDir == "" || opts.ConfigDir == "" {
+		return nil, errors.New("gui: DataDir and ConfigDir must be set")
+	}
+	if opts.Engine == nil {
+		opts.Engine = engineAPI{}
+	}
+	if opts.Files == nil {
+		opts.Files = nativeFiles{}
+	}
+	if opts.Advise == nil {
+		opts.Advise = basicAdvice
+	}
+	if opts.MakeDemo == nil {
+		opts.MakeDemo = makeDemo
+	}
+	ctl, err := newController(opts, fyne.Do)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{fy: fy, ctl: ctl, files: opts.Files, advise: opts.Advise}
+	a.win = fy.NewWindow("Strata")
+	a.win.Resize(fyne.NewSize(1100, 720))
+	a.win.SetOnClosed(ctl.Close)
+	a.win.Canvas().SetOnTypedKey(func(k *fyne.KeyEvent) {
+		if k.Name == fyne.KeyEscape {
+			ctl.Stop()
+		}
+	})
+	ctl.setOnChange(a.refresh)
+	return a, nil
+}
+
+// Window is the app's window.
+func (a *App) Window() fyne.Window { return a.win }
+
+// Controller is the app's state, for tests and the screenshot driver.
+func (a *App) Controller() *Controller { return a.ctl }
+
+// Start shows the first screen: the welcome page on a first run, else the model picker.
+func (a *App) Start() {
+	if a.ctl.Settings().WizardDone {
+		a.Show(ScreenPicker)
+	} else {
+		a.Show(ScreenWelcome)
+	}
+	if err := a.ctl.SettingsProblem(); err != nil {
+		a.showError("Reading your settings", err)
+	}
+}
+
+// Show switches the window to a screen.
+func (a *App) Show(screen string) {
+	a.screen = screen
+	if a.tiers != nil && screen != ScreenTiers {
+		a.tiers.stop()
+	}
+	switch screen {
+	case ScreenWelcome:
+		a.win.SetContent(a.welcomeScreen())
+	case ScreenWizard:
+		a.win.SetContent(a.wizardScreen())
+	case ScreenPicker:
+		a.picker = a.newPickerView()
+		a.win.SetContent(a.picker.root)
+	case ScreenLoading:
+		a.loading = a.newLoadingView()
+		a.win.SetContent(a.loading.root)
+		a.loading.update(a.ctl.LoadState())
+	case ScreenChat, ScreenTiers, ScreenSettings:
+		a.showMain(screen)
+	default:
+		slog.Warn("unknown screen", "screen", screen)
+		a.Show(ScreenWelcome)
+	}
+}
+
+// showMain shows the tabs of a loaded model: chat, tier map, settings.
+func (a *App) showMain(tab string) {
+	if a.tabs == nil {
+		a.chat = a.newChatView()
+		a.tiers = a.newTiersView()
+		a.settings = a.newSettingsView()
+		a.tabs = container.NewAppTabs(
+			container.NewTabItem("Chat", a.chat.root),
+			container.NewTabItem("Tier map", a.tiers.root),
+			container.NewTabItem("Settings", a.settings.root),
+		)
+		a.tabs.OnSelected = func(t *container.TabItem) {
+			switch t.Text {
+			case "Chat":
+				a.screen = ScreenChat
+				a.tiers.stop()
+			case "Tier map":
+				a.screen = ScreenTiers
+				a.tiers.start()
+			case "Settings":
+				a.screen = ScreenSettings
+				a.tiers.stop()
+				a.settings.reset()
+			}
+		}
+	}
+	a.win.SetContent(a.tabs)
+	a.chat.update(a.ctl.Chat())
+	a.chat.updateList()
+	switch tab {
+	case ScreenTiers:
+		a.tabs.SelectIndex(1)
+		a.screen = ScreenTiers
+		a.tiers.start()
+	case ScreenSettings:
+		a.tabs.SelectIndex(2)
+		a.screen = ScreenSettings
+		a.settings.reset()
+	default:
+		a.tabs.SelectIndex(0)
+		a.screen = ScreenChat
+		a.win.Canvas().Focus(a.chat.input)
+	}
+}
+
+// refresh redraws what changed; it runs on the UI goroutine.
+func (a *App) refresh(topic string) {
+	switch topic {
+	case topicCard:
+		if a.picker != nil && a.screen == ScreenPicker {
+			a.picker.update()
+		}
+	case topicLoad:
+		st := a.ctl.LoadState()
+		if a.loading != nil && a.screen == ScreenLoading {
+			a.loading.update(st)
+		}
+		if a.settings != nil {
+			a.settings.loadChanged(st)
+		}
+	case topicChat:
+		if a.chat != nil {
+			a.chat.update(a.ctl.Chat())
+		}
+	case topicChats:
+		if a.chat != nil {
+			a.chat.updateList()
+		}
+	}
+}
+
+// showError shows a plain-language failure with what to do next.
+func (a *App) showError(what string, err error) {
+	if err == nil {
+		return
+	}
+	dialog.ShowCustom(what, "OK", wrapLabel(friendly(what, err)), a.win)
+}
+
+// showMessage shows a short message (a refusal, not a failure).
+func (a *App) showMessage(title, text string) {
+	dialog.ShowCustom(title, "OK", wrapLabel(text), a.win)
+}
+
+// wrapLabel is a label that wraps, sized for a dialog.
+func wrapLabel(text string) fyne.CanvasObject {
+	l := widget.NewLabel(text)
+	l.Wrapping = fyne.TextWrapWord
+	return container.NewGridWrap(fyne.NewSize(460, l.MinSize().Height*float32(1+len(text)/60)), l)
+}
+
+// humanBytes writes a byte count the way a person reads it.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+// humanCount writes a parameter count (1.2B, 350M).
+func humanCount(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.1fB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1fK", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%d", n)
+}

@@ -1,0 +1,168 @@
+package gui
+
+import (
+	"image"
+	"image/color"
+	"math"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/canvas"
+	"fyne.io/fyne/v2/widget"
+
+	"strata/engine"
+)
+
+// tierColor is a tier's colour at full brightness.
+func tierColor(t engine.Tier) color.NRGBA {
+	switch t {
+	case engine.TierVRAM:
+		return color.NRGBA{R: 46, G: 190, B: 90, A: 255} // green
+	case engine.TierHelper:
+		return color.NRGBA{R: 20, G: 170, B: 200, A: 255} // teal
+	case engine.TierPinned:
+		return color.NRGBA{R: 240, G: 170, B: 40, A: 255} // amber
+	case engine.TierCold:
+		return color.NRGBA{R: 150, G: 110, B: 210, A: 255} // violet
+	case engine.TierCPU:
+		return color.NRGBA{R: 220, G: 100, B: 70, A: 255} // brick
+	}
+	return color.NRGBA{R: 128, G: 128, B: 128, A: 255}
+}
+
+// gridBackground is what lies between and around the cells.
+func gridBackground() color.NRGBA { return color.NRGBA{R: 24, G: 24, B: 28, A: 255} }
+
+// cellColor shades a tier's colour by how often the expert was routed (log scale against
+// the most-routed expert, so rarely-hit experts stay visible) and lights it up when it was
+// hit since the previous snapshot.
+func cellColor(t engine.Tier, hits, maxHits uint64, lit bool) color.NRGBA {
+	base := tierColor(t)
+	shade := 0.3
+	if maxHits > 0 {
+		shade += 0.7 * math.Log1p(float64(hits)) / math.Log1p(float64(maxHits))
+	}
+	scale := func(v uint8) uint8 { return uint8(math.Round(float64(v) * shade)) }
+	c := color.NRGBA{R: scale(base.R), G: scale(base.G), B: scale(base.B), A: 255}
+	if lit {
+		mix := func(v uint8) uint8 { return uint8((uint16(v) + 255) / 2) }
+		c = color.NRGBA{R: mix(c.R), G: mix(c.G), B: mix(c.B), A: 255}
+	}
+	return c
+}
+
+// gridGeometry places layers (rows) and experts (columns) in a w x h pixel image: whole-pixel
+// cells, a one-pixel gap when cells are big enough to show it, centred.
+type gridGeometry struct {
+	cellW, cellH, gap, offX, offY int
+}
+
+func geometry(w, h, layers, experts int) gridGeometry {
+	if layers <= 0 || experts <= 0 || w <= 0 || h <= 0 {
+		return gridGeometry{}
+	}
+	g := gridGeometry{cellW: w / experts, cellH: h / layers}
+	if g.cellW >= 4 && g.cellH >= 4 {
+		g.gap = 1
+	}
+	g.offX = (w - g.cellW*experts) / 2
+	g.offY = (h - g.cellH*layers) / 2
+	return g
+}
+
+// cell is the pixel rectangle of one expert's cell, without the gap.
+func (g gridGeometry) cell(layer, expert int) image.Rectangle {
+	x0 := g.offX + expert*g.cellW
+	y0 := g.offY + layer*g.cellH
+	return image.Rect(x0, y0, x0+g.cellW-g.gap, y0+g.cellH-g.gap)
+}
+
+// drawGrid paints the layers x experts grid of a snapshot. prev (may be nil or of another
+// shape) is the previous snapshot's hit counts, to light up the experts hit since.
+func drawGrid(w, h int, snap engine.TierSnapshot, prev [][]uint64) *image.NRGBA {
+	img := image.NewNRGBA(image.Rect(0, 0, max(w, 1), max(h, 1)))
+	bg := gridBackground()
+	for i := 0; i < len(img.Pix); i += 4 {
+		img.Pix[i], img.Pix[i+1], img.Pix[i+2], img.Pix[i+3] = bg.R, bg.G, bg.B, 255
+	}
+	if !snapshotOK(snap) {
+		return img
+	}
+	g := geometry(w, h, snap.Layers, snap.Experts)
+	if g.cellW == 0 || g.cellH == 0 {
+		return img // more experts than pixels: nothing honest to draw
+	}
+	var maxHits uint64
+	for _, row := range snap.Hits {
+		for _, n := range row {
+			maxHits = max(maxHits, n)
+		}
+	}
+	samePrev := len(prev) == snap.Layers
+	for l := 0; l < snap.Layers; l++ {
+		for e := 0; e < snap.Experts; e++ {
+			hits := snap.Hits[l][e]
+			lit := samePrev && len(prev[l]) == snap.Experts && hits > prev[l][e]
+			c := cellColor(snap.Tier[l][e], hits, maxHits, lit)
+			r := g.cell(l, e)
+			for y := r.Min.Y; y < r.Max.Y; y++ {
+				off := img.PixOffset(r.Min.X, y)
+				for x := r.Min.X; x < r.Max.X; x++ {
+					img.Pix[off], img.Pix[off+1], img.Pix[off+2], img.Pix[off+3] = c.R, c.G, c.B, c.A
+					off += 4
+				}
+			}
+		}
+	}
+	return img
+}
+
+// snapshotOK checks that a snapshot's tables have the shape it claims, so a malformed one
+// draws nothing instead of panicking.
+func snapshotOK(s engine.TierSnapshot) bool {
+	if s.Layers <= 0 || s.Experts <= 0 || len(s.Tier) != s.Layers || len(s.Hits) != s.Layers {
+		return false
+	}
+	for l := 0; l < s.Layers; l++ {
+		if len(s.Tier[l]) != s.Experts || len(s.Hits[l]) != s.Experts {
+			return false
+		}
+	}
+	return true
+}
+
+// TierMap is the grid of layers x experts, coloured by tier and shaded by routing counts.
+type TierMap struct {
+	widget.BaseWidget
+	snap   engine.TierSnapshot
+	prev   [][]uint64
+	raster *canvas.Raster
+}
+
+// NewTierMap makes an empty tier map; SetSnapshot fills it.
+func NewTierMap() *TierMap {
+	t := &TierMap{}
+	t.raster = canvas.NewRaster(func(w, h int) image.Image { return drawGrid(w, h, t.snap, t.prev) })
+	t.raster.ScaleMode = canvas.ImageScalePixels
+	t.ExtendBaseWidget(t)
+	return t
+}
+
+// SetSnapshot draws a new snapshot; experts hit since the last one light up. Call it on
+// the UI goroutine.
+func (t *TierMap) SetSnapshot(s engine.TierSnapshot) {
+	if snapshotOK(t.snap) {
+		t.prev = t.snap.Hits
+	} else {
+		t.prev = nil
+	}
+	t.snap = s
+	t.raster.Refresh()
+}
+
+// MinSize keeps a few pixels per cell.
+func (t *TierMap) MinSize() fyne.Size { return fyne.NewSize(320, 200) }
+
+// CreateRenderer implements fyne.Widget.
+func (t *TierMap) CreateRenderer() fyne.WidgetRenderer {
+	return widget.NewSimpleRenderer(t.raster)
+}

@@ -1,0 +1,124 @@
+package gui
+
+import (
+	"image"
+	"image/color"
+	"testing"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
+
+	"strata/engine"
+)
+
+// snapshotFor builds a layers x experts snapshot with the given tiers and hits.
+func snapshotFor(tiers [][]engine.Tier, hits [][]uint64) engine.TierSnapshot {
+	return engine.TierSnapshot{Layers: len(tiers), Experts: len(tiers[0]), Tier: tiers, Hits: hits}
+}
+
+func TestTierMapDrawsSnapshot(t *testing.T) {
+	test.NewTempApp(t)
+	tm := NewTierMap()
+	w := test.NewTempWindow(t, tm)
+	w.SetPadded(false)
+	w.Resize(fyne.NewSize(400, 200))
+
+	tiers := [][]engine.Tier{
+		{engine.TierVRAM, engine.TierHelper, engine.TierPinned, engine.TierCold},
+		{engine.TierCPU, engine.TierVRAM, engine.TierCold, engine.TierPinned},
+	}
+	hits := [][]uint64{{1000, 10, 0, 3}, {50, 0, 999, 1}}
+	tm.SetSnapshot(snapshotFor(tiers, hits))
+
+	img := w.Canvas().Capture()
+	pos := fyne.CurrentApp().Driver().AbsolutePositionForObject(tm)
+	size := tm.Size()
+	g := geometry(int(size.Width), int(size.Height), 2, 4)
+	if g.cellW == 0 {
+		t.Fatalf("tier map has no room: size %v", size)
+	}
+	for l := range tiers {
+		for e := range tiers[l] {
+			r := g.cell(l, e)
+			x := int(pos.X) + (r.Min.X+r.Max.X)/2
+			y := int(pos.Y) + (r.Min.Y+r.Max.Y)/2
+			want := cellColor(tiers[l][e], hits[l][e], 1000, false)
+			if got := color.NRGBAModel.Convert(img.At(x, y)).(color.NRGBA); !near(got, want) {
+				t.Errorf("cell layer %d expert %d (%s, %d hits) at (%d,%d): got %v, want %v", l, e, tiers[l][e], hits[l][e], x, y, got, want)
+			}
+		}
+	}
+	// The most-hit expert is drawn at full brightness, an unhit one dimmed.
+	if got := cellColor(engine.TierVRAM, 1000, 1000, false); got != tierColor(engine.TierVRAM) {
+		t.Errorf("most-hit VRAM cell %v, want the full tier colour %v", got, tierColor(engine.TierVRAM))
+	}
+
+	// Experts hit since the previous snapshot light up.
+	hits2 := [][]uint64{{1000, 11, 0, 3}, {50, 0, 999, 1}}
+	tm.SetSnapshot(snapshotFor(tiers, hits2))
+	img = w.Canvas().Capture()
+	r := g.cell(0, 1)
+	got := color.NRGBAModel.Convert(img.At(int(pos.X)+(r.Min.X+r.Max.X)/2, int(pos.Y)+(r.Min.Y+r.Max.Y)/2)).(color.NRGBA)
+	if want := cellColor(engine.TierHelper, 11, 1000, true); !near(got, want) {
+		t.Errorf("cell hit since the last snapshot: got %v, want lit %v", got, want)
+	}
+	r = g.cell(0, 0)
+	got = color.NRGBAModel.Convert(img.At(int(pos.X)+(r.Min.X+r.Max.X)/2, int(pos.Y)+(r.Min.Y+r.Max.Y)/2)).(color.NRGBA)
+	if want := cellColor(engine.TierVRAM, 1000, 1000, false); !near(got, want) {
+		t.Errorf("cell not hit since: got %v, want unlit %v", got, want)
+	}
+}
+
+func near(a, b color.NRGBA) bool {
+	d := func(x, y uint8) int {
+		if x > y {
+			return int(x - y)
+		}
+		return int(y - x)
+	}
+	return d(a.R, b.R) <= 2 && d(a.G, b.G) <= 2 && d(a.B, b.B) <= 2
+}
+
+func TestDrawGridRejectsMalformedSnapshots(t *testing.T) {
+	bg := gridBackground()
+	for name, s := range map[string]engine.TierSnapshot{
+		"empty":        {},
+		"short rows":   {Layers: 2, Experts: 2, Tier: [][]engine.Tier{{0, 0}}, Hits: [][]uint64{{0, 0}, {0, 0}}},
+		"ragged hits":  {Layers: 1, Experts: 2, Tier: [][]engine.Tier{{0, 0}}, Hits: [][]uint64{{0}}},
+		"negative":     {Layers: -1, Experts: 3},
+		"more than px": {Layers: 1, Experts: 500, Tier: [][]engine.Tier{make([]engine.Tier, 500)}, Hits: [][]uint64{make([]uint64, 500)}},
+	} {
+		img := drawGrid(100, 50, s, nil)
+		if img.Bounds() != image.Rect(0, 0, 100, 50) {
+			t.Errorf("%s: bounds %v", name, img.Bounds())
+		}
+		if got := img.NRGBAAt(50, 25); got != bg {
+			t.Errorf("%s: drew %v, want only the background", name, got)
+		}
+	}
+}
+
+func TestDrawBarProportions(t *testing.T) {
+	uses := []engine.MemoryUse{{Device: "ram", Kind: "weights", Bytes: 1}, {Device: "ram", Kind: "kv cache", Bytes: 3}}
+	img := drawBar(100, 4, uses, 4).(*image.NRGBA)
+	if got := img.NRGBAAt(10, 1); got != kindColor("weights") {
+		t.Errorf("first quarter %v, want weights colour", got)
+	}
+	if got := img.NRGBAAt(60, 1); got != kindColor("kv cache") {
+		t.Errorf("last three quarters %v, want kv cache colour", got)
+	}
+}
+
+func TestHitRates(t *testing.T) {
+	s := engine.TierSnapshot{
+		BytesPerTier: map[engine.Tier]int64{engine.TierVRAM: 3 << 30, engine.TierCold: 1 << 30},
+		HitsPerTier:  map[engine.Tier]uint64{engine.TierVRAM: 75, engine.TierCold: 25},
+	}
+	want := "VRAM: 75% of hits · 3.0 GiB\nSSD: 25% of hits · 1.0 GiB"
+	if got := hitRates(s); got != want {
+		t.Errorf("hitRates:\n got %q\nwant %q", got, want)
+	}
+	if got := hitRates(engine.TierSnapshot{}); got != "No routing yet." {
+		t.Errorf("empty snapshot: %q", got)
+	}
+}

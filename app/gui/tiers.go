@@ -1,0 +1,249 @@
+package gui
+
+import (
+	"fmt"
+	"image"
+	"image/color"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/canvas"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/widget"
+
+	"strata/engine"
+)
+
+// tiersEvery is the tier map's refresh period: a few times a second is lively enough and
+// costs the engine one short lock per refresh.
+const tiersEvery = 250 * time.Millisecond
+
+// tiersView is the tier map tab: the grid, a legend, memory bars and per-tier hit rates.
+type tiersView struct {
+	a      *App
+	root   fyne.CanvasObject
+	grid   *TierMap
+	memory *fyne.Container
+	rates  *widget.Label
+	speed  *widget.Label
+	empty  *widget.Label
+
+	mu   sync.Mutex
+	quit chan struct{} // closed to stop the refresher; nil when stopped
+}
+
+func (a *App) newTiersView() *tiersView {
+	v := &tiersView{a: a, grid: NewTierMap()}
+	v.memory = container.NewVBox()
+	v.rates = widget.NewLabel("")
+	v.speed = widget.NewLabel("")
+	v.empty = widget.NewLabel("Load a model to see where its experts live.")
+	legend := container.NewHBox()
+	for _, t := range []engine.Tier{engine.TierVRAM, engine.TierHelper, engine.TierPinned, engine.TierCold, engine.TierCPU} {
+		legend.Add(swatch(tierColor(t)))
+		legend.Add(widget.NewLabel(tierTitle(t)))
+	}
+	note := widget.NewLabel("Rows are layers, columns are experts. Brighter = routed more often; flashes = routed since the last refresh.")
+	note.Wrapping = fyne.TextWrapWord
+	note.Importance = widget.LowImportance
+	side := container.NewVBox(
+		widget.NewLabelWithStyle("Memory", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), v.memory,
+		widget.NewLabelWithStyle("Where routed experts ran", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), v.rates,
+		v.speed)
+	top := container.NewVBox(legend, note, v.empty)
+	v.root = container.NewBorder(top, nil, nil, container.NewGridWrap(fyne.NewSize(340, 400), side), v.grid)
+	return v
+}
+
+// start refreshes the map from the model a few times a second until stop.
+func (v *tiersView) start() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.quit != nil {
+		return
+	}
+	quit := make(chan struct{})
+	v.quit = quit
+	v.refreshNow()
+	go func() {
+		tick := time.NewTicker(tiersEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+				snap, ok := v.a.ctl.Tiers()
+				fyne.Do(func() { v.show(snap, ok) })
+			}
+		}
+	}()
+}
+
+// stop ends the refresher (leaving the tab, or the window closing).
+func (v *tiersView) stop() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.quit != nil {
+		close(v.quit)
+		v.quit = nil
+	}
+}
+
+// refreshNow draws the current snapshot at once.
+func (v *tiersView) refreshNow() {
+	snap, ok := v.a.ctl.Tiers()
+	v.show(snap, ok)
+}
+
+// show draws a snapshot (UI goroutine).
+func (v *tiersView) show(snap engine.TierSnapshot, ok bool) {
+	if !ok || !snapshotOK(snap) {
+		v.empty.Show()
+	} else {
+		v.empty.Hide()
+	}
+	v.grid.SetSnapshot(snap)
+	v.memory.RemoveAll()
+	for _, dev := range memoryDevices(snap.Memory) {
+		v.memory.Add(memoryBar(dev, snap.Memory))
+	}
+	v.rates.SetText(hitRates(snap))
+	v.speed.SetText(fmt.Sprintf("Decode: %.1f tokens/s · swaps: %d", snap.TokensPerSec, snap.Swaps))
+}
+
+// tierTitle names a tier for people.
+func tierTitle(t engine.Tier) string {
+	switch t {
+	case engine.TierVRAM:
+		return "VRAM"
+	case engine.TierHelper:
+		return "Helper GPU"
+	case engine.TierPinned:
+		return "Pinned RAM"
+	case engine.TierCold:
+		return "SSD"
+	case engine.TierCPU:
+		return "CPU (mapped)"
+	}
+	return t.String()
+}
+
+// hitRates lists, per tier, its share of routed experts and its bytes.
+func hitRates(s engine.TierSnapshot) string {
+	var total uint64
+	for _, n := range s.HitsPerTier {
+		total += n
+	}
+	tiers := make([]engine.Tier, 0, len(s.BytesPerTier))
+	seen := map[engine.Tier]bool{}
+	for t := range s.BytesPerTier {
+		tiers = append(tiers, t)
+		seen[t] = true
+	}
+	for t := range s.HitsPerTier {
+		if !seen[t] {
+			tiers = append(tiers, t)
+		}
+	}
+	sort.Slice(tiers, func(i, j int) bool { return tiers[i] < tiers[j] })
+	var b strings.Builder
+	for _, t := range tiers {
+		share := 0.0
+		if total > 0 {
+			share = 100 * float64(s.HitsPerTier[t]) / float64(total)
+		}
+		fmt.Fprintf(&b, "%s: %.0f%% of hits · %s\n", tierTitle(t), share, humanBytes(s.BytesPerTier[t]))
+	}
+	if b.Len() == 0 {
+		return "No routing yet."
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// memoryDevices lists the devices of the memory table in a stable order (VRAM first).
+func memoryDevices(mem []engine.MemoryUse) []string {
+	var devs []string
+	for _, m := range mem {
+		found := false
+		for _, d := range devs {
+			found = found || d == m.Device
+		}
+		if !found {
+			devs = append(devs, m.Device)
+		}
+	}
+	sort.SliceStable(devs, func(i, j int) bool { return devs[i] == "vram" && devs[j] != "vram" })
+	return devs
+}
+
+// kindColor is the colour of one kind of memory use in the bars.
+func kindColor(kind string) color.NRGBA {
+	switch kind {
+	case "weights":
+		return color.NRGBA{R: 70, G: 120, B: 220, A: 255}
+	case "expert cache", "experts":
+		return color.NRGBA{R: 46, G: 190, B: 90, A: 255}
+	case "kv cache":
+		return color.NRGBA{R: 170, G: 90, B: 200, A: 255}
+	case "pinned":
+		return color.NRGBA{R: 240, G: 170, B: 40, A: 255}
+	}
+	return color.NRGBA{R: 130, G: 130, B: 130, A: 255}
+}
+
+// memoryBar is one device's stacked bar, with its segments named below.
+func memoryBar(dev string, mem []engine.MemoryUse) fyne.CanvasObject {
+	var uses []engine.MemoryUse
+	var total int64
+	for _, m := range mem {
+		if m.Device == dev && m.Bytes > 0 {
+			uses = append(uses, m)
+			total += m.Bytes
+		}
+	}
+	bar := canvas.NewRaster(func(w, h int) image.Image { return drawBar(w, h, uses, total) })
+	bar.SetMinSize(fyne.NewSize(300, 18))
+	var parts []string
+	for _, u := range uses {
+		parts = append(parts, fmt.Sprintf("%s %s", u.Kind, humanBytes(u.Bytes)))
+	}
+	label := widget.NewLabel(strings.ToUpper(dev) + " " + humanBytes(total) + ": " + strings.Join(parts, ", "))
+	label.Wrapping = fyne.TextWrapWord
+	return container.NewVBox(bar, label)
+}
+
+// drawBar paints segments proportional to their bytes.
+func drawBar(w, h int, uses []engine.MemoryUse, total int64) image.Image {
+	img := image.NewNRGBA(image.Rect(0, 0, max(w, 1), max(h, 1)))
+	bg := gridBackground()
+	for i := 0; i < len(img.Pix); i += 4 {
+		img.Pix[i], img.Pix[i+1], img.Pix[i+2], img.Pix[i+3] = bg.R, bg.G, bg.B, 255
+	}
+	if total <= 0 {
+		return img
+	}
+	x := 0
+	var done int64
+	for _, u := range uses {
+		done += u.Bytes
+		end := int(float64(w) * float64(done) / float64(total))
+		c := kindColor(u.Kind)
+		for ; x < end && x < w; x++ {
+			for y := 0; y < h; y++ {
+				img.SetNRGBA(x, y, c)
+			}
+		}
+	}
+	return img
+}
+
+// swatch is a small colour square for legends.
+func swatch(c color.Color) fyne.CanvasObject {
+	r := canvas.NewRectangle(c)
+	r.SetMinSize(fyne.NewSize(14, 14))
+	return container.NewCenter(r)
+}

@@ -1,0 +1,124 @@
+package gui
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"strata/engine"
+)
+
+func TestSplitBlocks(t *testing.T) {
+	for _, tc := range []struct {
+		name, md string
+		want     []block
+	}{
+		{"prose", "Hello **world**", []block{{Text: "Hello **world**"}}},
+		{"code between prose", "Before:\n```go\nfmt.Println(1)\n```\nAfter.", []block{
+			{Text: "Before:"}, {Code: true, Lang: "go", Text: "fmt.Println(1)"}, {Text: "After."}}},
+		{"unclosed while streaming", "Look:\n```py\nprint(", []block{{Text: "Look:"}, {Code: true, Lang: "py", Text: "print("}}},
+		{"tilde fence keeps backticks", "~~~\n```\n~~~", []block{{Code: true, Text: "```"}}},
+		{"empty", "", nil},
+	} {
+		if got := splitBlocks(tc.md); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %#v, want %#v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestParseSampling(t *testing.T) {
+	good := fieldsOf(preset(PresetCreative))
+	sp, err := parseSampling(good)
+	if err != nil || sp != preset(PresetCreative) {
+		t.Fatalf("round trip of creative: %+v, %v", sp, err)
+	}
+	for _, tc := range []struct {
+		field string
+		set   func(*advancedFields)
+	}{
+		{"temperature", func(a *advancedFields) { a.Temperature = "hot" }},
+		{"temperature", func(a *advancedFields) { a.Temperature = "-1" }},
+		{"top-p", func(a *advancedFields) { a.TopP = "1.5" }},
+		{"top-k", func(a *advancedFields) { a.TopK = "-3" }},
+		{"max tokens", func(a *advancedFields) { a.MaxTokens = "1e3" }},
+		{"seed", func(a *advancedFields) { a.Seed = "-1" }},
+	} {
+		f := good
+		tc.set(&f)
+		if _, err := parseSampling(f); err == nil || !strings.Contains(strings.ToLower(err.Error()), tc.field) {
+			t.Errorf("%s: error %v should name the field", tc.field, err)
+		}
+	}
+}
+
+func TestPresetsDiffer(t *testing.T) {
+	p, b, c := preset(PresetPrecise), preset(PresetBalanced), preset(PresetCreative)
+	if !(p.Temperature < b.Temperature && b.Temperature < c.Temperature) {
+		t.Errorf("temperatures should rise precise < balanced < creative: %v %v %v", p.Temperature, b.Temperature, c.Temperature)
+	}
+	if preset("nonsense") != b {
+		t.Error("an unknown preset should fall back to balanced")
+	}
+}
+
+func TestFriendlyErrors(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{errors.New("gguf: model.bin: bad magic 0x1234"), "not a GGUF model"},
+		{errors.New(`engine: unsupported architecture "llama"`), "architecture yet"},
+		{errors.New("engine: kv cache of 40 GiB does not fit the memory budget"), "try a shorter context (8k)"},
+		{errors.New("gguf: tensor \"x\": out of bounds"), "damaged or incomplete"},
+		{errors.New("--kv: \"q3\" is not one of f16, int8"), "Open Settings"},
+		{errors.New("engine: not built yet"), "cannot do that yet"},
+	} {
+		got := friendly("Loading the model", tc.err)
+		if !strings.Contains(got, tc.want) || !strings.Contains(got, tc.err.Error()) {
+			t.Errorf("%v:\n got %q\nwant it to contain %q and the details", tc.err, got, tc.want)
+		}
+	}
+	if got := friendly("Loading", context.Canceled); got != "Loading was cancelled." {
+		t.Errorf("cancelled: %q", got)
+	}
+}
+
+func TestPhaseMeter(t *testing.T) {
+	var m phaseMeter
+	t0 := time.Unix(100, 0)
+	p := m.update("vram-fill", 0, 1000e6, t0)
+	if p.Fraction != 0 || p.MBps != 0 {
+		t.Fatalf("start: %+v", p)
+	}
+	p = m.update("vram-fill", 500e6, 1000e6, t0.Add(2*time.Second))
+	if p.Fraction != 0.5 || p.MBps != 250 {
+		t.Fatalf("half way: %+v, want 0.5 and 250 MB/s", p)
+	}
+	p = m.update("ram-copy", 0, 0, t0.Add(3*time.Second))
+	if p.Fraction != -1 || p.MBps != 0 {
+		t.Fatalf("new phase with unknown total: %+v", p)
+	}
+	if got := progressDetail(loadProgress{Done: 512 << 20, Total: 1 << 30, MBps: 812}); got != "512.0 MiB of 1.0 GiB · 812 MB/s" {
+		t.Errorf("progressDetail: %q", got)
+	}
+}
+
+func TestCardText(t *testing.T) {
+	info := engine.ModelInfo{Path: "/m/q.gguf", Name: "Qwen3-30B-A3B", Architecture: "qwen3moe", FileBytes: 17 << 30,
+		Quantization: "Q4_K", TotalParams: 30.5e9, ActiveParams: 3.3e9, Layers: 48, Experts: 128, ExpertsUsed: 8,
+		ExpertBytes: 16 << 30, NonExpertBytes: 1 << 30}
+	got := cardText(info, engine.DefaultConfig())
+	for _, want := range []string{"Qwen3-30B-A3B", "qwen3moe", "30.5B in all, 3.3B active", "128 per layer, 8 used", "Q4_K", "17.0 GiB", "GPU:", "RAM:", "SSD:"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("card lacks %q:\n%s", want, got)
+		}
+	}
+	cpu := engine.DefaultConfig()
+	cpu.Backend = "cpu"
+	if got := cardText(info, cpu); strings.Contains(got, "GPU:") || !strings.Contains(got, "Everything on the CPU") {
+		t.Errorf("cpu card:\n%s", got)
+	}
+}

@@ -1,0 +1,39 @@
+package gui
+
+import (
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
+)
+
+// welcomeScreen is the first-run page: what Strata is and the three ways on.
+func (a *App) welcomeScreen() fyne.CanvasObject {
+	title := widget.NewLabelWithStyle("Welcome to Strata", fyne.TextAlignCenter, fyne.TextStyle{Bold: true})
+	title.SizeName = theme.SizeNameHeadingText
+	intro := widget.NewLabel("Strata runs very large Mixture-of-Experts models on an ordinary PC. " +
+		"It keeps the experts a model uses most in your graphics card, the next ones in RAM and the rest on the SSD.")
+	intro.Wrapping = fyne.TextWrapWord
+	intro.Alignment = fyne.TextAlignCenter
+
+	setup := widget.NewButtonWithIcon("Set up this PC", theme.ComputerIcon(), func() { a.Show(ScreenWizard) })
+	setup.Importance = widget.HighImportance
+	demo := widget.NewButtonWithIcon("Try the demo", theme.MediaPlayIcon(), a.startDemo)
+	open := widget.NewButtonWithIcon("I have a model", theme.FolderOpenIcon(), func() { a.Show(ScreenPicker) })
+	demoNote := widget.NewLabel("The demo makes a tiny model with random weights on the spot: no download, but its answers are noise.")
+	demoNote.Wrapping = fyne.TextWrapWord
+	demoNote.Alignment = fyne.TextAlignCenter
+	demoNote.Importance = widget.LowImportance
+
+	body := container.NewVBox(title, intro, container.NewCenter(container.NewHBox(setup, demo, open)), demoNote)
+	return container.NewCenter(container.NewGridWrap(fyne.NewSize(640, body.MinSize().Height+40), body))
+}
+
+// startDemo makes and loads the demo model, showing the loading screen.
+func (a *App) startDemo() {
+	if err := a.ctl.LoadDemo(); err != nil {
+		a.showError("Starting the demo", err)
+		return
+	}
+	a.Show(ScreenLoading)
+}
