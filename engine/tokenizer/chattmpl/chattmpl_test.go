@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"strata/engine/fixtures"
-	"strata/engine/tokenizer"
 )
 
 // reference is one line of tokenizers/chat_templates.jsonl.
@@ -98,13 +97,12 @@ func modelFiles(t *testing.T, name string) (tmpl, bos, eos string) {
 func pinnedClock() time.Time { return time.Date(2025, 8, 15, 12, 0, 0, 0, time.UTC) }
 
 // TestReferenceRenderings renders all 87 reference conversations and checks the text byte
-// for byte, then tokenises it (special tokens parsed) and checks the ids.
+// for byte (package tokenizer checks the ids of the same renderings).
 func TestReferenceRenderings(t *testing.T) {
 	refs := readReferences(t)
 	if len(refs) != 87 {
 		t.Errorf("%d references, want 87", len(refs))
 	}
-	toks := map[string]*tokenizer.Tokenizer{}
 	tmpls := map[string]*Template{}
 	ok := 0
 	for _, r := range refs {
@@ -133,20 +131,9 @@ func TestReferenceRenderings(t *testing.T) {
 			t.Errorf("%s %s (agp=%v kwargs=%v):\n got %q\nwant %q", r.Tokenizer, r.Conversation, r.AddGenerationPrompt, kw, got, r.Rendered)
 			continue
 		}
-		tk, have := toks[r.Tokenizer]
-		if !have {
-			if tk, err = tokenizer.LoadFile(fixtures.Path(t, "tokenizers", r.Tokenizer, "tokenizer.json.gz")); err != nil {
-				t.Fatal(err)
-			}
-			toks[r.Tokenizer] = tk
-		}
-		if ids := tk.Encode(got, true); !slices.Equal(ids, r.IDs) {
-			t.Errorf("%s %s: ids differ\n got %v\nwant %v", r.Tokenizer, r.Conversation, ids, r.IDs)
-			continue
-		}
 		ok++
 	}
-	t.Logf("%d/%d renderings and their ids match", ok, len(refs))
+	t.Logf("%d/%d renderings match", ok, len(refs))
 }
 
 func TestRenderChatMessages(t *testing.T) {

@@ -23,9 +23,9 @@ import (
 type ChatMessage struct {
 	Role    string // system, user, assistant, tool
 	Content string
-	// Reasoning is an assistant turn's thinking. It is passed both as reasoning_content
+	// Thinking is an assistant turn's thinking. It is passed both as reasoning_content
 	// (Qwen3) and as thinking (gpt-oss); each template reads its own and ignores the other.
-	Reasoning string
+	Thinking  string
 	ToolCalls []ToolCall
 	Name      string // tool name, for role "tool"
 }
@@ -39,8 +39,8 @@ type ToolCall struct {
 // Value is the message as the templates see it: {"role", "content", ...} in that order.
 func (m ChatMessage) Value() *Object {
 	o := NewObject().Set("role", m.Role).Set("content", m.Content)
-	if m.Reasoning != "" {
-		o.Set("reasoning_content", m.Reasoning).Set("thinking", m.Reasoning)
+	if m.Thinking != "" {
+		o.Set("reasoning_content", m.Thinking).Set("thinking", m.Thinking)
 	}
 	if len(m.ToolCalls) > 0 {
 		calls := make([]any, len(m.ToolCalls))
