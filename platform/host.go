@@ -67,7 +67,10 @@ func probeGPUsWithin(ctx context.Context, wsl2 bool) GPUs {
 		return gpusFrom(api), nil
 	})
 	if err != nil {
-		return GPUs{Reason: "NVML: " + err.Error()}
+		g = GPUs{Reason: "NVML: " + err.Error()}
+	}
+	if g.Devices == nil {
+		g.Devices = []GPU{} // JSON readers get [], not null
 	}
 	return g
 }
