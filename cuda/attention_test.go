@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"strata/cuda"
 )
 
 // refAttention is one query head against positions 0..last of f16 caches [pos][nKV][hd].
@@ -52,17 +54,23 @@ func TestAttention(t *testing.T) {
 		kf, vf := fromF16(kh), fromF16(vh)
 		dk, dv := upload(t, g, kh), upload(t, g, vh)
 		scale := 1 / math.Sqrt(float64(hd))
-		for _, last := range []int{0, 5, 31, 32, 200, ctxLen - 1} {
-			q := randFloats(r, nHead*hd, 1)
-			dq, dpos := upload(t, g, q), upload(t, g, []int32{int32(last)})
-			dout := g.buf(t, 4*nHead*hd)
-			if err := g.k.AttentionDecode(g.s, dq, dk, dv, dout, dpos, nHead, nKV, hd, float32(scale)); err != nil {
-				t.Fatal(err)
+		for _, nSplit := range []int{1, 3, 8} {
+			scratch := cuda.DevicePtr(0)
+			if b := cuda.AttentionDecodeScratchBytes(nHead, hd, nSplit); b > 0 {
+				scratch = g.buf(t, b)
 			}
-			got := download[float32](t, g, dout, nHead*hd)
-			for h := 0; h < nHead; h++ {
-				want := refAttention(q[h*hd:(h+1)*hd], kf, vf, h/(nHead/nKV), nKV, hd, last, scale)
-				checkAttention(t, fmt.Sprintf("decode hd=%d pos=%d head %d", hd, last, h), got[h*hd:(h+1)*hd], want)
+			for _, last := range []int{0, 5, 31, 32, 200, ctxLen - 1} {
+				q := randFloats(r, nHead*hd, 1)
+				dq, dpos := upload(t, g, q), upload(t, g, []int32{int32(last)})
+				dout := g.buf(t, 4*nHead*hd)
+				if err := g.k.AttentionDecode(g.s, dq, dk, dv, dout, dpos, nHead, nKV, hd, float32(scale), nSplit, scratch); err != nil {
+					t.Fatal(err)
+				}
+				got := download[float32](t, g, dout, nHead*hd)
+				for h := 0; h < nHead; h++ {
+					want := refAttention(q[h*hd:(h+1)*hd], kf, vf, h/(nHead/nKV), nKV, hd, last, scale)
+					checkAttention(t, fmt.Sprintf("decode hd=%d pos=%d splits=%d head %d", hd, last, nSplit, h), got[h*hd:(h+1)*hd], want)
+				}
 			}
 		}
 		// prefill: 17 tokens at positions 40..56 plus a batch starting at 0

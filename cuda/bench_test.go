@@ -164,8 +164,13 @@ func BenchmarkAttentionDecode(b *testing.B) {
 			q := upload(b, g, randFloats(r, nHead*hd, 1))
 			out := g.buf(b, 4*nHead*hd)
 			pos := upload(b, g, []int32{int32(ctxLen - 1)})
+			nSplit := cuda.DecodeSplits(ctxLen)
+			scratch := cuda.DevicePtr(0)
+			if n := cuda.AttentionDecodeScratchBytes(nHead, hd, nSplit); n > 0 {
+				scratch = g.buf(b, n)
+			}
 			per := timeLaunches(b, g, func(int) error {
-				return g.k.AttentionDecode(g.s, q, kc, vc, out, pos, nHead, nKV, hd, 0.088)
+				return g.k.AttentionDecode(g.s, q, kc, vc, out, pos, nHead, nKV, hd, 0.088, nSplit, scratch)
 			})
 			b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
 		})

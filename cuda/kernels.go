@@ -38,7 +38,7 @@ func kernelNames() []string {
 	for _, hd := range []int{64, 128, 256} {
 		names = append(names, fmt.Sprintf("attention_decode_%d", hd), fmt.Sprintf("attention_prefill_%d", hd))
 	}
-	return append(names, "gemm_f16_f32", "gemm_f16_f16", "rms_norm", "rope_neox", "router_topk",
+	return append(names, "attention_merge", "gemm_f16_f32", "gemm_f16_f16", "rms_norm", "rope_neox", "router_topk",
 		"swiglu", "add_f32", "scaled_add", "moe_combine", "kv_write", "f32_to_f16")
 }
 
@@ -93,7 +93,7 @@ func elemGrid(n int) Dim3 {
 	return Dim3{X: b}
 }
 
-const mmvWarps = 4 // MMV_WARPS in mul_mat_vec.cu
+const mmvThreads = 128 // MMV_THREADS in mul_mat_vec.cu
 
 // MatVec computes y[rows] = W[rows x cols] x[cols]: W of type t (rows in GGUF block
 // layout, back to back), x and y float32. cols must be a multiple of t's block (8 for
@@ -126,7 +126,7 @@ func (k *Kernels) matVec(s *Stream, t QuantType, w DevicePtr, expertStride int, 
 		return fmt.Errorf("cuda: mul_mat_vec_%v: bad shape rows=%d cols=%d slots=%d", t, rows, cols, n)
 	}
 	a := new(Args).Ptr(w).Int64(int64(expertStride)).Ptr(ids).Ptr(x).Int64(int64(xStride)).Ptr(y).Int(rows).Int(cols)
-	return k.launch("mul_mat_vec_"+t.String(), s, Dim3{X: ceilDiv(rows, mmvWarps), Y: n}, Dim3{X: mmvWarps * 32}, 0, a)
+	return k.launch("mul_mat_vec_"+t.String(), s, Dim3{X: rows, Y: n}, Dim3{X: mmvThreads}, 0, a)
 }
 
 // Dequantize writes the n values at src (type t, a whole number of blocks) to dst as f16.
@@ -227,15 +227,40 @@ func checkAttention(name string, nHead, nKV, headDim int) error {
 	return nil
 }
 
+// AttentionDecodeScratchBytes is the scratch AttentionDecode needs for nSplit spans.
+func AttentionDecodeScratchBytes(nHead, headDim, nSplit int) int {
+	if nSplit <= 1 {
+		return 0
+	}
+	return nHead * nSplit * (headDim + 2) * 4
+}
+
+// DecodeSplits suggests how many spans AttentionDecode should split a context of up to
+// maxCtx positions into: about 512 positions per block, at most 32 spans.
+func DecodeSplits(maxCtx int) int {
+	return min(max(ceilDiv(maxCtx, 512), 1), 32)
+}
+
 // AttentionDecode attends one query q [nHead][headDim] f32 to the f16 caches
 // [position][nKV][headDim] up to and including position pos[0] (int32 on the device, so a
-// captured graph can replay it), writing out [nHead][headDim] f32.
-func (k *Kernels) AttentionDecode(s *Stream, q, kCache, vCache, out, pos DevicePtr, nHead, nKV, headDim int, scale float32) error {
+// captured graph can replay it at the next position), writing out [nHead][headDim] f32.
+// The positions are split into nSplit spans computed in parallel and merged (scratch:
+// AttentionDecodeScratchBytes; 0 when nSplit is 1).
+func (k *Kernels) AttentionDecode(s *Stream, q, kCache, vCache, out, pos DevicePtr, nHead, nKV, headDim int, scale float32, nSplit int, scratch DevicePtr) error {
 	if err := checkAttention("attention_decode", nHead, nKV, headDim); err != nil {
 		return err
 	}
-	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale)
-	return k.launch(fmt.Sprintf("attention_decode_%d", headDim), s, Dim3{X: nHead}, Dim3{X: 128}, 0, a)
+	if nSplit < 1 || nSplit > 65535 || (nSplit > 1 && scratch == 0) {
+		return fmt.Errorf("cuda: attention_decode: %d spans need %d bytes of scratch", nSplit, AttentionDecodeScratchBytes(nHead, headDim, nSplit))
+	}
+	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale).Ptr(scratch)
+	if err := k.launch(fmt.Sprintf("attention_decode_%d", headDim), s, Dim3{X: nHead, Y: nSplit}, Dim3{X: 128}, 0, a); err != nil {
+		return err
+	}
+	if nSplit == 1 {
+		return nil
+	}
+	return k.launch("attention_merge", s, Dim3{X: nHead}, Dim3{X: headDim}, 0, new(Args).Ptr(scratch).Ptr(out).Int(nSplit).Int(headDim))
 }
 
 // AttentionPrefill is causal attention for nTok queries q [nTok][nHead][headDim]: query t

@@ -101,7 +101,10 @@ func (a *Args) Int(v int) *Args { a.slots = append(a.slots, uint64(uint32(int32(
 func (a *Args) Int64(v int64) *Args { a.slots = append(a.slots, uint64(v)); return a }
 
 // Float appends a float32 parameter.
-func (a *Args) Float(v float32) *Args { a.slots = append(a.slots, uint64(math.Float32bits(v))); return a }
+func (a *Args) Float(v float32) *Args {
+	a.slots = append(a.slots, uint64(math.Float32bits(v)))
+	return a
+}
 
 // Launch queues f on s.
 func (f *Function) Launch(s *Stream, grid, block Dim3, sharedBytes int, args *Args) error {

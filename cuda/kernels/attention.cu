@@ -56,11 +56,13 @@ static __device__ __forceinline__ void att_chunk(AttState<DPL> &st, const float 
 	}
 }
 
-// Decode: one query token, one block per query head; the 4 warps split the positions and
-// merge their softmax states at the end.
+// Decode: one query token. Block (h, sp) takes query head h and the sp-th of gridDim.y
+// equal spans of positions 0..pos[0] (split-K, so a long context fills the GPU); its 4 warps
+// split the span and merge their softmax states. With one span the block writes out;
+// otherwise it writes its state (m, l, acc[hd]) to part for attention_merge.
 template <int DPL>
 static __device__ __forceinline__ void att_decode_body(const float *q, const __half *kc, const __half *vc, float *out,
-	const int *pos, int n_head, int n_kv, float scale) {
+	const int *pos, int n_head, int n_kv, float scale, float *part) {
 	constexpr int hd = DPL * 32;
 	__shared__ float qs[hd];
 	__shared__ float wm[ATT_WARPS], wl[ATT_WARPS];
@@ -68,13 +70,16 @@ static __device__ __forceinline__ void att_decode_body(const float *q, const __h
 	const int h = blockIdx.x, kvh = h / (n_head / n_kv);
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	const int last = pos[0];
+	const int n_split = gridDim.y, sp = blockIdx.y;
+	const int span = (last + 1 + n_split - 1) / n_split;
+	const int first = sp * span, end = min(first + span, last + 1) - 1;
 	for (int i = threadIdx.x; i < hd; i += blockDim.x) qs[i] = q[(long long)h * hd + i] * scale;
 	__syncthreads();
 	const long long row = (long long)n_kv * hd;
 	AttState<DPL> st;
 	st.init();
-	for (int base = warp * 32; base <= last; base += ATT_WARPS * 32) {
-		att_chunk<DPL>(st, qs, base, last,
+	for (int base = first + warp * 32; base <= end; base += ATT_WARPS * 32) {
+		att_chunk<DPL>(st, qs, base, end,
 			[&](int j) { return kc + (long long)(base + j) * row + (long long)kvh * hd; },
 			[&](int j) { return vc + (long long)(base + j) * row + (long long)kvh * hd; });
 	}
@@ -89,24 +94,52 @@ static __device__ __forceinline__ void att_decode_body(const float *q, const __h
 	for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, wm[w]);
 	float L = 0.f;
 	for (int w = 0; w < ATT_WARPS; w++) L += wm[w] == -INFINITY ? 0.f : wl[w] * expf(wm[w] - M);
+	float *pp = part + ((long long)h * n_split + sp) * (hd + 2);
+	if (n_split > 1 && threadIdx.x == 0) {
+		pp[0] = M;
+		pp[1] = L;
+	}
 	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
 		float o = 0.f;
 		for (int w = 0; w < ATT_WARPS; w++)
 			if (wm[w] != -INFINITY) o += wacc[w][i] * expf(wm[w] - M);
-		out[(long long)h * hd + i] = o / L;
+		if (n_split == 1) out[(long long)h * hd + i] = o / L;
+		else pp[2 + i] = o;
 	}
 }
 
 // One kernel per head size: each has its own static shared memory.
 #define ATT_DECODE(hd, dpl)                                                                                   \
 	extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_decode_##hd(const float *q,        \
-		const __half *kc, const __half *vc, float *out, const int *pos, int n_head, int n_kv, float scale) { \
-		att_decode_body<dpl>(q, kc, vc, out, pos, n_head, n_kv, scale);                                      \
+		const __half *kc, const __half *vc, float *out, const int *pos, int n_head, int n_kv, float scale,   \
+		float *part) {                                                                                        \
+		att_decode_body<dpl>(q, kc, vc, out, pos, n_head, n_kv, scale, part);                                \
 	}
 ATT_DECODE(64, 2)
 ATT_DECODE(128, 4)
 ATT_DECODE(256, 8)
 #undef ATT_DECODE
+
+// attention_merge combines the n_split partial states of each head (block h, hd threads).
+extern "C" __global__ void attention_merge(const float *part, float *out, int n_split, int hd) {
+	const int h = blockIdx.x;
+	const float *p = part + (long long)h * n_split * (hd + 2);
+	float M = -INFINITY;
+	for (int s = 0; s < n_split; s++) M = fmaxf(M, p[s * (hd + 2)]);
+	float L = 0.f;
+	for (int s = 0; s < n_split; s++) {
+		const float m = p[s * (hd + 2)];
+		if (m != -INFINITY) L += p[s * (hd + 2) + 1] * expf(m - M);
+	}
+	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+		float o = 0.f;
+		for (int s = 0; s < n_split; s++) {
+			const float m = p[s * (hd + 2)];
+			if (m != -INFINITY) o += p[s * (hd + 2) + 2 + i] * expf(m - M);
+		}
+		out[(long long)h * hd + i] = o / L;
+	}
+}
 
 // Prefill: a block takes 4 query tokens of one head (a warp each) and streams the K/V
 // cache through shared memory 32 positions at a time, each tile shared by the 4 queries.

@@ -74,9 +74,15 @@ static __device__ __forceinline__ void ld8_a4(const uint8_t *p, uint32_t &lo, ui
 	lo = q[0];
 	hi = q[1];
 }
+// 8 bytes from any address: two or three aligned words and funnel shifts, never reading a
+// word that holds none of the 8 bytes.
 static __device__ __forceinline__ void ld8_a1(const uint8_t *p, uint32_t &lo, uint32_t &hi) {
-	lo = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-	hi = (uint32_t)p[4] | ((uint32_t)p[5] << 8) | ((uint32_t)p[6] << 16) | ((uint32_t)p[7] << 24);
+	const uint32_t off = (uint32_t)((uintptr_t)p & 3);
+	const uint32_t *w = (const uint32_t *)(p - off);
+	const uint32_t w0 = w[0], w1 = w[1];
+	const uint32_t w2 = off ? w[2] : 0u;
+	lo = __funnelshift_r(w0, w1, 8 * off);
+	hi = __funnelshift_r(w1, w2, 8 * off);
 }
 static __device__ __forceinline__ uint32_t byte_of(uint32_t lo, uint32_t hi, int i) {
 	return ((i < 4 ? lo : hi) >> (8 * (i & 3))) & 0xFF;
@@ -198,15 +204,18 @@ template <> __device__ __forceinline__ void deq8<T_IQ4_XS>(const uint8_t *b, int
 #pragma unroll
 	for (int i = 0; i < 8; i++) v[i] = kv_iq4nl((byte_of(lo, hi, i) >> sh) & 0xF) * dl;
 }
-// The 6-bit scale and min of sub-block j in Q4_K/Q5_K's 12 packed bytes.
+// The 6-bit scale and min of sub-block j in Q4_K/Q5_K's 12 packed bytes (q 4-byte
+// aligned), without branches so that the loads of several chunks can be in flight at once.
 static __device__ __forceinline__ void scale_min_k4(int j, const uint8_t *q, float &sc, float &m) {
-	if (j < 4) {
-		sc = (float)(q[j] & 63);
-		m = (float)(q[j + 4] & 63);
-	} else {
-		sc = (float)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-		m = (float)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-	}
+	const uint32_t *w = (const uint32_t *)q;
+	const uint32_t w0 = w[0], w1 = w[1], w2 = w[2];
+	const int s = 8 * (j & 3);
+	const uint32_t a = (w0 >> s) & 0xFF, bb = (w1 >> s) & 0xFF, cc = (w2 >> s) & 0xFF;
+	// j < 4: sc = q[j] & 63, m = q[j+4] & 63
+	// j >= 4: sc = (q[j+4] & 15) | (q[j-4] >> 6) << 4, m = (q[j+4] >> 4) | (q[j] >> 6) << 4
+	const uint32_t sc_hi = (cc & 0xF) | ((a >> 6) << 4), m_hi = (cc >> 4) | ((bb >> 6) << 4);
+	sc = (float)(j < 4 ? (a & 63) : sc_hi);
+	m = (float)(j < 4 ? (bb & 63) : m_hi);
 }
 // Q4_K: d, dmin, scales[12], qs[128]; sub-block j's values are nibble (j&1) of qs[32*(j/2)..].
 template <> __device__ __forceinline__ void deq8<T_Q4_K>(const uint8_t *b, int c, float (&v)[8]) {
@@ -256,7 +265,7 @@ template <> __device__ __forceinline__ void deq8<T_Q2_K>(const uint8_t *b, int c
 	const uint32_t s = b[8 * h + 2 * j + (l >> 4)];
 	const float dl = ld_half(b + 80) * (float)(s & 0xF), ml = ld_half(b + 82) * (float)(s >> 4);
 	uint32_t lo, hi;
-	ld8_a8(b + 16 + 32 * h + l, lo, hi);
+	ld8_a4(b + 16 + 32 * h + l, lo, hi); // 84-byte blocks: only 4-byte aligned
 #pragma unroll
 	for (int i = 0; i < 8; i++) v[i] = dl * (float)((byte_of(lo, hi, i) >> (2 * j)) & 3) - ml;
 }

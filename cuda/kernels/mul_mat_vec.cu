@@ -1,23 +1,23 @@
 // mul_mat_vec.cu: y = W x for decode, W in any block format, x and y float32.
-// One warp per row; lane i decodes chunks i, i+32, ... (8 values each), so a warp
-// reads a contiguous stretch of the row and x with 16-byte loads.
+// One block of 128 threads per row; thread i decodes chunks i, i+128, ... (8 values
+// each), so a warp reads a contiguous stretch of the row and x with 16-byte loads, and
+// a row has 4 warps of loads in flight.
 //
 // The same kernel serves MoE decode: blockIdx.y picks slot e of the k routed experts,
 // W is the tensor holding all experts (expert_stride bytes apart), ids[e] is the expert,
 // x advances by x_stride floats per slot (0: all slots share x), y by rows per slot.
 #include "common.cuh"
 
-#define MMV_WARPS 4
+#define MMV_THREADS 128
 
 template <int T>
 static __device__ __forceinline__ void mmv_body(const uint8_t *__restrict__ W, long long expert_stride,
 	const int *__restrict__ ids, const float *__restrict__ x, long long x_stride, float *__restrict__ y,
 	int rows, int cols) {
 	typedef TypeInfo<T> TI;
+	__shared__ float part[MMV_THREADS / 32];
 	const int e = blockIdx.y;
-	const int row = blockIdx.x * MMV_WARPS + (threadIdx.x >> 5);
-	if (row >= rows) return;
-	const int lane = threadIdx.x & 31;
+	const int row = blockIdx.x;
 	const long long expert = ids ? (long long)ids[e] : (long long)e;
 	const long long row_bytes = (long long)(cols / TI::QK) * TI::BYTES;
 	const uint8_t *w = W + expert * expert_stride + (long long)row * row_bytes;
@@ -25,7 +25,7 @@ static __device__ __forceinline__ void mmv_body(const uint8_t *__restrict__ W, l
 	const int nchunks = cols / 8;
 	float acc = 0.0f;
 #pragma unroll 4
-	for (int c = lane; c < nchunks; c += 32) {
+	for (int c = threadIdx.x; c < nchunks; c += MMV_THREADS) {
 		float v[8];
 		deq8<T>(w + (long long)(c / TI::CPB) * TI::BYTES, c % TI::CPB, v);
 		const float4 x0 = *(const float4 *)(x + 8 * c);
@@ -34,11 +34,18 @@ static __device__ __forceinline__ void mmv_body(const uint8_t *__restrict__ W, l
 		acc += v[4] * x1.x + v[5] * x1.y + v[6] * x1.z + v[7] * x1.w;
 	}
 	acc = warp_sum(acc);
-	if (lane == 0) y[(long long)e * rows + row] = acc;
+	if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		float s = 0.f;
+#pragma unroll
+		for (int i = 0; i < MMV_THREADS / 32; i++) s += part[i];
+		y[(long long)e * rows + row] = s;
+	}
 }
 
 #define MMV_KERNEL(name, t)                                                                          \
-	extern "C" __global__ void __launch_bounds__(MMV_WARPS * 32) mul_mat_vec_##name(                 \
+	extern "C" __global__ void __launch_bounds__(MMV_THREADS) mul_mat_vec_##name(                 \
 		const uint8_t *W, long long expert_stride, const int *ids, const float *x, long long x_stride, \
 		float *y, int rows, int cols) {                                                              \
 		mmv_body<t>(W, expert_stride, ids, x, x_stride, y, rows, cols);                              \
