@@ -3,8 +3,72 @@ package cli
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"strata/engine/quant"
+	"strata/engine/synth"
 )
 
+// runSynth writes a synthetic model: `strata synth --arch qwen3moe --preset NAME|--shape
+// k=v,... --quant TYPE [--seed S] [--zipf S] [--pool N] -o FILE`.
 func runSynth(ctx context.Context, args []string, io IO) error {
-	return fmt.Errorf("synth: not built yet")
+	fs := newFlags("synth", io)
+	arch := fs.String("arch", "qwen3moe", "architecture (qwen3moe)")
+	preset := fs.String("preset", "", "tiny, 30b-a3b or 235b-a22b (with --shape alone, tiny is the base)")
+	shape := fs.String("shape", "", "overrides: layers,experts,experts_used,hidden,expert_ffn,ffn,heads,kv_heads,head_dim,vocab,context,rope_base,rms_eps=V,...")
+	quantName := fs.String("quant", "q4_k", "type of the attention, expert, embedding and output matrices (q8_0, q4_0, q4_k, q6_k, mxfp4, f16, f32, ...)")
+	seed := fs.Uint64("seed", 1, "random seed: the same seed gives the same bytes")
+	zipf := fs.Float64("zipf", 0, "skew expert popularity per layer like a Zipf law with this exponent (0: none)")
+	pool := fs.Int("pool", -1, "build quantised matrices from this many distinct random blocks (0: quantise every block; -1: the preset's choice)")
+	out := fs.String("o", "", "output GGUF file")
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	if *out == "" {
+		return usagef("-o FILE is required")
+	}
+	if *preset == "" && *shape == "" {
+		return usagef("give --preset NAME or --shape k=v,...")
+	}
+	base := *preset
+	if base == "" {
+		base = "tiny"
+	}
+	spec, err := synth.Preset(base)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if *arch != spec.Arch {
+		return usagef("unknown architecture %q (synth writes qwen3moe)", *arch)
+	}
+	if err := spec.ApplyShape(*shape); err != nil {
+		return usagef("%v", err)
+	}
+	if spec.Quant, err = quant.ParseType(*quantName); err != nil {
+		return usagef("--quant: %v", err)
+	}
+	spec.Seed, spec.Zipf = *seed, *zipf
+	if *pool >= 0 {
+		spec.Pool = *pool
+	}
+	if err := spec.Validate(); err != nil {
+		return usagef("%v", err)
+	}
+
+	start := time.Now()
+	lastPct := -1
+	progress := func(done, total int64) {
+		if pct := int(done * 100 / max(total, 1)); pct != lastPct {
+			lastPct = pct
+			fmt.Fprintf(io.Err, "\rsynth: %3d%%  %6.2f / %.2f GB  %s", pct, float64(done)/1e9, float64(total)/1e9,
+				time.Since(start).Round(time.Second))
+		}
+	}
+	if err := synth.Write(ctx, *out, spec, progress); err != nil {
+		fmt.Fprintln(io.Err)
+		return err
+	}
+	fmt.Fprintf(io.Err, "\nsynth: wrote %s (%s, %s, seed %d) in %s\n", *out, spec.Name, spec.Quant, spec.Seed,
+		time.Since(start).Round(time.Millisecond))
+	return nil
 }

@@ -1,0 +1,224 @@
+// Package synth writes synthetic Mixture-of-Experts GGUF models: real shapes, tensor names
+// and metadata, random weights drawn at realistic scales and then quantised. They are for
+// shapes and speed (loading, tiering, cache benchmarks), not for correctness.
+package synth
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"strata/engine/quant"
+)
+
+// Spec is everything that decides a synthetic model's bytes.
+type Spec struct {
+	Arch string // only "qwen3moe" so far
+	Name string // general.name
+
+	Layers      int
+	Experts     int
+	ExpertsUsed int
+	Hidden      int
+	ExpertFFN   int // expert_feed_forward_length
+	FFN         int // feed_forward_length (metadata only: qwen3moe has no dense FFN)
+	Heads       int
+	KVHeads     int
+	HeadDim     int
+	Vocab       int
+	Context     int
+	RopeBase    float64
+	RMSEps      float64
+
+	Quant quant.Type // attention, experts, token_embd and output; norms and router stay F32
+	Seed  uint64
+	// Zipf skews the routers so expert popularity in each layer follows roughly a Zipf law
+	// with this exponent (0: no skew).
+	Zipf float64
+	// Pool, when > 0, builds each quantised tensor from a pool of this many distinct
+	// blocks per weight scale (each drawn and quantised honestly) picked at random, instead
+	// of quantising every block: quantising 30 billion values one by one takes far too
+	// long for a benchmark model. 0 quantises every block.
+	Pool int
+}
+
+// Preset returns a named spec: "tiny", "30b-a3b" or "235b-a22b", in Q4_K with seed 1.
+func Preset(name string) (Spec, error) {
+	s := Spec{Arch: "qwen3moe", RopeBase: 1e6, RMSEps: 1e-6, Quant: quant.Q4_K, Seed: 1}
+	switch name {
+	case "tiny":
+		s.Layers, s.Experts, s.ExpertsUsed = 2, 8, 2
+		s.Hidden, s.ExpertFFN, s.FFN = 256, 256, 512
+		s.Heads, s.KVHeads, s.HeadDim = 4, 2, 64
+		s.Vocab, s.Context = 512, 4096
+	case "30b-a3b":
+		s.Layers, s.Experts, s.ExpertsUsed = 48, 128, 8
+		s.Hidden, s.ExpertFFN, s.FFN = 2048, 768, 6144
+		s.Heads, s.KVHeads, s.HeadDim = 32, 4, 128
+		s.Vocab, s.Context = 151936, 40960
+		s.Pool = 1 << 16
+	case "235b-a22b":
+		s.Layers, s.Experts, s.ExpertsUsed = 94, 128, 8
+		s.Hidden, s.ExpertFFN, s.FFN = 4096, 1536, 12288
+		s.Heads, s.KVHeads, s.HeadDim = 64, 4, 128
+		s.Vocab, s.Context = 151936, 40960
+		s.Pool = 1 << 16
+	default:
+		return Spec{}, fmt.Errorf("synth: unknown preset %q (tiny, 30b-a3b, 235b-a22b)", name)
+	}
+	s.Name = "strata-synth-" + s.Arch + "-" + name
+	return s, nil
+}
+
+// ApplyShape overrides hyper-parameters from "key=value,key=value". Keys: layers, experts,
+// experts_used, hidden, expert_ffn, ffn, heads, kv_heads, head_dim, vocab, context,
+// rope_base, rms_eps.
+func (s *Spec) ApplyShape(kvs string) error {
+	for _, item := range strings.Split(kvs, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(item, "=")
+		if !ok {
+			return fmt.Errorf("synth: shape %q: want key=value", item)
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if k == "rope_base" || k == "rms_eps" {
+			x, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(x > 0) {
+				return fmt.Errorf("synth: shape %s=%q: want a positive number", k, v)
+			}
+			if k == "rope_base" {
+				s.RopeBase = x
+			} else {
+				s.RMSEps = x
+			}
+			continue
+		}
+		p := s.intField(k)
+		if p == nil {
+			return fmt.Errorf("synth: shape: unknown key %q (layers, experts, experts_used, hidden, expert_ffn, ffn, heads, kv_heads, head_dim, vocab, context, rope_base, rms_eps)", k)
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("synth: shape %s=%q: want a positive integer", k, v)
+		}
+		*p = n
+	}
+	return nil
+}
+
+func (s *Spec) intField(key string) *int {
+	switch key {
+	case "layers":
+		return &s.Layers
+	case "experts":
+		return &s.Experts
+	case "experts_used":
+		return &s.ExpertsUsed
+	case "hidden":
+		return &s.Hidden
+	case "expert_ffn":
+		return &s.ExpertFFN
+	case "ffn":
+		return &s.FFN
+	case "heads":
+		return &s.Heads
+	case "kv_heads":
+		return &s.KVHeads
+	case "head_dim":
+		return &s.HeadDim
+	case "vocab":
+		return &s.Vocab
+	case "context":
+		return &s.Context
+	}
+	return nil
+}
+
+// Validate checks the spec can be written: a known arch, a quantisable type, positive
+// sizes, and rows that are whole blocks of the chosen type.
+func (s Spec) Validate() error {
+	if s.Arch != "qwen3moe" {
+		return fmt.Errorf("synth: unknown architecture %q (only qwen3moe)", s.Arch)
+	}
+	if !quant.CanQuantize(s.Quant) {
+		return fmt.Errorf("synth: cannot quantise to %s (quant.Quantize does not support it)", s.Quant)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"layers", s.Layers}, {"experts", s.Experts}, {"experts_used", s.ExpertsUsed}, {"hidden", s.Hidden},
+		{"expert_ffn", s.ExpertFFN}, {"ffn", s.FFN}, {"heads", s.Heads}, {"kv_heads", s.KVHeads},
+		{"head_dim", s.HeadDim}, {"vocab", s.Vocab}, {"context", s.Context}} {
+		if f.v <= 0 {
+			return fmt.Errorf("synth: %s is %d, want > 0", f.name, f.v)
+		}
+	}
+	switch {
+	case s.ExpertsUsed > s.Experts:
+		return fmt.Errorf("synth: experts_used %d > experts %d", s.ExpertsUsed, s.Experts)
+	case s.Heads%s.KVHeads != 0:
+		return fmt.Errorf("synth: heads %d is not a multiple of kv_heads %d", s.Heads, s.KVHeads)
+	case s.HeadDim%2 != 0:
+		return fmt.Errorf("synth: head_dim %d is odd (RoPE rotates pairs)", s.HeadDim)
+	case s.Vocab < minVocab:
+		return fmt.Errorf("synth: vocab %d is below %d (256 byte tokens and 3 specials)", s.Vocab, minVocab)
+	case s.Pool < 0:
+		return fmt.Errorf("synth: pool %d is negative", s.Pool)
+	case s.Zipf < 0:
+		return fmt.Errorf("synth: zipf %g is negative", s.Zipf)
+	case !(s.RopeBase > 0) || !(s.RMSEps > 0):
+		return fmt.Errorf("synth: rope_base %g and rms_eps %g must be positive", s.RopeBase, s.RMSEps)
+	}
+	bs := s.Quant.BlockSize()
+	for _, r := range []struct {
+		name string
+		n    int
+	}{{"hidden", s.Hidden}, {"heads*head_dim", s.Heads * s.HeadDim}, {"expert_ffn", s.ExpertFFN}} {
+		if r.n%bs != 0 {
+			return fmt.Errorf("synth: %s = %d is not a multiple of %s's %d-value blocks", r.name, r.n, s.Quant, bs)
+		}
+	}
+	return nil
+}
+
+// fileType is llama.cpp's general.file_type for a model made mostly of t.
+func fileType(t quant.Type) (uint32, bool) {
+	switch t {
+	case quant.F32:
+		return 0, true
+	case quant.F16:
+		return 1, true
+	case quant.Q4_0:
+		return 2, true
+	case quant.Q4_1:
+		return 3, true
+	case quant.Q8_0:
+		return 7, true
+	case quant.Q5_0:
+		return 8, true
+	case quant.Q5_1:
+		return 9, true
+	case quant.Q2_K:
+		return 10, true
+	case quant.Q3_K:
+		return 11, true // Q3_K_S: every matrix Q3_K
+	case quant.Q4_K:
+		return 14, true // Q4_K_S: every matrix Q4_K
+	case quant.Q5_K:
+		return 16, true // Q5_K_S
+	case quant.Q6_K:
+		return 18, true
+	case quant.IQ4_NL:
+		return 25, true
+	case quant.IQ4_XS:
+		return 30, true
+	case quant.BF16:
+		return 32, true
+	case quant.MXFP4:
+		return 38, true // MOSTLY_MXFP4_MOE
+	}
+	return 0, false
+}

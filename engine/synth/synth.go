@@ -1,0 +1,480 @@
+package synth
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+
+	"strata/engine/gguf"
+	"strata/engine/quant"
+)
+
+// Weight scales, the recipe of the shared fixtures: linear layers N(0, (0.8/sqrt(fan_in))²),
+// the router N(0, (1.6/sqrt(hidden))²), the LM head N(0, (2/sqrt(hidden))²), embeddings
+// N(0, 1), RMSNorm weights 1 + 0.1·N(0, 1).
+const (
+	linearGain = 0.8
+	routerGain = 1.6
+	headGain   = 2.0
+	normSpread = 0.1
+)
+
+// Router skew (Zipf). Expert popularity is set with weights alone: the embeddings share a
+// common direction u (amplitude dcAmplitude per channel against unit noise), which the
+// residual stream carries, so u·h is about sqrt(hidden)·cos, the same sign for every
+// token. Router row e gets beta_e·u with beta_e chosen so that its expected logit is
+// -zipf·ln(rank_e), and its random part is drawn orthogonal to u and scaled so the
+// token-dependent logit keeps the recipe's spread. cos shrinks with depth as layers add
+// their own variance; layerVariance is a rough per-layer estimate of that growth.
+const (
+	dcAmplitude   = 1.0
+	layerVariance = 0.4
+)
+
+// rowsPerUnit is how many rows of a non-expert matrix one worker makes at a time.
+const rowsPerUnit = 1024
+
+// tensorKind says how a tensor's values are drawn.
+type tensorKind int
+
+const (
+	kindLinear tensorKind = iota // N(0, sigma²)
+	kindNorm                     // 1 + 0.1·N(0, 1)
+	kindRouter                   // router rows with the Zipf skew
+	kindEmbed                    // N(0, 1) plus the shared direction when skewed
+)
+
+// tensorPlan is one tensor to write.
+type tensorPlan struct {
+	name     string
+	typ      quant.Type
+	ne       []int64
+	kind     tensorKind
+	sigma    float32
+	layer    int
+	unitRows int // rows per unit of work (one expert for expert tensors)
+}
+
+func (t tensorPlan) rowLen() int { return int(t.ne[0]) }
+func (t tensorPlan) rows() int {
+	n := 1
+	for _, d := range t.ne[1:] {
+		n *= int(d)
+	}
+	return n
+}
+
+// plan lists the tensors of a qwen3moe model, in the order convert_hf_to_gguf.py writes them.
+func plan(s Spec) []tensorPlan {
+	h, e, f := int64(s.Hidden), int64(s.Experts), int64(s.ExpertFFN)
+	q, kv := int64(s.Heads*s.HeadDim), int64(s.KVHeads*s.HeadDim)
+	lin := func(fanIn int64) float32 { return float32(linearGain / math.Sqrt(float64(fanIn))) }
+	mat := func(name string, ne []int64, sigma float32, layer int) tensorPlan {
+		return tensorPlan{name: name, typ: s.Quant, ne: ne, kind: kindLinear, sigma: sigma, layer: layer, unitRows: rowsPerUnit}
+	}
+	norm := func(name string, n int64) tensorPlan {
+		return tensorPlan{name: name, typ: quant.F32, ne: []int64{n}, kind: kindNorm, unitRows: 1}
+	}
+	expert := func(name string, ne []int64, sigma float32, layer int) tensorPlan {
+		t := mat(name, ne, sigma, layer)
+		t.unitRows = int(ne[1])
+		return t
+	}
+	embed := mat("token_embd.weight", []int64{h, int64(s.Vocab)}, 1, -1)
+	embed.kind = kindEmbed
+	out := []tensorPlan{embed}
+	for l := range s.Layers {
+		b := fmt.Sprintf("blk.%d.", l)
+		out = append(out,
+			norm(b+"attn_norm.weight", h),
+			mat(b+"attn_q.weight", []int64{h, q}, lin(h), l),
+			mat(b+"attn_k.weight", []int64{h, kv}, lin(h), l),
+			mat(b+"attn_v.weight", []int64{h, kv}, lin(h), l),
+			mat(b+"attn_output.weight", []int64{q, h}, lin(q), l),
+			norm(b+"attn_q_norm.weight", int64(s.HeadDim)),
+			norm(b+"attn_k_norm.weight", int64(s.HeadDim)),
+			norm(b+"ffn_norm.weight", h),
+			tensorPlan{name: b + "ffn_gate_inp.weight", typ: quant.F32, ne: []int64{h, e}, kind: kindRouter,
+				sigma: float32(routerGain / math.Sqrt(float64(h))), layer: l, unitRows: int(e)},
+			expert(b+"ffn_gate_exps.weight", []int64{h, f, e}, lin(h), l),
+			expert(b+"ffn_up_exps.weight", []int64{h, f, e}, lin(h), l),
+			expert(b+"ffn_down_exps.weight", []int64{f, h, e}, lin(f), l),
+		)
+	}
+	return append(out,
+		norm("output_norm.weight", h),
+		mat("output.weight", []int64{h, int64(s.Vocab)}, float32(headGain/math.Sqrt(float64(h))), -1),
+	)
+}
+
+// Write writes the model described by spec to path (through path+".tmp"). progress, if
+// not nil, is called with bytes of tensor data written so far and the total.
+func Write(ctx context.Context, path string, spec Spec, progress func(done, total int64)) error {
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	voc, err := newVocabulary(spec.Vocab)
+	if err != nil {
+		return err
+	}
+	w := gguf.NewWriter()
+	if err := addMetadata(w, spec, voc); err != nil {
+		return err
+	}
+	g := newGenerator(spec)
+	tensors := plan(spec)
+	var total int64
+	for _, t := range tensors {
+		rb, err := quant.RowBytes(t.typ, t.rowLen())
+		if err != nil {
+			return fmt.Errorf("synth: tensor %q: %w", t.name, err)
+		}
+		total += int64(rb) * int64(t.rows())
+	}
+	var done int64
+	for _, t := range tensors {
+		err := w.AddTensor(t.name, t.typ, t.ne, func(out io.Writer) error {
+			return g.writeTensor(ctx, out, t, func(n int64) {
+				done += n
+				if progress != nil {
+					progress(done, total)
+				}
+			})
+		})
+		if err != nil {
+			return fmt.Errorf("synth: %w", err)
+		}
+	}
+	slog.Debug("synth: writing", "path", path, "tensors", len(tensors), "bytes", total, "quant", spec.Quant, "pool", spec.Pool)
+	if err := w.WriteFile(path); err != nil {
+		return fmt.Errorf("synth: %w", err)
+	}
+	return nil
+}
+
+// addMetadata writes the keys of a qwen3moe GGUF in convert_hf_to_gguf.py's order.
+func addMetadata(w *gguf.Writer, s Spec, v vocabulary) error {
+	ft, ok := fileType(s.Quant)
+	if !ok {
+		return fmt.Errorf("synth: no llama.cpp file type for %s", s.Quant)
+	}
+	a := s.Arch + "."
+	w.AddString("general.architecture", s.Arch)
+	w.AddString("general.type", "model")
+	w.AddString("general.name", s.Name)
+	w.AddUint32(a+"block_count", uint32(s.Layers))
+	w.AddUint32(a+"context_length", uint32(s.Context))
+	w.AddUint32(a+"embedding_length", uint32(s.Hidden))
+	w.AddUint32(a+"feed_forward_length", uint32(s.FFN))
+	w.AddUint32(a+"attention.head_count", uint32(s.Heads))
+	w.AddUint32(a+"attention.head_count_kv", uint32(s.KVHeads))
+	w.AddFloat32(a+"rope.freq_base", float32(s.RopeBase))
+	w.AddFloat32(a+"attention.layer_norm_rms_epsilon", float32(s.RMSEps))
+	w.AddUint32(a+"expert_count", uint32(s.Experts))
+	w.AddUint32(a+"expert_used_count", uint32(s.ExpertsUsed))
+	w.AddUint32(a+"attention.key_length", uint32(s.HeadDim))
+	w.AddUint32(a+"attention.value_length", uint32(s.HeadDim))
+	w.AddUint32("general.file_type", ft)
+	w.AddUint32(a+"expert_feed_forward_length", uint32(s.ExpertFFN))
+	w.AddUint32("general.quantization_version", 2)
+	w.AddString("tokenizer.ggml.model", "gpt2")
+	w.AddString("tokenizer.ggml.pre", "qwen2")
+	w.AddStrings("tokenizer.ggml.tokens", v.tokens)
+	w.AddInt32s("tokenizer.ggml.token_type", v.types)
+	w.AddStrings("tokenizer.ggml.merges", v.merges)
+	w.AddUint32("tokenizer.ggml.eos_token_id", uint32(v.eos))
+	w.AddUint32("tokenizer.ggml.padding_token_id", uint32(v.pad))
+	w.AddUint32("tokenizer.ggml.bos_token_id", uint32(v.bos))
+	w.AddBool("tokenizer.ggml.add_bos_token", false)
+	w.AddString("tokenizer.chat_template", chatTemplate)
+	return nil
+}
+
+// generator draws and quantises tensors. It is shared by the workers of one Write.
+type generator struct {
+	spec    Spec
+	workers int
+	dir     []float32 // the shared direction u (unit length), when skewed
+
+	mu    sync.Mutex
+	pools map[poolKey]*blockPool
+}
+
+type poolKey struct {
+	typ   quant.Type
+	sigma float32
+}
+
+// blockPool is Spec.Pool quantised blocks of N(0, sigma²) values.
+type blockPool struct {
+	once   sync.Once
+	blocks []byte
+	err    error
+}
+
+func newGenerator(s Spec) *generator {
+	g := &generator{spec: s, workers: runtime.GOMAXPROCS(0), pools: make(map[poolKey]*blockPool)}
+	if s.Zipf > 0 {
+		g.dir = make([]float32, s.Hidden)
+		fillNormal(stream(s.Seed, "zipf.direction", 0), g.dir, 1)
+		normalize(g.dir)
+	}
+	return g
+}
+
+func normalize(x []float32) {
+	var ss float64
+	for _, v := range x {
+		ss += float64(v) * float64(v)
+	}
+	inv := float32(1 / math.Sqrt(ss))
+	for i := range x {
+		x[i] *= inv
+	}
+}
+
+// pooled reports whether tensor t is assembled from a block pool.
+func (g *generator) pooled(t tensorPlan) bool {
+	if g.spec.Pool == 0 || t.kind != kindLinear && !(t.kind == kindEmbed && g.dir == nil) {
+		return false
+	}
+	switch t.typ {
+	case quant.F32, quant.F16, quant.BF16:
+		return false // converting is as cheap as copying
+	}
+	return true
+}
+
+// pool returns the block pool for (typ, sigma), building it on first use.
+func (g *generator) pool(typ quant.Type, sigma float32) ([]byte, error) {
+	g.mu.Lock()
+	key := poolKey{typ, sigma}
+	p := g.pools[key]
+	if p == nil {
+		p = &blockPool{}
+		g.pools[key] = p
+	}
+	g.mu.Unlock()
+	p.once.Do(func() {
+		bs, bb := typ.BlockSize(), typ.BlockBytes()
+		p.blocks = make([]byte, g.spec.Pool*bb)
+		r := stream(g.spec.Seed, fmt.Sprintf("pool.%s.%08x", typ, math.Float32bits(sigma)), 0)
+		vals := make([]float32, bs)
+		for i := range g.spec.Pool {
+			fillNormal(r, vals, sigma)
+			if err := quant.Quantize(typ, vals, p.blocks[i*bb:(i+1)*bb]); err != nil {
+				p.err = err
+				return
+			}
+		}
+	})
+	return p.blocks, p.err
+}
+
+// writeTensor makes tensor t unit by unit on the workers and writes the units in order.
+func (g *generator) writeTensor(ctx context.Context, out io.Writer, t tensorPlan, wrote func(int64)) error {
+	rowBytes, err := quant.RowBytes(t.typ, t.rowLen())
+	if err != nil {
+		return err
+	}
+	rows := t.rows()
+	units := (rows + t.unitRows - 1) / t.unitRows
+	var pool []byte
+	if g.pooled(t) {
+		if pool, err = g.pool(t.typ, t.sigma); err != nil {
+			return err
+		}
+	}
+	fill := func(u int, dst []byte) error {
+		first := u * t.unitRows
+		n := min(t.unitRows, rows-first)
+		r := stream(g.spec.Seed, t.name, u)
+		if pool != nil {
+			g.assemble(r, pool, t.typ, dst[:n*rowBytes])
+			return nil
+		}
+		return g.draw(r, t, first, n, dst[:n*rowBytes], rowBytes)
+	}
+	return ordered(ctx, out, units, t.unitRows*rowBytes, g.workers, func(u int) int {
+		return min(t.unitRows, rows-u*t.unitRows) * rowBytes
+	}, fill, wrote)
+}
+
+// assemble fills dst with blocks picked at random from pool.
+func (g *generator) assemble(r *rand.PCG, pool []byte, typ quant.Type, dst []byte) {
+	bb := typ.BlockBytes()
+	n := len(pool) / bb
+	for off := 0; off < len(dst); off += bb {
+		i := pick(r, n)
+		copy(dst[off:off+bb], pool[i*bb:(i+1)*bb])
+	}
+}
+
+// draw generates rows [first, first+n) of t and quantises them into dst.
+func (g *generator) draw(r *rand.PCG, t tensorPlan, first, n int, dst []byte, rowBytes int) error {
+	row := make([]float32, t.rowLen())
+	var bias []float32
+	rowSigma := t.sigma
+	if t.kind == kindRouter && g.dir != nil {
+		bias, rowSigma = g.routerSkew(t.layer, t.sigma)
+	}
+	for i := range n {
+		switch t.kind {
+		case kindNorm:
+			fillNormal(r, row, normSpread)
+			for j := range row {
+				row[j] += 1
+			}
+		case kindEmbed:
+			fillNormal(r, row, t.sigma)
+			if g.dir != nil {
+				amp := float32(dcAmplitude * math.Sqrt(float64(len(row))))
+				for j := range row {
+					row[j] += amp * g.dir[j]
+				}
+			}
+		case kindRouter:
+			fillNormal(r, row, rowSigma)
+			if g.dir != nil {
+				projectOut(row, g.dir)
+				b := bias[first+i]
+				for j := range row {
+					row[j] += b * g.dir[j]
+				}
+			}
+		default:
+			fillNormal(r, row, t.sigma)
+		}
+		if err := quant.Quantize(t.typ, row, dst[i*rowBytes:(i+1)*rowBytes]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// zipfRanks is expert e's popularity rank (0 = most popular) in a layer: a random
+// permutation per layer.
+func (g *generator) zipfRanks(layer int) []int {
+	ranks := make([]int, g.spec.Experts)
+	for i := range ranks {
+		ranks[i] = i
+	}
+	r := stream(g.spec.Seed, "zipf.ranks", layer)
+	for i := len(ranks) - 1; i > 0; i-- {
+		j := pick(r, i+1)
+		ranks[i], ranks[j] = ranks[j], ranks[i]
+	}
+	return ranks
+}
+
+// projectOut removes x's component along the unit vector u.
+func projectOut(x, u []float32) {
+	var dot float32
+	for j := range x {
+		dot += x[j] * u[j]
+	}
+	for j := range x {
+		x[j] -= dot * u[j]
+	}
+}
+
+// routerSkew returns each expert's coefficient along the shared direction in this
+// layer's router, and the standard deviation of the rest of its row. Ranks are a
+// per-layer random permutation, so different layers favour different experts.
+func (g *generator) routerSkew(layer int, sigma float32) ([]float32, float32) {
+	s := g.spec
+	ranks := g.zipfRanks(layer)
+	// cos of the angle between the residual stream and u at this layer's router.
+	a2 := dcAmplitude * dcAmplitude
+	cos := math.Sqrt(a2 / (a2 + 1 + layerVariance*float64(layer+1)))
+	along := math.Sqrt(float64(s.Hidden)) * cos // expected u·h after RMSNorm
+	bias := make([]float32, s.Experts)
+	for e, rank := range ranks {
+		bias[e] = float32(-s.Zipf * math.Log(float64(rank+1)) / along)
+	}
+	// The orthogonal part sees only the share sqrt(1-cos²) of h: widen it to keep the
+	// token-dependent logit spread of the recipe.
+	return bias, float32(float64(sigma) / math.Sqrt(1-cos*cos))
+}
+
+// ordered runs fill for units 0..n-1 on workers goroutines and writes the results to out
+// in unit order. Buffers are taken in unit order before a unit is handed out, so the unit
+// the writer waits for always has one: no deadlock, and at most 2·workers buffers live.
+func ordered(ctx context.Context, out io.Writer, n, maxBytes, workers int, size func(u int) int,
+	fill func(u int, dst []byte) error, wrote func(int64)) error {
+	type job struct {
+		u   int
+		buf []byte
+	}
+	type result struct {
+		buf []byte
+		err error
+	}
+	nbuf := min(2*workers, n)
+	free := make(chan []byte, nbuf)
+	for range nbuf {
+		free <- make([]byte, maxBytes)
+	}
+	ready := make([]chan result, n)
+	for i := range ready {
+		ready[i] = make(chan result, 1)
+	}
+	jobs := make(chan job)
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // feeder
+		defer wg.Done()
+		defer close(jobs)
+		for u := range n {
+			var buf []byte
+			select {
+			case buf = <-free:
+			case <-quit:
+				return
+			}
+			select {
+			case jobs <- job{u, buf[:size(u)]}:
+			case <-quit:
+				return
+			}
+		}
+	}()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				err := ctx.Err()
+				if err == nil {
+					err = fill(j.u, j.buf)
+				}
+				ready[j.u] <- result{j.buf, err}
+			}
+		}()
+	}
+	defer wg.Wait()
+	defer close(quit)
+	for u := range n {
+		var res result
+		select {
+		case res = <-ready[u]:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if res.err != nil {
+			return res.err
+		}
+		if _, err := out.Write(res.buf); err != nil {
+			return err
+		}
+		wrote(int64(len(res.buf)))
+		free <- res.buf[:cap(res.buf)]
+	}
+	return nil
+}
