@@ -124,7 +124,8 @@ func ProbeDrive(ctx context.Context, path string, opt DriveOptions) (Drive, erro
 			return d, nil
 		}
 	}
-	p, err := within(ctx, opt.Timeout+time.Second, func(ctx context.Context) (ReadProbe, error) {
+	// The probe stops itself at opt.Timeout; within only catches a read that never returns.
+	p, err := within(ctx, opt.Timeout+2*time.Second, func(ctx context.Context) (ReadProbe, error) {
 		return readProbe(ctx, abs, st.Size(), opt), nil
 	})
 	if err != nil {
@@ -170,8 +171,9 @@ func readProbe(ctx context.Context, path string, size int64, opt DriveOptions) R
 	defer FreeAligned(buf)
 
 	start := time.Now()
+	deadline := start.Add(opt.Timeout)
 	var n int64
-	for n < opt.MaxBytes && ctx.Err() == nil {
+	for n < opt.MaxBytes && ctx.Err() == nil && time.Now().Before(deadline) {
 		want := int64(chunk)
 		if rest := opt.MaxBytes - n; rest < want {
 			want = int64(roundUp(int(rest), align))

@@ -14,6 +14,8 @@ type GPU struct {
 	PCIeGen        int    `json:"pcie_gen"`   // current link generation; 0 = unknown
 	PCIeWidth      int    `json:"pcie_width"` // current lanes; 0 = unknown
 	DisplayActive  bool   `json:"display_active"`
+	ComputeMajor   int    `json:"compute_major"` // CUDA compute capability, 8.9 = Ada; 0 = unknown
+	ComputeMinor   int    `json:"compute_minor"`
 }
 
 // GPUs is the NVML answer. An empty list with a Reason is a normal answer (no driver, no card).
@@ -36,6 +38,7 @@ type nvmlAPI interface {
 	DeviceMemory(i int) (total, free uint64, err error)
 	DevicePCIe(i int) (gen, width int, err error)
 	DeviceDisplayActive(i int) (bool, error)
+	DeviceComputeCapability(i int) (major, minor int, err error)
 }
 
 // gpusFrom asks NVML about every card. A card whose name or memory cannot be read is left out
@@ -82,6 +85,9 @@ func gpusFrom(api nvmlAPI) GPUs {
 		}
 		if on, err := api.DeviceDisplayActive(i); err == nil {
 			d.DisplayActive = on
+		}
+		if major, minor, err := api.DeviceComputeCapability(i); err == nil {
+			d.ComputeMajor, d.ComputeMinor = major, minor
 		}
 		g.Devices = append(g.Devices, d)
 	}

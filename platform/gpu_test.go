@@ -18,6 +18,7 @@ type fakeNVML struct {
 	memory    map[int][2]uint64 // total, free
 	pcie      map[int][2]int
 	display   map[int]bool
+	compute   map[int][2]int
 	shutdowns int
 }
 
@@ -55,6 +56,13 @@ func (f *fakeNVML) DeviceDisplayActive(i int) (bool, error) {
 	return false, nvmlError(3)
 }
 
+func (f *fakeNVML) DeviceComputeCapability(i int) (int, int, error) {
+	if c, ok := f.compute[i]; ok {
+		return c[0], c[1], nil
+	}
+	return 0, 0, nvmlError(3)
+}
+
 func TestGPUsFrom(t *testing.T) {
 	const gib = 1 << 30
 	t.Run("init fails", func(t *testing.T) {
@@ -83,10 +91,11 @@ func TestGPUsFrom(t *testing.T) {
 			memory:  map[int][2]uint64{0: {16 * gib, 15 * gib}, 2: {12 * gib, 11 * gib}},
 			pcie:    map[int][2]int{0: {4, 16}},
 			display: map[int]bool{0: true, 2: false},
+			compute: map[int][2]int{0: {8, 9}},
 		}
 		g := gpusFrom(f)
 		want := []GPU{
-			{Index: 0, Name: "NVIDIA GeForce RTX 4080 SUPER", VRAMTotalBytes: 16 * gib, VRAMFreeBytes: 15 * gib, PCIeGen: 4, PCIeWidth: 16, DisplayActive: true},
+			{Index: 0, Name: "NVIDIA GeForce RTX 4080 SUPER", VRAMTotalBytes: 16 * gib, VRAMFreeBytes: 15 * gib, PCIeGen: 4, PCIeWidth: 16, DisplayActive: true, ComputeMajor: 8, ComputeMinor: 9},
 			{Index: 2, Name: "NVIDIA GeForce RTX 3060", VRAMTotalBytes: 12 * gib, VRAMFreeBytes: 11 * gib},
 		}
 		if len(g.Devices) != len(want) {

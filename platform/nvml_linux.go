@@ -103,6 +103,15 @@ func (g *goNVML) DevicePCIe(i int) (gen, width int, err error) {
 	return gen, width, ret(r)
 }
 
+func (g *goNVML) DeviceComputeCapability(i int) (major, minor int, err error) {
+	d, err := g.device(i)
+	if err != nil {
+		return 0, 0, err
+	}
+	major, minor, r := d.GetCudaComputeCapability()
+	return major, minor, ret(r)
+}
+
 func (g *goNVML) DeviceDisplayActive(i int) (bool, error) {
 	d, err := g.device(i)
 	if err != nil {

@@ -116,6 +116,16 @@ func (w *winNVML) DevicePCIe(i int) (gen, width int, err error) {
 	return int(g), int(wd), err
 }
 
+func (w *winNVML) DeviceComputeCapability(i int) (major, minor int, err error) {
+	h, err := w.device(i)
+	if err != nil {
+		return 0, 0, err
+	}
+	var ma, mi int32
+	err = w.call("nvmlDeviceGetCudaComputeCapability", h, uintptr(unsafe.Pointer(&ma)), uintptr(unsafe.Pointer(&mi)))
+	return int(ma), int(mi), err
+}
+
 func (w *winNVML) DeviceDisplayActive(i int) (bool, error) {
 	h, err := w.device(i)
 	if err != nil {

@@ -116,7 +116,11 @@ func printHW(w io.Writer, rep hwReport) {
 	}
 	line("CPU", "%s, %d cores, %d threads, %s", model, c.PhysicalCores, c.LogicalCores, strings.Join(isa, " "))
 	if h.RAM.TotalBytes > 0 {
-		line("RAM", "%s, %s available", size(h.RAM.TotalBytes), size(h.RAM.AvailableBytes))
+		limited := ""
+		if h.RAM.CgroupLimited {
+			limited = " (the container's limit)"
+		}
+		line("RAM", "%s, %s available%s", size(h.RAM.TotalBytes), size(h.RAM.AvailableBytes), limited)
 	} else {
 		line("RAM", "unknown (%s)", h.RAM.Reason)
 	}
@@ -125,6 +129,9 @@ func printHW(w io.Writer, rep hwReport) {
 	}
 	for _, g := range h.GPUs.Devices {
 		s := fmt.Sprintf("%s, %s, %s free", g.Name, size(g.VRAMTotalBytes), size(g.VRAMFreeBytes))
+		if g.ComputeMajor > 0 {
+			s += fmt.Sprintf(", compute %d.%d", g.ComputeMajor, g.ComputeMinor)
+		}
 		if g.PCIeGen > 0 {
 			s += fmt.Sprintf(", PCIe %d x%d", g.PCIeGen, g.PCIeWidth)
 		}

@@ -18,6 +18,8 @@ type GPU struct {
 	Display   bool  // drives a desktop: keep more VRAM free
 	PCIeGen   int
 	PCIeWidth int
+	// Compute capability (8.9 for Ada); 0 = unknown, assumed new enough.
+	ComputeMajor, ComputeMinor int
 }
 
 // Hardware is the machine, reduced to what the decision needs.
@@ -30,6 +32,7 @@ type Hardware struct {
 	PinnedBudget  int64 // page-locked RAM the GPU driver grants; 0 = limited only by RAM
 	Drive         platform.DriveClass
 	DriveMBps     float64 // sequential read speed of the drive holding the model; 0 = unknown
+	DriveFS       string  // its filesystem, where known ("9p" is a Windows drive seen from WSL2)
 }
 
 // HardwareFromHost builds Hardware from platform facts; drive is the probe of the model
@@ -47,10 +50,14 @@ func HardwareFromHost(h platform.Host, drive *platform.Drive) Hardware {
 		hw.GPUs = append(hw.GPUs, GPU{
 			Index: g.Index, Name: g.Name, VRAMTotal: g.VRAMTotalBytes, VRAMFree: g.VRAMFreeBytes,
 			Display: g.DisplayActive, PCIeGen: g.PCIeGen, PCIeWidth: g.PCIeWidth,
+			ComputeMajor: g.ComputeMajor, ComputeMinor: g.ComputeMinor,
 		})
 	}
 	if drive != nil && drive.Read.Class != "" {
 		hw.Drive, hw.DriveMBps = drive.Read.Class, drive.Read.MBps
+	}
+	if drive != nil {
+		hw.DriveFS = drive.FS
 	}
 	return hw
 }

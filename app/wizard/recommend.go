@@ -42,42 +42,44 @@ const (
 	arenaSpare          = 0.15    // the default arena wants this much room beyond all the experts
 	wslStaging          = 256 * mib
 	slowLoadSeconds     = 60 // warn when the first load takes longer than this
+	// Strata's CUDA kernels are built for compute capability 7.5 (Turing) and newer.
+	minComputeMajor, minComputeMinor = 7, 5
 )
 
 // Budget holds the numbers behind a recommendation.
 type Budget struct {
-	MainGPU         int   // NVML index of the GPU that runs the model; -1 on the CPU
-	VRAMReserve     int64 // left free on the main GPU for the desktop and other apps
-	VRAMBudget      int64 // what Strata may take of the main GPU
-	NonExpertBytes  int64
-	KVBytes         int64 // KV cache for Context tokens
-	OverheadBytes   int64 // CUDA context, activations, scratch
-	Context         int   // tokens the plan reserves KV cache for
-	BytesPerExpert  int64
-	TotalExperts    int   // layers x experts
-	ExpertSlots     int   // experts the main GPU holds
-	HelperGPUs      []int // NVML indices of the helper GPUs, in Config's device1, device2 order
-	HelperSlots     []int // experts each helper holds
-	ComplementBytes int64 // experts no GPU holds
-	HostReserve     int64 // RAM left for the rest of the PC
-	HostBudget      int64 // RAM Strata may use for experts
-	PinnedTier      int64 // tiered: the page-locked part of HostBudget
+	MainGPU         int   `json:"main_gpu"`           // NVML index of the GPU that runs the model; -1 on the CPU
+	VRAMReserve     int64 `json:"vram_reserve_bytes"` // left free on the main GPU for the desktop and other apps
+	VRAMBudget      int64 `json:"vram_budget_bytes"`  // what Strata may take of the main GPU
+	NonExpertBytes  int64 `json:"non_expert_bytes"`
+	KVBytes         int64 `json:"kv_bytes"`       // KV cache for Context tokens
+	OverheadBytes   int64 `json:"overhead_bytes"` // CUDA context, activations, scratch
+	Context         int   `json:"context"`        // tokens the plan reserves KV cache for
+	BytesPerExpert  int64 `json:"bytes_per_expert"`
+	TotalExperts    int   `json:"total_experts"`      // layers x experts
+	ExpertSlots     int   `json:"expert_slots"`       // experts the main GPU holds
+	HelperGPUs      []int `json:"helper_gpus"`        // NVML indices of the helper GPUs, in Config's device1, device2 order
+	HelperSlots     []int `json:"helper_slots"`       // experts each helper holds
+	ComplementBytes int64 `json:"complement_bytes"`   // experts no GPU holds
+	HostReserve     int64 `json:"host_reserve_bytes"` // RAM left for the rest of the PC
+	HostBudget      int64 `json:"host_budget_bytes"`  // RAM Strata may use for experts
+	PinnedTier      int64 `json:"pinned_tier_bytes"`  // tiered: the page-locked part of HostBudget
 }
 
 // Recommendation is the decision: the mode, the engine configuration that carries it out, and
 // why.
 type Recommendation struct {
-	Mode   Mode
-	WSL2   bool // the WSL2 adjustments apply
-	Config engine.Config
-	Budget Budget
+	Mode   Mode          `json:"mode"`
+	WSL2   bool          `json:"wsl2"` // the WSL2 adjustments apply
+	Config engine.Config `json:"config"`
+	Budget Budget        `json:"budget"`
 	// Reasons say in plain words what was chosen and why; the first is one sentence that
 	// stands on its own.
-	Reasons  []string
-	Warnings []string
+	Reasons  []string `json:"reasons"`
+	Warnings []string `json:"warnings"`
 	// WSL2Adjustments are what the engine must do differently under WSL2; engine.Config has
 	// no fields for them, so the engine applies them when it finds itself in WSL2.
-	WSL2Adjustments []string
+	WSL2Adjustments []string `json:"wsl2_adjustments,omitempty"`
 }
 
 // Recommend decides how to run model m on machine hw. It is a pure function: the same
@@ -160,6 +162,7 @@ func Recommend(hw Hardware, m Model) Recommendation {
 		applyWSL2(&r, hw)
 	}
 	r.Warnings = append(r.Warnings, loadTimeWarning(hw, m)...)
+	r.Warnings = append(r.Warnings, wslDriveWarning(hw)...)
 	return r
 }
 
@@ -234,11 +237,16 @@ func placeMain(hw Hardware, m Model, b *Budget) (*GPU, string) {
 	if len(hw.GPUs) == 0 {
 		return nil, "no NVIDIA GPU was found"
 	}
-	best := 0
+	best := -1
 	for i, g := range hw.GPUs {
-		if vramBudget(g) > vramBudget(hw.GPUs[best]) {
+		if usable(g) && (best < 0 || vramBudget(g) > vramBudget(hw.GPUs[best])) {
 			best = i
 		}
+	}
+	if best < 0 {
+		g := hw.GPUs[0]
+		return nil, fmt.Sprintf("the %s is too old for Strata's GPU code (compute capability %d.%d; %d.%d or newer is needed)",
+			g.Name, g.ComputeMajor, g.ComputeMinor, minComputeMajor, minComputeMinor)
 	}
 	g := &hw.GPUs[best]
 	budget := vramBudget(*g)
@@ -258,6 +266,15 @@ func placeMain(hw Hardware, m Model, b *Budget) (*GPU, string) {
 	need := m.NonExpertBytes + int64(minContext)*kvPerToken(m) + mainGPUOverhead
 	return nil, fmt.Sprintf("the largest GPU, %s, has %s for Strata, less than the %s its non-expert weights, KV cache and working memory need",
 		g.Name, gibStr(budget), gibStr(need))
+}
+
+// usable says whether Strata's kernels run on a card; an unknown capability is given the
+// benefit of the doubt (the engine checks again when it creates the context).
+func usable(g GPU) bool {
+	if g.ComputeMajor == 0 {
+		return true
+	}
+	return g.ComputeMajor > minComputeMajor || g.ComputeMajor == minComputeMajor && g.ComputeMinor >= minComputeMinor
 }
 
 // contexts are the KV sizes to try, largest first.
@@ -284,7 +301,7 @@ func placeHelpers(hw Hardware, m Model, b *Budget, mainIndex int) {
 	}
 	var others []GPU
 	for _, g := range hw.GPUs {
-		if g.Index != mainIndex {
+		if g.Index != mainIndex && usable(g) {
 			others = append(others, g)
 		}
 	}
@@ -360,6 +377,7 @@ func recommendCPU(r *Recommendation, hw Hardware, m Model, why string) {
 		r.Reasons = append(r.Reasons, "Under WSL2 no GPU adjustments are needed: nothing runs on the GPU.")
 	}
 	r.Warnings = append(r.Warnings, loadTimeWarning(hw, m)...)
+	r.Warnings = append(r.Warnings, wslDriveWarning(hw)...)
 }
 
 // applyWSL2 records what the engine must do differently under WSL2.
@@ -381,6 +399,15 @@ func applyWSL2(r *Recommendation, hw Hardware) {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("Under WSL2 the pinned RAM tier is limited to %s; the other experts come from the page cache or the drive. Running Strata on Windows directly avoids this limit.",
 			gibStr(r.Budget.PinnedTier)))
 	}
+}
+
+// wslDriveWarning: under WSL2 a Windows drive (/mnt/c) is reached through the 9p protocol,
+// which reads large files several times slower than the Linux filesystem.
+func wslDriveWarning(hw Hardware) []string {
+	if !hw.WSL2 || hw.DriveFS != "9p" {
+		return nil
+	}
+	return []string{"The model is on a Windows drive seen through WSL2 (/mnt/...), which reads slowly: copy it into the Linux filesystem (for example your home folder) for faster loads and cold reads."}
 }
 
 func loadTimeWarning(hw Hardware, m Model) []string {

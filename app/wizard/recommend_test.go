@@ -193,6 +193,27 @@ func TestRecommend(t *testing.T) {
 			want: want{mode: ModeTiered, slots: 547, hostReserve: 6, hostBudget: 21, cfgHost: 21, vramReserve: 1024, context: 8192},
 		},
 		{
+			name: "a Pascal card is too old for the kernels: cpu-only",
+			hw:   desktop(64, 58, GPU{Name: "NVIDIA GeForce GTX 1080 Ti", VRAMTotal: gb(11), VRAMFree: gb(10.5), Display: true, ComputeMajor: 6, ComputeMinor: 1}), model: qwen3_30b(),
+			want: want{mode: ModeCPUOnly, mainGPU: -1, hostReserve: 8, hostBudget: 50, vramReserve: 1024, context: 8192, noWarnings: true,
+				reasons: []string{"too old for Strata's GPU code (compute capability 6.1; 7.5 or newer is needed)"}},
+		},
+		{
+			// The GTX 1070 is skipped; the RTX 2060 helps with (5.55 GiB - 512 MiB) / 12.8 MiB
+			// = 404 experts, which is what lets the rest fit in RAM (tiered without it).
+			name: "an old second card is not used as a helper",
+			hw: desktop(64, 56, rtx3060(), GPU{Index: 1, Name: "NVIDIA GeForce GTX 1070", VRAMTotal: gb(8), VRAMFree: gb(7.8), ComputeMajor: 6, ComputeMinor: 1},
+				GPU{Index: 2, Name: "NVIDIA GeForce RTX 2060", VRAMTotal: gb(6), VRAMFree: gb(5.8), ComputeMajor: 7, ComputeMinor: 5}), model: gptoss_120b(),
+			want: want{mode: ModeResident, mainGPU: 0, slots: 495, helpers: []int{404}, hostReserve: 8, hostBudget: 48, cfgResident: 48, vramReserve: 1024, context: 8192,
+				noWarnings: true, reasons: []string{"(GPU 2), holds 404"}},
+		},
+		{
+			name: "WSL2 with the model on /mnt/c warns",
+			hw:   func() Hardware { h := inWSL2(desktop(64, 58, rtx5090())); h.DriveFS = "9p"; return h }(), model: qwen3_30b(),
+			want: want{mode: ModeAllGPU, slots: 6144, hostReserve: 8, hostBudget: 50, vramReserve: 1024, context: 8192,
+				warnings: []string{"copy it into the Linux filesystem"}},
+		},
+		{
 			name: "120B all on an H200", hw: desktop(128, 120, GPU{Name: "NVIDIA H200", VRAMTotal: gb(139.8), VRAMFree: gb(139.2)}), model: gptoss_120b(),
 			want: want{mode: ModeAllGPU, slots: 4608, hostReserve: 8, hostBudget: 112, vramReserve: 256, context: 8192, noWarnings: true},
 		},
