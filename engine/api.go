@@ -23,6 +23,9 @@ type ModelInfo struct {
 	TotalParams    int64
 	ActiveParams   int64 // per token: non-expert weights plus the routed experts
 	Layers         int
+	Heads          int
+	KVHeads        int
+	HeadDim        int
 	Experts        int
 	ExpertsUsed    int
 	ContextLength  int // the model's trained context

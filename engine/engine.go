@@ -13,6 +13,7 @@ import (
 
 	"strata/engine/compute"
 	"strata/engine/compute/cpu"
+	"strata/engine/compute/gpu"
 	"strata/engine/gguf"
 	"strata/engine/kv"
 	"strata/engine/model"
@@ -65,7 +66,7 @@ func open(ctx context.Context, f *gguf.File, cfg Config, report func(Progress)) 
 	if err != nil {
 		return nil, err
 	}
-	b, err := newBackend(cfg)
+	b, err := newBackend(cfg, info)
 	if err != nil {
 		return nil, err
 	}
@@ -121,14 +122,53 @@ func kvBudget() int64 {
 	return 4 << 30
 }
 
-func newBackend(cfg Config) (compute.Backend, error) {
-	switch strings.ToLower(cfg.Backend) {
-	case "", "auto", "cpu":
-		return cpu.New(cpu.Options{Threads: cfg.Threads, FloatPath: cfg.FloatPath}), nil
-	case "cuda":
-		return nil, errors.New("engine: --backend cuda: the CUDA backend is not built into this version yet; use --backend cpu")
+// newBackend picks the backend: CUDA when asked, or for auto when a GPU can hold the whole
+// model next to its reserve; otherwise the CPU. (Models larger than VRAM need the expert
+// tiers, which place experts across both.)
+func newBackend(cfg Config, info ModelInfo) (compute.Backend, error) {
+	cpuBackend := func() compute.Backend {
+		return cpu.New(cpu.Options{Threads: cfg.Threads, FloatPath: cfg.FloatPath})
 	}
-	return nil, fmt.Errorf("engine: unknown backend %q", cfg.Backend)
+	mode := strings.ToLower(cfg.Backend)
+	if mode == "cpu" || (mode == "auto" && cfg.FloatPath) {
+		return cpuBackend(), nil
+	}
+	if cfg.FloatPath {
+		return nil, errors.New("engine: --float-path is the CPU reference path; it cannot be combined with --backend cuda")
+	}
+	g, err := gpu.New(gpu.Options{BudgetBytes: int64(cfg.VRAMBudgetMiB) << 20})
+	if err != nil {
+		if mode == "cuda" {
+			return nil, fmt.Errorf("engine: --backend cuda: %w", err)
+		}
+		slog.Info("engine: using the CPU", "reason", err)
+		return cpuBackend(), nil
+	}
+	if !gpu.HeadDimSupported(info.HeadDim) {
+		g.Close()
+		if mode == "cuda" {
+			return nil, fmt.Errorf("engine: --backend cuda: the GPU attention kernels do not handle a head size of %d yet; use --backend cpu", info.HeadDim)
+		}
+		slog.Info("engine: using the CPU: no GPU attention kernel for this head size", "head_dim", info.HeadDim)
+		return cpuBackend(), nil
+	}
+	// Weights, plus a KV cache and activations that a default context needs, within the
+	// reserve the user keeps for other apps.
+	need := info.FileBytes + 1<<30
+	room := g.FreeBytes() - int64(cfg.VRAMReserveMiB)<<20
+	if cfg.VRAMBudgetMiB > 0 {
+		room = min(room, int64(cfg.VRAMBudgetMiB)<<20)
+	}
+	if need > room {
+		g.Close()
+		if mode == "cuda" {
+			return nil, fmt.Errorf("engine: --backend cuda: the model needs about %d MiB of VRAM but %d MiB are available (after the %d MiB reserve); the expert tiers that split a model between GPU and CPU are not in this build yet, so use --backend cpu",
+				need>>20, room>>20, cfg.VRAMReserveMiB)
+		}
+		slog.Info("engine: using the CPU: the model does not fit in VRAM", "need_mib", need>>20, "room_mib", room>>20)
+		return cpuBackend(), nil
+	}
+	return g, nil
 }
 
 // Close releases the model's memory and files.

@@ -28,6 +28,7 @@ func describe(f *gguf.File) (ModelInfo, error) {
 	}
 	info := ModelInfo{
 		Path: f.Path, Architecture: h.Arch, Layers: h.Layers, Experts: h.Experts,
+		Heads: h.Heads, KVHeads: h.KVHeads, HeadDim: h.HeadDim,
 		ExpertsUsed: h.ExpertsUsed, ContextLength: h.Context, Vocab: h.Vocab,
 	}
 	info.Name, _ = f.GetString("general.name")

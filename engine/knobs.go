@@ -35,9 +35,6 @@ func refuseUnbuilt(cfg Config) error {
 	if cfg.PCIeFrac != 0 {
 		no("pcie-frac", tiers)
 	}
-	if cfg.VRAMBudgetMiB != 0 {
-		no("vram-budget-mib", "there is no GPU backend in this build yet")
-	}
 	if cfg.Spec != 0 {
 		no("spec", "multi-token-prediction drafting is not built yet")
 	}

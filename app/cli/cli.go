@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"sort"
@@ -69,6 +70,15 @@ func Main(args []string, io IO) int {
 		}
 		return 0
 	}
+	// Engine logs go to stderr at warning level unless STRATA_LOG=debug|info asks for more.
+	level := slog.LevelWarn
+	switch os.Getenv("STRATA_LOG") {
+	case "debug":
+		level = slog.LevelDebug
+	case "info":
+		level = slog.LevelInfo
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Err, &slog.HandlerOptions{Level: level})))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	for _, c := range commands() {

@@ -1,0 +1,387 @@
+// Package gpu is the NVIDIA implementation of compute.Backend, built on the cuda package's
+// driver API and kernels. Weights are copied to VRAM at Place; activations, the KV cache and
+// scratch live in VRAM; the host sees only router logits and output logits.
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"strata/cuda"
+	"strata/engine/compute"
+	"strata/engine/quant"
+)
+
+// ErrNoGPU wraps every "there is no usable NVIDIA GPU" failure, so callers can fall back.
+var ErrNoGPU = errors.New("no usable NVIDIA GPU")
+
+// Options of the GPU backend.
+type Options struct {
+	Device int // CUDA ordinal
+	// BudgetBytes caps the VRAM the backend allocates; 0 = no cap.
+	BudgetBytes int64
+}
+
+// Backend runs the forward pass on one GPU.
+type Backend struct {
+	drv  *cuda.Driver
+	ctx  *cuda.Context
+	k    *cuda.Kernels
+	s    *cuda.Stream
+	info cuda.DeviceInfo
+
+	budget, used int64
+	allocs       []cuda.DevicePtr
+
+	err stickyErr
+
+	// Reusable device scratch, grown on demand.
+	scratch map[string]devScratch
+	// positions currently in posBuf, to skip re-uploads.
+	posHost []int32
+	posBuf  cuda.DevicePtr
+	posCap  int
+}
+
+type devScratch struct {
+	p cuda.DevicePtr
+	n int
+}
+
+type stickyErr struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (s *stickyErr) set(err error) {
+	if err == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+}
+
+func (s *stickyErr) take() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.err
+	s.err = nil
+	return err
+}
+
+// New opens the driver, the device's context, the kernels and a stream.
+func New(o Options) (*Backend, error) {
+	drv, err := cuda.Open()
+	if err != nil {
+		return nil, fmt.Errorf("gpu: %w: %w", ErrNoGPU, err)
+	}
+	n, err := drv.DeviceCount()
+	if err != nil || n <= o.Device {
+		drv.Close()
+		if err == nil {
+			err = fmt.Errorf("device %d requested, %d present", o.Device, n)
+		}
+		return nil, fmt.Errorf("gpu: %w: %w", ErrNoGPU, err)
+	}
+	info, err := drv.Device(o.Device)
+	if err != nil {
+		drv.Close()
+		return nil, fmt.Errorf("gpu: %w", err)
+	}
+	ctx, err := drv.NewContext(o.Device)
+	if err != nil {
+		drv.Close()
+		return nil, fmt.Errorf("gpu: %w", err)
+	}
+	k, err := ctx.LoadKernels()
+	if err != nil {
+		ctx.Close()
+		drv.Close()
+		return nil, fmt.Errorf("gpu: %s: %w", info.Name, err)
+	}
+	s, err := ctx.NewStream()
+	if err != nil {
+		k.Unload()
+		ctx.Close()
+		drv.Close()
+		return nil, fmt.Errorf("gpu: %w", err)
+	}
+	return &Backend{drv: drv, ctx: ctx, k: k, s: s, info: info, budget: o.BudgetBytes, scratch: map[string]devScratch{}}, nil
+}
+
+// Name is the device's name.
+func (b *Backend) Name() string { return "cuda (" + b.info.Name + ")" }
+
+// UsedBytes is the VRAM the backend has allocated.
+func (b *Backend) UsedBytes() int64 { return b.used }
+
+// Close frees everything.
+func (b *Backend) Close() error {
+	var errs []error
+	for _, p := range b.allocs {
+		errs = append(errs, b.ctx.Free(p))
+	}
+	b.allocs = nil
+	errs = append(errs, b.s.Destroy(), b.k.Unload(), b.ctx.Close())
+	b.drv.Close()
+	return errors.Join(errs...)
+}
+
+// Err returns and clears the first error since the last call.
+func (b *Backend) Err() error { return b.err.take() }
+
+// alloc takes n bytes of VRAM within the budget; freed at Close.
+func (b *Backend) alloc(n int, what string) (cuda.DevicePtr, error) {
+	n = max(n, 4)
+	if b.budget > 0 && b.used+int64(n) > b.budget {
+		return 0, fmt.Errorf("gpu: %s: %d MiB more would exceed the VRAM budget of %d MiB (%d MiB used); raise --vram-budget-mib or use a smaller model or context",
+			what, n>>20, b.budget>>20, b.used>>20)
+	}
+	p, err := b.ctx.Alloc(n)
+	if err != nil {
+		return 0, fmt.Errorf("gpu: %s: %w", what, err)
+	}
+	b.used += int64(n)
+	b.allocs = append(b.allocs, p)
+	return p, nil
+}
+
+// scratchBuf returns a reusable device buffer of at least n bytes for one purpose.
+func (b *Backend) scratchBuf(name string, n int) cuda.DevicePtr {
+	if s, ok := b.scratch[name]; ok && s.n >= n {
+		return s.p
+	}
+	p, err := b.alloc(n, "scratch "+name)
+	if err != nil {
+		b.err.set(err)
+		return 0
+	}
+	b.scratch[name] = devScratch{p, n} // the old one stays allocated until Close (rare growth)
+	return p
+}
+
+type buf struct {
+	p cuda.DevicePtr
+	n int
+}
+
+func (x *buf) Len() int { return x.n }
+
+func dev(x compute.Buf) cuda.DevicePtr { return x.(*buf).p }
+
+// NewBuf allocates n floats of VRAM. A failure is recorded (see Err) and yields an empty
+// buffer, so the forward pass reports it at its next check.
+func (b *Backend) NewBuf(n int) compute.Buf {
+	p, err := b.alloc(4*n, "activations")
+	b.err.set(err)
+	return &buf{p: p, n: n}
+}
+
+// Write uploads floats.
+func (b *Backend) Write(dst compute.Buf, src []float32) {
+	b.err.set(cuda.Upload(b.s, dev(dst), src))
+}
+
+// Read downloads floats, waiting for the work queued before.
+func (b *Backend) Read(src compute.Buf, dst []float32) {
+	b.err.set(cuda.Download(b.s, dst, dev(src)))
+}
+
+// Copy moves n floats on the device.
+func (b *Backend) Copy(dst compute.Buf, dstOff int, src compute.Buf, srcOff int, n int) {
+	b.err.set(b.s.CopyDevice(dev(dst).Add(4*dstOff), dev(src).Add(4*srcOff), 4*n))
+}
+
+// Weight is a tensor in VRAM.
+type Weight struct {
+	name             string
+	typ              quant.Type // as stored on the device (may differ from the file's)
+	rows, cols, exps int
+	rowBytes         int
+	p                cuda.DevicePtr
+}
+
+func (w *Weight) Name() string     { return w.name }
+func (w *Weight) Type() quant.Type { return w.typ }
+func (w *Weight) Rows() int        { return w.rows }
+func (w *Weight) Cols() int        { return w.cols }
+func (w *Weight) Experts() int     { return w.exps }
+
+// expert is the device address of expert e's matrix.
+func (w *Weight) expert(e int) cuda.DevicePtr { return w.p.Add(e * w.rows * w.rowBytes) }
+
+// Place copies a tensor to VRAM. Vectors (norm weights) become float32; types the kernels
+// cannot read are dequantised to float16 on the host first.
+func (b *Backend) Place(spec compute.WeightSpec) (compute.Weight, error) {
+	exps := max(spec.Experts, 1)
+	data, typ := spec.Data, spec.Type
+	n := spec.Rows * spec.Cols * exps
+	if want, err := quant.RowBytes(typ, spec.Cols); err != nil || want*spec.Rows*exps != len(data) {
+		return nil, fmt.Errorf("gpu: tensor %q: %d bytes do not hold %d x %d x %d %s", spec.Name, len(data), exps, spec.Rows, spec.Cols, typ)
+	}
+	vector := spec.Rows == 1 && exps == 1
+	if (vector && typ != quant.F32) || (!vector && !cuda.QuantType(typ).Supported()) {
+		f := make([]float32, n)
+		if err := quant.Dequantize(typ, data, f); err != nil {
+			return nil, fmt.Errorf("gpu: tensor %q: %w", spec.Name, err)
+		}
+		if vector {
+			data, typ = f32Bytes(f), quant.F32
+		} else {
+			h := make([]uint16, n)
+			for i, v := range f {
+				h[i] = quant.FP32ToFP16(v)
+			}
+			data, typ = u16Bytes(h), quant.F16
+		}
+	}
+	rb, _ := quant.RowBytes(typ, spec.Cols)
+	p, err := b.alloc(len(data), "tensor "+spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	if err := cuda.Upload(b.s, p, data); err != nil {
+		return nil, fmt.Errorf("gpu: tensor %q: %w", spec.Name, err)
+	}
+	return &Weight{name: spec.Name, typ: typ, rows: spec.Rows, cols: spec.Cols, exps: exps, rowBytes: rb, p: p}, nil
+}
+
+// KV is a float16 cache in VRAM: per layer, keys and values [position][kv head][head dim].
+type KV struct {
+	k, v      []cuda.DevicePtr
+	positions int
+	row       int // kvHeads*headDim
+	splits    int
+}
+
+// Capacity is the number of positions.
+func (c *KV) Capacity() int { return c.positions }
+
+// NewKV allocates the cache; the kernels read float16.
+func (b *Backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
+	if spec.Type != "" && spec.Type != "f16" {
+		return nil, fmt.Errorf("gpu: kv cache type %q is not supported on the GPU (f16 is)", spec.Type)
+	}
+	c := &KV{positions: spec.Positions, row: spec.KVHeads * spec.HeadDim, splits: cuda.DecodeSplits(spec.Positions)}
+	bytes := spec.Positions * c.row * 2
+	for l := range spec.Layers {
+		k, err := b.alloc(bytes, fmt.Sprintf("kv cache layer %d", l))
+		if err != nil {
+			return nil, err
+		}
+		v, err := b.alloc(bytes, fmt.Sprintf("kv cache layer %d", l))
+		if err != nil {
+			return nil, err
+		}
+		c.k, c.v = append(c.k, k), append(c.v, v)
+	}
+	return c, nil
+}
+
+// positions uploads pos0..pos0+n-1 (or the given list) as int32, skipping unchanged ones.
+func (b *Backend) positions(list []int, pos0, n int) cuda.DevicePtr {
+	want := make([]int32, n)
+	for i := range want {
+		if list != nil {
+			want[i] = int32(list[i])
+		} else {
+			want[i] = int32(pos0 + i)
+		}
+	}
+	if len(want) == len(b.posHost) {
+		same := true
+		for i := range want {
+			if want[i] != b.posHost[i] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return b.posBuf
+		}
+	}
+	if n > b.posCap {
+		p, err := b.alloc(4*n, "positions")
+		if err != nil {
+			b.err.set(err)
+			return 0
+		}
+		b.posBuf, b.posCap = p, n
+	}
+	b.err.set(cuda.Upload(b.s, b.posBuf, want))
+	b.posHost = want
+	return b.posBuf
+}
+
+// Embed gathers table rows.
+func (b *Backend) Embed(dst compute.Buf, table compute.Weight, ids []int) error {
+	w := table.(*Weight)
+	ids32 := make([]int32, len(ids))
+	for i, id := range ids {
+		if id < 0 || id >= w.rows {
+			return fmt.Errorf("gpu: embed %q: token id %d outside [0, %d)", w.name, id, w.rows)
+		}
+		ids32[i] = int32(id)
+	}
+	p := b.scratchBuf("ids", 4*len(ids))
+	if err := cuda.Upload(b.s, p, ids32); err != nil {
+		return err
+	}
+	return b.k.GetRows(b.s, cuda.QuantType(w.typ), w.p, p, len(ids), dev(dst), w.cols)
+}
+
+// RMSNorm normalises rows of w.Cols() values.
+func (b *Backend) RMSNorm(dst, x compute.Buf, wt compute.Weight, rows int, eps float32) {
+	w := wt.(*Weight)
+	b.err.set(b.k.RMSNorm(b.s, dev(x), w.p, dev(dst), rows, w.cols, eps))
+}
+
+// Add accumulates x into dst.
+func (b *Backend) Add(dst, x compute.Buf, n int) {
+	b.err.set(b.k.Add(b.s, dev(dst), dev(x), dev(dst), n))
+}
+
+// RoPENeoX rotates every head.
+func (b *Backend) RoPENeoX(x compute.Buf, n, heads, headDim int, positions []int, base float32) {
+	pos := b.positions(positions, 0, n)
+	b.err.set(b.k.RopeNeoX(b.s, dev(x), pos, n, heads, headDim, headDim, base))
+}
+
+// StoreKV converts and writes keys and values.
+func (b *Backend) StoreKV(c compute.KV, layer, pos0, n int, k, v compute.Buf) {
+	kv := c.(*KV)
+	pos := b.positions(nil, pos0, n)
+	b.err.set(b.k.KVWrite(b.s, dev(k), kv.k[layer], pos, n, kv.row))
+	b.err.set(b.k.KVWrite(b.s, dev(v), kv.v[layer], pos, n, kv.row))
+}
+
+// Attention: the split-K decode kernel for one token, the tiled kernel for a batch.
+func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.AttentionSpec) {
+	kv := c.(*KV)
+	pos := b.positions(nil, s.Pos0, s.N)
+	if s.N == 1 {
+		scratch := cuda.DevicePtr(0)
+		if kv.splits > 1 {
+			scratch = b.scratchBuf("attention", cuda.AttentionDecodeScratchBytes(s.Heads, s.HeadDim, kv.splits))
+		}
+		b.err.set(b.k.AttentionDecode(b.s, dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), pos, s.Heads, s.KVHeads, s.HeadDim, s.Scale, kv.splits, scratch))
+		return
+	}
+	b.err.set(b.k.AttentionPrefill(b.s, dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), pos, s.N, s.Heads, s.KVHeads, s.HeadDim, s.Scale))
+}
+
+// FreeBytes is the device's free memory now.
+func (b *Backend) FreeBytes() int64 {
+	free, _, err := b.ctx.MemInfo()
+	if err != nil {
+		return 0
+	}
+	return int64(free)
+}
+
+// HeadDimSupported reports whether the attention kernels exist for this head size.
+func HeadDimSupported(d int) bool { return d == 64 || d == 128 || d == 256 }
