@@ -101,8 +101,14 @@ func truncInt(f float32) int {
 // roundAway is C's roundf: halves away from zero.
 func roundAway(f float32) int { return truncInt(float32(math.Round(float64(f)))) }
 
-// nearestInt is ggml's nearest_int: round half to even (it adds 1.5*2^23 in float32).
-func nearestInt(f float32) int { return truncInt(float32(math.RoundToEven(float64(f)))) }
+// nearestInt is ggml's nearest_int: round half to even by adding 1.5*2^23 in float32, so
+// the integer lands in the low mantissa bits. Out of its range (and NaN) it saturates.
+func nearestInt(f float32) int {
+	if !(absF32(f) <= 4194303) {
+		return truncInt(f)
+	}
+	return int(int32(math.Float32bits(float32(f)+12582912)&0x007fffff) - 0x00400000)
+}
 
 // makeQKX2Quants is ggml's make_qkx2_quants with use_mad=false: fit x ~ scale*L + min
 // (L in 0..nmax, min <= 0) minimising the weighted squared error, trying nstep+1 trial
