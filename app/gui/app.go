@@ -14,6 +14,8 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
+
+	"strata/engine"
 )
 
 // Screens, as STRATA_SCREENSHOT names them.
@@ -33,8 +35,9 @@ type Options struct {
 	ConfigDir string // settings.json
 	Engine    Engine
 	Files     FilePicker
-	// Advise is the hardware wizard's data source.
-	Advise func(ctx context.Context) (Advice, error)
+	// Advise is the hardware wizard's data source; model is the chosen model's card (zero
+	// when none is chosen yet).
+	Advise func(ctx context.Context, model engine.ModelInfo) (Advice, error)
 	// MakeDemo writes the tiny synthetic demo model into dir and returns its path.
 	MakeDemo func(ctx context.Context, dir string) (string, error)
 }
@@ -46,7 +49,7 @@ type App struct {
 	ctl *Controller
 
 	files  FilePicker
-	advise func(ctx context.Context) (Advice, error)
+	advise func(ctx context.Context, model engine.ModelInfo) (Advice, error)
 
 	screen   string
 	picker   *pickerView
@@ -69,7 +72,7 @@ func New(fy fyne.App, opts Options) (*App, error) {
 		opts.Files = nativeFiles{}
 	}
 	if opts.Advise == nil {
-		opts.Advise = basicAdvice
+		opts.Advise = hostAdvice
 	}
 	if opts.MakeDemo == nil {
 		opts.MakeDemo = makeDemo

@@ -263,26 +263,25 @@ func (c *Controller) report(phase string, done, total int64) {
 }
 
 func (c *Controller) finishLoad(m Model, path string, demo bool, err error) {
+	// Remember the model before the state says "loaded", so whoever waits for that sees
+	// the recent list already saved.
+	if err == nil && !demo {
+		s := c.Settings()
+		s.AddRecent(path)
+		if serr := c.saveSettings(s); serr != nil {
+			slog.Warn("saving recent models", "err", serr)
+		}
+	}
 	c.mu.Lock()
 	c.loading, c.loadCancel = false, nil
 	c.loadErr = err
-	var s store.Settings
 	if err == nil {
 		c.model, c.modelPath, c.demo = m, path, demo
 		c.ready = c.now().Sub(c.loadStart)
 		c.chat.session = m.NewSession(engine.SessionOptions{})
 		c.chat.err = ""
-		s = c.settings
-		if !demo {
-			s.AddRecent(path)
-		}
 	}
 	c.mu.Unlock()
-	if err == nil && !demo {
-		if serr := c.saveSettings(s); serr != nil {
-			slog.Warn("saving recent models", "err", serr)
-		}
-	}
 	if err != nil {
 		slog.Info("load failed", "path", path, "err", err)
 	}

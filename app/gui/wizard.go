@@ -8,6 +8,8 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
+
+	"strata/app/wizard"
 )
 
 // wizardScreen shows the machine in plain words and the recommended mode with its reason;
@@ -42,7 +44,8 @@ func (a *App) wizardScreen() fyne.CanvasObject {
 	back := widget.NewButtonWithIcon("Back", theme.NavigateBackIcon(), func() { a.Show(ScreenWelcome) })
 
 	go func() {
-		adv, err := a.advise(context.Background())
+		_, info, _ := a.ctl.Card()
+		adv, err := a.advise(context.Background(), info)
 		fyne.Do(func() {
 			if err != nil {
 				machine.SetText(friendly("Looking at this PC", err))
@@ -74,8 +77,12 @@ func modeTitle(mode string) string {
 		return "Tiered: VRAM, then RAM, then SSD"
 	case ModeResident:
 		return "Resident: VRAM cache plus the rest in RAM"
-	case ModeCPU:
+	case ModeCPU, string(wizard.ModeCPUOnly):
 		return "CPU only"
+	case string(wizard.ModeAllGPU):
+		return "Everything on the GPU"
+	case string(wizard.ModeDefaultArena):
+		return "GPU expert cache; the other experts are read from RAM"
 	}
 	return mode
 }
