@@ -168,3 +168,24 @@ func TestDropCache(t *testing.T) {
 		}
 	}
 }
+
+// A probe that runs out of time gives no class rather than a number from too few reads.
+func TestProbeDriveOutOfTime(t *testing.T) {
+	path := writeFile(t, t.TempDir(), 8<<20)
+	d, err := ProbeDrive(context.Background(), path, DriveOptions{NoCache: true, MinBytes: 4 << 20, Timeout: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Read.Class != DriveUnknown || !strings.Contains(d.Read.Reason, "too little to judge") {
+		t.Errorf("got %+v", d.Read)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d, err = ProbeDrive(ctx, path, DriveOptions{NoCache: true, MinBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Read.Class != DriveUnknown {
+		t.Errorf("cancelled probe has a class: %+v", d.Read)
+	}
+}
