@@ -7,7 +7,7 @@ import (
 // bpe is a byte-level BPE model over raw bytes: the byte-level mapping is undone at load
 // time, so encoding never builds mapped strings.
 type bpe struct {
-	vocab        map[string]int32 // raw bytes of every normal token -> id
+	vocab        *strTable        // raw bytes of every normal token -> id
 	byteTok      [256]int32       // id of each single-byte token, -1 if the vocab lacks it
 	merges       *pairTable       // (left id, right id) -> rank and result
 	ignoreMerges bool             // a pre-token that is itself a token is emitted whole
@@ -23,7 +23,7 @@ const maxCache = 1 << 16
 func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
 
 func newBPE(vocabSize, mergeCount int) *bpe {
-	m := &bpe{vocab: make(map[string]int32, vocabSize), merges: newPairTable(mergeCount), cache: make(map[string][]int32)}
+	m := &bpe{vocab: newStrTable(vocabSize), merges: newPairTable(mergeCount), cache: make(map[string][]int32)}
 	for i := range m.byteTok {
 		m.byteTok[i] = -1
 	}
@@ -31,9 +31,9 @@ func newBPE(vocabSize, mergeCount int) *bpe {
 }
 
 // addToken registers a normal token by its raw bytes.
-func (m *bpe) addToken(raw string, id int32) {
-	m.vocab[raw] = id
-	if len(raw) == 1 {
+func (m *bpe) addToken(raw []byte, id int32) {
+	m.vocab.put(raw, id)
+	if len(raw) == 1 && m.byteTok[raw[0]] < 0 {
 		m.byteTok[raw[0]] = id
 	}
 }
@@ -41,9 +41,9 @@ func (m *bpe) addToken(raw string, id int32) {
 // mergeOf resolves a merge of two raw-byte tokens, given as ab = a+b with a of length la;
 // false if either part or the result is not in the vocabulary (it could never apply).
 func (m *bpe) mergeOf(ab []byte, la int) (uint64, int32, bool) {
-	ia, ok1 := m.vocab[string(ab[:la])]
-	ib, ok2 := m.vocab[string(ab[la:])]
-	ic, ok3 := m.vocab[string(ab)]
+	ia, ok1 := m.vocab.getBytes(ab[:la])
+	ib, ok2 := m.vocab.getBytes(ab[la:])
+	ic, ok3 := m.vocab.getBytes(ab)
 	if !ok1 || !ok2 || !ok3 {
 		return 0, 0, false
 	}
@@ -54,7 +54,7 @@ func (m *bpe) mergeOf(ab []byte, la int) (uint64, int32, bool) {
 // unk_token does the same).
 func (m *bpe) encode(word string, out []int) []int {
 	if m.ignoreMerges {
-		if id, ok := m.vocab[word]; ok {
+		if id, ok := m.vocab.get(word); ok {
 			return append(out, int(id))
 		}
 	}

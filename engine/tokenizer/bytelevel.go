@@ -36,29 +36,28 @@ func newByteLevel() *byteLevel {
 // decode turns a byte-level string into raw bytes; ok is false when some char is outside
 // the mapping (such tokens are added/special tokens written as plain text).
 func (bl *byteLevel) decode(s string) ([]byte, bool) {
-	out := make([]byte, 0, len(s))
-	for _, r := range s {
-		if r < 0 || r >= byteLevelMax || bl.toByte[r] < 0 {
-			return nil, false
-		}
-		out = append(out, byte(bl.toByte[r]))
+	out, ok := appendDecoded(bl, make([]byte, 0, len(s)), s)
+	if !ok {
+		return nil, false
 	}
 	return out, true
 }
 
 // appendDecoded appends the raw bytes of a byte-level string; ok is false when some char
-// is outside the mapping.
-func (bl *byteLevel) appendDecoded(dst []byte, s string) ([]byte, bool) {
+// is outside the mapping (every char of the mapping is below U+0800, so a 3-byte or longer
+// UTF-8 sequence never maps).
+func appendDecoded[T string | []byte](bl *byteLevel, dst []byte, s T) ([]byte, bool) {
 	for i := 0; i < len(s); {
 		c := s[i]
-		var r rune
-		if c < utf8.RuneSelf {
-			r = rune(c)
+		r := rune(c)
+		switch {
+		case c < utf8.RuneSelf:
 			i++
-		} else {
-			var w int
-			r, w = utf8.DecodeRuneInString(s[i:])
-			i += w
+		case c&0xE0 == 0xC0 && i+1 < len(s) && s[i+1]&0xC0 == 0x80:
+			r = rune(c&0x1F)<<6 | rune(s[i+1]&0x3F)
+			i += 2
+		default:
+			return dst, false
 		}
 		if r >= byteLevelMax || bl.toByte[r] < 0 {
 			return dst, false

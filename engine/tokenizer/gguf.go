@@ -93,9 +93,7 @@ func FromGGUF(md Metadata) (*Tokenizer, error) {
 		case tokUserDefined:
 			b.addedTok(tok, id, false, false, []byte(tok))
 		case tokUnknown, tokUnused:
-			b.grow(id)
-			b.t.text[id] = tok
-			b.t.pieces[id] = b.bl.tokenBytes(tok)
+			b.other(tok, id)
 		default:
 			return nil, fmt.Errorf("tokenizer: tokenizer.ggml.token_type[%d] = %d is not a token type", id, typ)
 		}
@@ -108,12 +106,12 @@ func FromGGUF(md Metadata) (*Tokenizer, error) {
 		}
 		pairs = append(pairs, [2]string{l, r})
 	}
-	b.addMerges(pairs)
+	addMerges(b, pairs)
 	if b.skipped > 0 {
 		slog.Debug("tokenizer: merges naming unknown tokens were skipped", "count", b.skipped)
 	}
 
-	t := b.t
+	t := b.finish()
 	optID := func(key string) int {
 		v, err := md.GetUint(key)
 		if err != nil {

@@ -141,7 +141,7 @@ func parseHFJSON(data []byte) (*Tokenizer, error) {
 		added                              []hfAdded
 		normalizer, preTok, post           hfComponent
 		modelType                          = ""
-		merges                             [][2]string
+		merges                             [][2][]byte
 		ignoreMerges, byteFallback, hasVoc bool
 		vocab                              []vocabEntry
 		unsupported                        []string
@@ -234,9 +234,9 @@ func parseHFJSON(data []byte) (*Tokenizer, error) {
 		if v.id < 0 {
 			return nil, fmt.Errorf("vocab: token %q has negative id %d", v.tok, v.id)
 		}
-		b.normal(v.tok, v.id)
+		addNormal(b, v.tok, v.id)
 	}
-	b.addMerges(merges)
+	addMerges(b, merges)
 	if b.skipped > 0 {
 		slog.Debug("tokenizer: merges naming unknown tokens were skipped", "count", b.skipped)
 	}
@@ -249,62 +249,81 @@ func parseHFJSON(data []byte) (*Tokenizer, error) {
 		}
 		b.addedTok(a.Content, a.ID, a.Special, a.Normalized, b.bl.tokenBytes(a.Content))
 	}
-	t := b.t
+	t := b.finish()
 	t.bos, t.addBOS = hfPostBOS(post)
 	t.initEOG()
 	return t, nil
 }
 
 type vocabEntry struct {
-	tok string
+	tok []byte // aliases the JSON buffer
 	id  int
 }
 
 func readVocab(s *jscan) ([]vocabEntry, error) {
 	out := make([]vocabEntry, 0, 1<<17)
-	err := s.object(func(key string) error {
+	if err := s.expect('{'); err != nil {
+		return nil, fmt.Errorf("vocab: %w", err)
+	}
+	for first := true; ; first = false {
+		more, err := s.more('}', first)
+		if err != nil {
+			return nil, fmt.Errorf("vocab: %w", err)
+		}
+		if !more {
+			break
+		}
+		key, err := s.strBytes()
+		if err == nil {
+			err = s.expect(':')
+		}
+		if err != nil {
+			return nil, fmt.Errorf("vocab: %w", err)
+		}
 		id, err := s.integer()
 		if err != nil {
-			return fmt.Errorf("vocab: token %q: %w", key, err)
+			return nil, fmt.Errorf("vocab: token %q: %w", key, err)
 		}
 		out = append(out, vocabEntry{key, id})
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("vocab: %w", err)
 	}
 	return out, nil
 }
 
-// readMerges accepts both forms: "a b" strings and ["a", "b"] pairs.
-func readMerges(s *jscan) ([][2]string, error) {
-	out := make([][2]string, 0, 1<<17)
+// readMerges accepts both forms: "a b" strings and ["a", "b"] pairs. The strings alias
+// the JSON buffer.
+func readMerges(s *jscan) ([][2][]byte, error) {
+	out := make([][2][]byte, 0, 1<<17)
 	err := s.array(func() error {
 		if s.peek() == '"' {
-			line, err := s.str()
+			line, err := s.strBytes()
 			if err != nil {
 				return err
 			}
-			l, r, ok := splitMerge(line)
-			if !ok {
+			i := bytes.IndexByte(line, ' ')
+			if i <= 0 || i == len(line)-1 {
 				return fmt.Errorf("merge %d: %q is not \"left right\"", len(out), line)
 			}
-			out = append(out, [2]string{l, r})
+			out = append(out, [2][]byte{line[:i], line[i+1:]})
 			return nil
 		}
-		var pair []string
-		err := s.array(func() error {
-			v, err := s.str()
-			pair = append(pair, v)
-			return err
-		})
+		var pair [2][]byte
+		err := s.expect('[')
+		if err == nil {
+			pair[0], err = s.strBytes()
+		}
+		if err == nil {
+			err = s.expect(',')
+		}
+		if err == nil {
+			pair[1], err = s.strBytes()
+		}
+		if err == nil {
+			err = s.expect(']')
+		}
 		if err != nil {
-			return err
+			return fmt.Errorf("merge %d: want [\"left\", \"right\"]: %w", len(out), err)
 		}
-		if len(pair) != 2 {
-			return fmt.Errorf("merge %d: want 2 strings, got %d", len(out), len(pair))
-		}
-		out = append(out, [2]string{pair[0], pair[1]})
+		out = append(out, pair)
 		return nil
 	})
 	if err != nil {

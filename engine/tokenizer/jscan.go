@@ -68,34 +68,39 @@ func (s *jscan) more(end byte, first bool) (bool, error) {
 }
 
 func (s *jscan) str() (string, error) {
+	b, err := s.strBytes()
+	return string(b), err
+}
+
+// strBytes reads a string; without escapes the result aliases the buffer.
+func (s *jscan) strBytes() ([]byte, error) {
 	if err := s.expect('"'); err != nil {
-		return "", err
+		return nil, err
 	}
 	start := s.i
 	for s.i < len(s.b) {
 		switch c := s.b[s.i]; {
 		case c == '"':
-			out := string(s.b[start:s.i])
 			s.i++
-			return out, nil
+			return s.b[start : s.i-1 : s.i-1], nil
 		case c == '\\':
 			return s.strSlow(start)
 		case c < 0x20:
-			return "", s.errf("control character in string")
+			return nil, s.errf("control character in string")
 		}
 		s.i++
 	}
-	return "", s.errf("unterminated string")
+	return nil, s.errf("unterminated string")
 }
 
-func (s *jscan) strSlow(start int) (string, error) {
+func (s *jscan) strSlow(start int) ([]byte, error) {
 	out := append([]byte(nil), s.b[start:s.i]...)
 	for s.i < len(s.b) {
 		c := s.b[s.i]
 		switch {
 		case c == '"':
 			s.i++
-			return string(out), nil
+			return out, nil
 		case c != '\\':
 			out = append(out, c)
 			s.i++
@@ -122,7 +127,7 @@ func (s *jscan) strSlow(start int) (string, error) {
 		case 'u':
 			r, err := s.hex4()
 			if err != nil {
-				return "", err
+				return nil, err
 			}
 			if utf16.IsSurrogate(r) {
 				r2 := rune(-1)
@@ -130,7 +135,7 @@ func (s *jscan) strSlow(start int) (string, error) {
 					save := s.i
 					s.i += 2
 					if r2, err = s.hex4(); err != nil {
-						return "", err
+						return nil, err
 					}
 					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
 						r = d
@@ -144,10 +149,10 @@ func (s *jscan) strSlow(start int) (string, error) {
 			}
 			out = utf8.AppendRune(out, r)
 		default:
-			return "", s.errf("bad escape \\%c", e)
+			return nil, s.errf("bad escape \\%c", e)
 		}
 	}
-	return "", s.errf("unterminated string")
+	return nil, s.errf("unterminated string")
 }
 
 func (s *jscan) hex4() (rune, error) {

@@ -15,7 +15,6 @@ package tokenizer
 
 import (
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 
@@ -62,16 +61,30 @@ func (t *Tokenizer) TokenBytes(id int) []byte {
 
 // ID returns the id of a token given by its vocabulary string, e.g. "<|im_end|>".
 func (t *Tokenizer) ID(token string) (int, bool) {
+	if id, ok := t.addedID(token); ok {
+		return id, true
+	}
+	bl := newByteLevel()
+	if raw, ok := bl.decode(token); ok {
+		if id, ok := t.model.vocab.getBytes(raw); ok {
+			return int(id), true
+		}
+	}
+	for id, s := range t.text { // tokens outside the byte-level alphabet
+		if s == token {
+			return id, true
+		}
+	}
+	return -1, false
+}
+
+// addedID finds an added token by its text.
+func (t *Tokenizer) addedID(token string) (int, bool) {
 	if id, end := t.raw.find(token); end == len(token) && id >= 0 {
 		return int(id), true
 	}
 	if id, end := t.normed.find(token); end == len(token) && id >= 0 {
 		return int(id), true
-	}
-	for id, s := range t.text {
-		if s == token {
-			return id, true
-		}
 	}
 	return -1, false
 }
@@ -117,7 +130,7 @@ func (t *Tokenizer) initEOG(extra ...int) {
 		}
 	}
 	for _, name := range endTokenNames() {
-		if id, ok := t.ID(name); ok && t.added[id] {
+		if id, ok := t.addedID(name); ok {
 			t.eog[id] = true
 		}
 	}
@@ -181,53 +194,86 @@ func (t *addedTrie) find(s string) (int32, int) {
 	return t.longest(s, 0)
 }
 
-// builder collects a vocabulary from either source and makes the Tokenizer.
+// builder collects a vocabulary from either source and makes the Tokenizer. Token texts
+// and decode bytes go into two arenas and become substrings/subslices at the end, so a
+// 150k vocabulary costs a handful of allocations rather than 300k.
 type builder struct {
-	bl      *byteLevel
-	t       *Tokenizer
-	skipped int // merges that name tokens not in the vocabulary
+	bl         *byteLevel
+	t          *Tokenizer
+	skipped    int    // merges that name tokens not in the vocabulary
+	textArena  []byte // token texts
+	textSpan   []span
+	pieceArena []byte // decode bytes
+	pieceSpan  []span
 }
+
+type span struct{ off, n uint32 }
 
 func newBuilder(size, mergeCount int) *builder {
 	t := &Tokenizer{
 		model:   newBPE(size, mergeCount),
 		special: make([]bool, size),
 		added:   make([]bool, size),
-		pieces:  make([][]byte, size),
-		text:    make([]string, size),
 		bos:     -1,
 		eos:     -1,
 	}
-	return &builder{bl: newByteLevel(), t: t}
+	return &builder{bl: newByteLevel(), t: t, textSpan: make([]span, size), pieceSpan: make([]span, size),
+		textArena: make([]byte, 0, 8*size), pieceArena: make([]byte, 0, 6*size)}
 }
 
 func (b *builder) grow(id int) {
-	for id >= len(b.t.text) {
-		b.t.text = append(b.t.text, "")
-		b.t.pieces = append(b.t.pieces, nil)
+	for id >= len(b.textSpan) {
+		b.textSpan = append(b.textSpan, span{})
+		b.pieceSpan = append(b.pieceSpan, span{})
 		b.t.special = append(b.t.special, false)
 		b.t.added = append(b.t.added, false)
 	}
 }
 
+func (b *builder) setText(id int, tok string) { setText(b, id, tok) }
+
+func setText[T string | []byte](b *builder, id int, tok T) {
+	b.textSpan[id] = span{uint32(len(b.textArena)), uint32(len(tok))}
+	b.textArena = append(b.textArena, tok...)
+}
+
+func (b *builder) setPiece(id int, p []byte) {
+	b.pieceSpan[id] = span{uint32(len(b.pieceArena)), uint32(len(p))}
+	b.pieceArena = append(b.pieceArena, p...)
+}
+
 // normal registers a vocabulary token written in the byte-level alphabet.
-func (b *builder) normal(tok string, id int) {
+func (b *builder) normal(tok string, id int) { addNormal(b, tok, id) }
+
+func addNormal[T string | []byte](b *builder, tok T, id int) {
 	b.grow(id)
-	b.t.text[id] = tok
-	raw, ok := b.bl.decode(tok)
+	setText(b, id, tok)
+	start := len(b.pieceArena)
+	var ok bool
+	b.pieceArena, ok = appendDecoded(b.bl, b.pieceArena, tok)
 	if ok {
-		b.t.model.addToken(string(raw), int32(id))
-		b.t.pieces[id] = raw
+		raw := b.pieceArena[start:]
+		b.pieceSpan[id] = span{uint32(start), uint32(len(raw))}
+		b.t.model.addToken(raw, int32(id))
 	} else {
-		b.t.pieces[id] = []byte(tok)
+		b.pieceArena = append(b.pieceArena[:start], tok...)
+		b.pieceSpan[id] = span{uint32(start), uint32(len(tok))}
 	}
+}
+
+// other registers a token that is neither BPE vocabulary nor matched in text (GGUF's
+// UNKNOWN and UNUSED types).
+func (b *builder) other(tok string, id int) {
+	b.grow(id)
+	b.setText(id, tok)
+	b.setPiece(id, b.bl.tokenBytes(tok))
 }
 
 // addedTok registers an added token. decodeBytes is what Decode emits for it.
 func (b *builder) addedTok(content string, id int, special, normalized bool, decodeBytes []byte) {
 	b.grow(id)
-	b.t.text[id] = content
-	b.t.pieces[id] = decodeBytes
+	b.setText(id, content)
+	b.setPiece(id, decodeBytes)
 	b.t.special[id] = special
 	b.t.added[id] = true
 	if normalized && b.t.nfc {
@@ -239,10 +285,25 @@ func (b *builder) addedTok(content string, id int, special, normalized bool, dec
 	}
 }
 
+// finish turns the arenas into the per-id texts and pieces.
+func (b *builder) finish() *Tokenizer {
+	t := b.t
+	texts := string(b.textArena)
+	t.text = make([]string, len(b.textSpan))
+	for id, sp := range b.textSpan {
+		t.text[id] = texts[sp.off : sp.off+sp.n]
+	}
+	t.pieces = make([][]byte, len(b.pieceSpan))
+	for id, sp := range b.pieceSpan {
+		t.pieces[id] = b.pieceArena[sp.off : sp.off+sp.n : sp.off+sp.n]
+	}
+	return t
+}
+
 // addMerges registers merges given as pairs of byte-level strings, in rank order. The
 // vocabulary look-ups run on several goroutines (the vocab map is only read); the table is
 // then filled in rank order.
-func (b *builder) addMerges(pairs [][2]string) {
+func addMerges[T string | []byte](b *builder, pairs [][2]T) {
 	type resolved struct {
 		key uint64
 		id  int32
@@ -258,9 +319,9 @@ func (b *builder) addMerges(pairs [][2]string) {
 			var buf []byte
 			for r := lo; r < hi; r++ {
 				var ok1, ok2 bool
-				buf, ok1 = b.bl.appendDecoded(buf[:0], pairs[r][0])
+				buf, ok1 = appendDecoded(b.bl, buf[:0], pairs[r][0])
 				la := len(buf)
-				buf, ok2 = b.bl.appendDecoded(buf, pairs[r][1])
+				buf, ok2 = appendDecoded(b.bl, buf, pairs[r][1])
 				if ok1 && ok2 {
 					res[r].key, res[r].id, res[r].ok = b.t.model.mergeOf(buf, la)
 				}
@@ -284,15 +345,4 @@ func splitMerge(s string) (string, string, bool) {
 		return "", "", false
 	}
 	return s[:i], s[i+1:], true
-}
-
-// specialIDs lists the special token ids, for tests and tools.
-func (t *Tokenizer) specialIDs() []int {
-	var out []int
-	for id, s := range t.special {
-		if s {
-			out = append(out, id)
-		}
-	}
-	return slices.Clip(out)
 }
