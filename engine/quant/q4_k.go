@@ -72,7 +72,7 @@ func quantRowQ4_K(src []float32, dst []byte) {
 			for l, v := range xs {
 				weights[l] = avX + absF32(v)
 			}
-			scales[j], mins[j] = makeQKX2Quants(15, xs, weights[:], L[32*j:32*j+32], laux[:], -1, 0.1, 20)
+			scales[j], mins[j] = makeQKX2Quants(15, xs, weights[:], L[32*j:32*j+32], laux[:], -1, 0.1, 20, false)
 			maxScale = max(maxScale, scales[j])
 			maxMin = max(maxMin, mins[j])
 		}

@@ -57,7 +57,7 @@ func quantRowQ5_K(src []float32, dst []byte) {
 			for l, v := range xs {
 				weights[l] = avX + absF32(v)
 			}
-			scales[j], mins[j] = makeQKX2Quants(31, xs, weights[:], L[32*j:32*j+32], laux[:], -0.5, 0.1, 15)
+			scales[j], mins[j] = makeQKX2Quants(31, xs, weights[:], L[32*j:32*j+32], laux[:], -0.5, 0.1, 15, false)
 			maxScale = max(maxScale, scales[j])
 			maxMin = max(maxMin, mins[j])
 		}

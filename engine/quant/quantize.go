@@ -27,6 +27,10 @@ func quantFunc(t Type) (quantRowFunc, bool) {
 		return quantRowQ5_1, true
 	case Q8_0:
 		return quantRowQ8_0, true
+	case Q2_K:
+		return quantRowQ2_K, true
+	case Q3_K:
+		return quantRowQ3_K, true
 	case Q4_K:
 		return quantRowQ4_K, true
 	case Q5_K:
@@ -35,6 +39,8 @@ func quantFunc(t Type) (quantRowFunc, bool) {
 		return quantRowQ6_K, true
 	case IQ4_NL:
 		return quantRowIQ4_NL, true
+	case IQ4_XS:
+		return quantRowIQ4_XS, true
 	case MXFP4:
 		return quantRowMXFP4, true
 	}
@@ -110,10 +116,16 @@ func nearestInt(f float32) int {
 	return int(int32(math.Float32bits(float32(f)+12582912)&0x007fffff) - 0x00400000)
 }
 
-// makeQKX2Quants is ggml's make_qkx2_quants with use_mad=false: fit x ~ scale*L + min
-// (L in 0..nmax, min <= 0) minimising the weighted squared error, trying nstep+1 trial
+// makeQKX2Quants is ggml's make_qkx2_quants: fit x ~ scale*L + min (L in 0..nmax, min <= 0)
+// minimising the weighted squared error (absolute error when useMAD), trying nstep+1 trial
 // scales around nmax/(max-min). It returns the scale and -min.
-func makeQKX2Quants(nmax int, x, weights []float32, L, laux []uint8, rmin, rdelta float32, nstep int) (scale, negMin float32) {
+func makeQKX2Quants(nmax int, x, weights []float32, L, laux []uint8, rmin, rdelta float32, nstep int, useMAD bool) (scale, negMin float32) {
+	errOf := func(diff float32) float32 {
+		if useMAD {
+			return absF32(diff)
+		}
+		return diff * diff
+	}
 	n := len(x)
 	vmin, vmax := x[0], x[0]
 	sumW := weights[0]
@@ -138,7 +150,7 @@ func makeQKX2Quants(nmax int, x, weights []float32, L, laux []uint8, rmin, rdelt
 		l := clampInt(nearestInt(iscale*(x[i]-vmin)), 0, nmax)
 		L[i] = uint8(l)
 		diff := scale*float32(l) + vmin - x[i]
-		bestErr += weights[i] * diff * diff
+		bestErr += weights[i] * errOf(diff)
 	}
 	for is := 0; is <= nstep; is++ {
 		iscale = (rmin + rdelta*float32(is) + float32(nmax)) / (vmax - vmin)
@@ -164,7 +176,7 @@ func makeQKX2Quants(nmax int, x, weights []float32, L, laux []uint8, rmin, rdelt
 		var curErr float32
 		for i := 0; i < n; i++ {
 			diff := thisScale*float32(laux[i]) + thisMin - x[i]
-			curErr += weights[i] * diff * diff
+			curErr += weights[i] * errOf(diff)
 		}
 		if curErr < bestErr {
 			copy(L[:n], laux[:n])
@@ -224,4 +236,61 @@ func makeQXQuants(nmax int, x []float32, L []uint8) float32 {
 		}
 	}
 	return scale
+}
+
+// makeQ3Quants is ggml's make_q3_quants with do_rmse: a symmetric fit x ~ scale*L with L in
+// -nmax..nmax-1, weighted by x^2, then up to 5 rounds of moving single values to the level
+// that most improves the fit. L is returned offset by nmax.
+func makeQ3Quants(nmax int, x []float32, L []uint8) float32 {
+	var vmax, amax float32
+	for _, v := range x {
+		if a := absF32(v); a > amax {
+			amax, vmax = a, v
+		}
+	}
+	if amax < groupMaxEps {
+		clear(L[:len(x)])
+		return 0
+	}
+	iscale := -float32(nmax) / vmax
+	var lv [16]int
+	var sumLX, sumL2 float32
+	for i, v := range x {
+		l := clampInt(nearestInt(iscale*v), -nmax, nmax-1)
+		lv[i] = l
+		w := v * v
+		sumLX += w * v * float32(l)
+		sumL2 += w * float32(l) * float32(l)
+	}
+	for itry := 0; itry < 5; itry++ {
+		changed := 0
+		for i, v := range x {
+			w := v * v
+			slx := sumLX - w*v*float32(lv[i])
+			if slx <= 0 {
+				continue
+			}
+			sl2 := sumL2 - w*float32(lv[i])*float32(lv[i])
+			nl := clampInt(nearestInt(v*sl2/slx), -nmax, nmax-1)
+			if nl == lv[i] {
+				continue
+			}
+			slx += w * v * float32(nl)
+			sl2 += w * float32(nl) * float32(nl)
+			if sl2 > 0 && slx*slx*sumL2 > sumLX*sumLX*sl2 {
+				lv[i], sumLX, sumL2 = nl, slx, sl2
+				changed++
+			}
+		}
+		if changed == 0 {
+			break
+		}
+	}
+	for i := range x {
+		L[i] = uint8(lv[i] + nmax)
+	}
+	if sumL2 == 0 {
+		return 0
+	}
+	return sumLX / sumL2
 }
