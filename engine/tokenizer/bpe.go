@@ -7,10 +7,10 @@ import (
 // bpe is a byte-level BPE model over raw bytes: the byte-level mapping is undone at load
 // time, so encoding never builds mapped strings.
 type bpe struct {
-	vocab        *strTable        // raw bytes of every normal token -> id
-	byteTok      [256]int32       // id of each single-byte token, -1 if the vocab lacks it
-	merges       *pairTable       // (left id, right id) -> rank and result
-	ignoreMerges bool             // a pre-token that is itself a token is emitted whole
+	vocab        *strTable  // raw bytes of every normal token -> id
+	byteTok      [256]int32 // id of each single-byte token, -1 if the vocab lacks it
+	merges       *pairTable // (left id, right id) -> rank and result
+	ignoreMerges bool       // a pre-token that is itself a token is emitted whole
 
 	mu    sync.Mutex
 	cache map[string][]int32 // pre-token -> ids, cleared when full
