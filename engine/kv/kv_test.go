@@ -1,0 +1,49 @@
+package kv
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestStoreAndReadBack(t *testing.T) {
+	for _, typ := range []Type{F16, F32} {
+		c, err := New(2, 2, 4, 8, typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := []float32{1, 2, 3, 4, 5, 6, 7, 8, 0.5, -0.25, 9, 10, 11, 12, 13, 14}
+		v := make([]float32, len(k))
+		for i := range v {
+			v[i] = -k[i]
+		}
+		c.Store(1, 3, 2, k, v) // positions 3 and 4 of layer 1
+		got := make([]float32, 4)
+		c.Key(1, 4, 0, got)
+		for i, want := range []float32{0.5, -0.25, 9, 10} {
+			if got[i] != want {
+				t.Fatalf("%s: key(pos 4, head 0)[%d] = %v, want %v", typ, i, got[i], want)
+			}
+		}
+	}
+}
+
+func TestContextFor(t *testing.T) {
+	per := Bytes(48, 4, 128, 1, F16) // 96 KiB per position for a 30B-A3B shape
+	ctx, err := ContextFor(0, 40960, 48, 4, 128, F16, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(ctx)*per > 1<<30 || ctx%256 != 0 || ctx < 8192 {
+		t.Errorf("auto context %d (%d MiB) for a 1 GiB budget", ctx, int64(ctx)*per>>20)
+	}
+	if ctx, err := ContextFor(0, 4096, 48, 4, 128, F16, 8<<30); err != nil || ctx != 4096 {
+		t.Errorf("small model context: %d, %v; want the model's 4096", ctx, err)
+	}
+	_, err = ContextFor(65536, 40960, 48, 4, 128, F16, 1<<30)
+	if err == nil || !strings.Contains(err.Error(), "--max-context") {
+		t.Errorf("too large a context: err = %v, want advice naming --max-context", err)
+	}
+	if _, err := ParseType("int8"); err == nil {
+		t.Error("int8 accepted before it exists")
+	}
+}
