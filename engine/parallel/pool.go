@@ -8,6 +8,11 @@ import (
 	"sync/atomic"
 )
 
+// spinRounds is how many times an idle worker yields while watching for the next task
+// before it parks (roughly tens of microseconds). Decode runs many short products back to
+// back; waking a parked goroutine costs more than one of them.
+const spinRounds = 200
+
 // Pool runs index ranges on a fixed set of workers. The caller's goroutine takes part, so a
 // pool of n has n-1 background workers.
 //
@@ -17,7 +22,9 @@ import (
 // goroutine that called it) and from several goroutines at once.
 type Pool struct {
 	n      int
-	wake   chan *task
+	cur    atomic.Pointer[task] // the latest task, watched by spinning workers
+	parked atomic.Int32         // workers blocked on wake
+	wake   chan struct{}
 	wg     sync.WaitGroup
 	closed atomic.Bool
 }
@@ -37,7 +44,7 @@ func NewPool(n int) *Pool {
 	if n <= 0 {
 		n = runtime.NumCPU()
 	}
-	p := &Pool{n: n, wake: make(chan *task, n)}
+	p := &Pool{n: n, wake: make(chan struct{}, n)}
 	for i := 1; i < n; i++ {
 		p.wg.Add(1)
 		go p.worker()
@@ -45,10 +52,42 @@ func NewPool(n int) *Pool {
 	return p
 }
 
+// worker runs the latest task it has not run yet; when there is none it spins a while,
+// then parks until For or Close wakes it.
 func (p *Pool) worker() {
 	defer p.wg.Done()
-	for t := range p.wake {
-		t.run()
+	var seen *task
+	for {
+		if t := p.cur.Load(); t != nil && t != seen {
+			seen = t
+			t.run()
+			continue
+		}
+		if p.closed.Load() {
+			return
+		}
+		spun := false
+		for i := 0; i < spinRounds; i++ {
+			if t := p.cur.Load(); (t != nil && t != seen) || p.closed.Load() {
+				spun = true
+				break
+			}
+			runtime.Gosched()
+		}
+		if spun {
+			continue
+		}
+		p.parked.Add(1)
+		// Re-check after announcing: a For that missed the announcement left a task here.
+		if t := p.cur.Load(); (t != nil && t != seen) || p.closed.Load() {
+			p.parked.Add(-1)
+			continue
+		}
+		_, ok := <-p.wake
+		p.parked.Add(-1)
+		if !ok {
+			return
+		}
 	}
 }
 
@@ -90,16 +129,17 @@ func (p *Pool) For(n, grain int, fn func(lo, hi int)) {
 	size := max((n+chunks-1)/chunks, grain)
 	t := &task{fn: fn, n: n, size: size, chunks: int64((n + size - 1) / size)}
 	t.done.Add(int(t.chunks))
-	// Wake at most one worker per chunk beyond the caller's, without ever blocking: a full
-	// wake queue means every worker already has something to do.
-	for i := 1; i < min(int(t.chunks), p.n); i++ {
+	p.cur.Store(t)
+	// Wake parked workers, one per chunk beyond the caller's, without ever blocking.
+	for i := min(int(p.parked.Load()), int(t.chunks)-1); i > 0; i-- {
 		select {
-		case p.wake <- t:
+		case p.wake <- struct{}{}:
 		default:
 		}
 	}
 	t.run()
 	t.done.Wait()
+	p.cur.CompareAndSwap(t, nil) // let the finished task (and what fn holds) be collected
 }
 
 // Close stops the workers after the work in flight. For still works afterwards, serially.

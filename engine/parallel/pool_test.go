@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // covers checks that For visits every index of [0, n) exactly once.
@@ -87,5 +88,33 @@ func BenchmarkForOverhead(b *testing.B) {
 	var sink atomic.Int64
 	for b.Loop() {
 		p.For(p.Size()*4, 1, func(lo, hi int) { sink.Add(int64(hi - lo)) })
+	}
+}
+
+// TestWorkersWakeAfterParking: after idling long enough to park, a worker must still join,
+// shown by two chunks that can only finish when both run at the same time.
+func TestWorkersWakeAfterParking(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	for round := 0; round < 3; round++ {
+		time.Sleep(20 * time.Millisecond) // the worker spins out and parks
+		var arrived sync.WaitGroup
+		arrived.Add(2)
+		ok := make(chan bool, 2)
+		p.For(2, 1, func(lo, hi int) {
+			arrived.Done()
+			done := make(chan struct{})
+			go func() { arrived.Wait(); close(done) }()
+			select {
+			case <-done:
+				ok <- true
+			case <-time.After(5 * time.Second):
+				ok <- false
+			}
+		})
+		first, second := <-ok, <-ok
+		if !first || !second {
+			t.Fatalf("round %d: the second chunk never ran beside the first: parked worker not woken", round)
+		}
 	}
 }
