@@ -90,6 +90,35 @@ func BenchmarkMatVec(b *testing.B) {
 	}
 }
 
+// BenchmarkMatVecQ8 is BenchmarkMatVec on the 8-bit-activation kernels (the quantisation
+// of x, shared by every matrix that reads the same x, is not in the time).
+func BenchmarkMatVecQ8(b *testing.B) {
+	g := setup(b)
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, typ := range []cuda.QuantType{cuda.Q4_K, cuda.Q8_0, cuda.Q6_K, cuda.Q5_K, cuda.MXFP4, cuda.IQ4_XS, cuda.Q4_0} {
+		for _, sh := range []struct{ rows, cols int }{{4096, 4096}, {2048, 2048}, {151936, 2048}} {
+			if sh.rows > 100000 && typ != cuda.Q4_K && typ != cuda.Q8_0 {
+				continue
+			}
+			b.Run(fmt.Sprintf("%v/%dx%d", typ, sh.rows, sh.cols), func(b *testing.B) {
+				raw, _ := makeWeights(b, r, typ, sh.rows, sh.cols)
+				ws := copies(b, g, raw)
+				x := upload(b, g, randFloats(r, sh.cols, 1))
+				xq := g.buf(b, cuda.Q8RowBytes(sh.cols))
+				if err := g.k.QuantizeQ8(g.s, x, xq, 1, sh.cols); err != nil {
+					b.Fatal(err)
+				}
+				y := g.buf(b, 4*sh.rows)
+				per := timeLaunches(b, g, func(i int) error {
+					return g.k.MatVecQ8(g.s, typ, ws[i%len(ws)], xq, y, sh.rows, sh.cols)
+				})
+				b.ReportMetric(float64(len(raw))/per.Seconds()/1e9, "GB/s")
+				b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+			})
+		}
+	}
+}
+
 // BenchmarkMatVecExperts is Qwen3-30B-A3B-like MoE decode: 128 experts of 768x2048 (gate,
 // up) or 2048x768 (down) per tensor, 8 routed per token (and all 128, for bandwidth).
 func BenchmarkMatVecExperts(b *testing.B) {
@@ -120,6 +149,31 @@ func BenchmarkMatVecExperts(b *testing.B) {
 					y := g.buf(b, 4*k*sh.rows)
 					per := timeLaunches(b, g, func(i int) error {
 						return g.k.MatVecExperts(g.s, typ, w, stride, sets[i%len(sets)], k, x, sh.perExpert, y, sh.rows, sh.cols)
+					})
+					b.ReportMetric(float64(k*stride)/per.Seconds()/1e9, "GB/s")
+					b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+				})
+				b.Run(fmt.Sprintf("q8/%v/%s/k=%d", typ, sh.name, k), func(b *testing.B) {
+					sets := make([]cuda.DevicePtr, 64)
+					for i := range sets {
+						ids := make([]int32, k)
+						for j, p := range r.Perm(nExp)[:k] {
+							ids[j] = int32(p)
+						}
+						sets[i] = upload(b, g, ids)
+					}
+					nx := 1
+					if sh.perExpert {
+						nx = k
+					}
+					x := upload(b, g, randFloats(r, nx*sh.cols, 1))
+					xq := g.buf(b, nx*cuda.Q8RowBytes(sh.cols))
+					if err := g.k.QuantizeQ8(g.s, x, xq, nx, sh.cols); err != nil {
+						b.Fatal(err)
+					}
+					y := g.buf(b, 4*k*sh.rows)
+					per := timeLaunches(b, g, func(i int) error {
+						return g.k.MatVecQ8Experts(g.s, typ, w, stride, sets[i%len(sets)], k, xq, sh.perExpert, y, sh.rows, sh.cols)
 					})
 					b.ReportMetric(float64(k*stride)/per.Seconds()/1e9, "GB/s")
 					b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")

@@ -1,7 +1,7 @@
 #!/bin/sh
 # gpu_check.sh: the one call on the GPU machine. Builds an sm_90-only fatbin to test
-# with, runs the GPU tests and benchmarks from bin/cuda.test (built beforehand with
-# `go test -c -o bin/cuda.test ./cuda/`, since that machine has no Go), and builds the
+# with, runs the GPU tests and benchmarks from bin/cuda/cuda.test (built beforehand with
+# `go test -c -o bin/cuda/cuda.test ./cuda/`, since that machine has no Go), and builds the
 # full fatbin (`make kernels`) meanwhile. Results land in $OUT.
 # Knobs: RUN / BENCH (test and benchmark patterns, BENCH=none skips), FULL=0 skips the full build.
 set -u
@@ -21,13 +21,13 @@ if [ "${FULL:-1}" = 1 ]; then
 	(start=$(date +%s); make kernels OUT="$OUT"; echo "full build seconds: $(($(date +%s) - start))") >"$OUT/build.log" 2>&1 &
 	BG=$!
 fi
-export STRATA_FIXTURES="$PWD/bin/fixtures" STRATA_CUDA_FATBIN=/tmp/k90/kernels.fatbin
+export STRATA_FIXTURES="$PWD/bin/cuda/fixtures" STRATA_CUDA_FATBIN=/tmp/k90/kernels.fatbin
 cd cuda || exit 1
-timeout 240 ../bin/cuda.test -test.v -test.count=1 -test.run "${RUN:-.}" >"$OUT/test.log" 2>&1
+timeout 240 ../bin/cuda/cuda.test -test.v -test.count=1 -test.run "${RUN:-.}" >"$OUT/test.log" 2>&1
 echo "tests rc=$?"
 grep -E "^(--- FAIL|FAIL|ok|PASS)|panic|_test.go:[0-9]+:" "$OUT/test.log" | head -60
 if [ "${BENCH:-.}" != none ]; then
-	timeout 240 ../bin/cuda.test -test.run '^$' -test.bench "${BENCH:-.}" -test.benchtime 100x >"$OUT/bench.log" 2>&1
+	timeout 240 ../bin/cuda/cuda.test -test.run '^$' -test.bench "${BENCH:-.}" -test.benchtime 100x >"$OUT/bench.log" 2>&1
 	echo "bench rc=$?"
 	grep -E "^Benchmark|FAIL|panic" "$OUT/bench.log"
 fi

@@ -35,6 +35,12 @@ func kernelNames() []string {
 	for _, t := range SupportedTypes() {
 		names = append(names, "mul_mat_vec_"+t.String(), "dequantize_"+t.String()+"_f16", "get_rows_"+t.String())
 	}
+	for _, t := range SupportedTypes() {
+		if t.HasQ8MatVec() {
+			names = append(names, "mul_mat_vec_q8_"+t.String())
+		}
+	}
+	names = append(names, "quantize_q8")
 	for _, hd := range []int{64, 128, 256} {
 		names = append(names, fmt.Sprintf("attention_decode_%d", hd), fmt.Sprintf("attention_prefill_%d", hd))
 	}
@@ -127,6 +133,66 @@ func (k *Kernels) matVec(s *Stream, t QuantType, w DevicePtr, expertStride int, 
 	}
 	a := new(Args).Ptr(w).Int64(int64(expertStride)).Ptr(ids).Ptr(x).Int64(int64(xStride)).Ptr(y).Int(rows).Int(cols)
 	return k.launch("mul_mat_vec_"+t.String(), s, Dim3{X: rows, Y: n}, Dim3{X: mmvThreads}, 0, a)
+}
+
+// HasQ8MatVec reports whether t has the fast 8-bit-activation matvec (MatVecQ8).
+func (t QuantType) HasQ8MatVec() bool {
+	switch t {
+	case Q4_0, Q8_0, MXFP4, IQ4_XS, Q4_K, Q5_K, Q6_K:
+		return true
+	}
+	return false
+}
+
+// Q8RowBytes is the size of one row of cols activations quantised by QuantizeQ8: cols int8
+// values, one float32 scale per 32, padded to 16 bytes.
+func Q8RowBytes(cols int) int { return (cols + cols/8 + 15) &^ 15 }
+
+const mmvqWarps = 4 // MMVQ_WARPS in mul_mat_vec_q8.cu
+
+// QuantizeQ8 quantises x [rows][cols] f32 (cols a multiple of 32) to 8 bits per value
+// with a scale per 32 values, into xq (rows * Q8RowBytes(cols) bytes), for MatVecQ8.
+func (k *Kernels) QuantizeQ8(s *Stream, x, xq DevicePtr, rows, cols int) error {
+	if rows <= 0 || rows > 65535 || cols <= 0 || cols%32 != 0 {
+		return fmt.Errorf("cuda: quantize_q8: bad shape rows=%d cols=%d (cols must be a multiple of 32)", rows, cols)
+	}
+	a := new(Args).Ptr(x).Ptr(xq).Int(cols).Int(Q8RowBytes(cols))
+	return k.launch("quantize_q8", s, Dim3{X: ceilDiv(cols/32, 8), Y: rows}, Dim3{X: 256}, 0, a)
+}
+
+// MatVecQ8 computes y[rows] = W[rows x cols] x from x quantised by QuantizeQ8, with
+// integer dot products: the fast decode path for the types where HasQ8MatVec.
+func (k *Kernels) MatVecQ8(s *Stream, t QuantType, w, xq, y DevicePtr, rows, cols int) error {
+	return k.matVecQ8(s, t, w, 0, 0, 1, xq, 0, y, rows, cols)
+}
+
+// MatVecQ8Experts is MatVecExperts on quantised activations: slot e uses row e of xq
+// (Q8RowBytes(cols) bytes apart) when xPerExpert, else row 0.
+func (k *Kernels) MatVecQ8Experts(s *Stream, t QuantType, w DevicePtr, expertStride int, ids DevicePtr, n int,
+	xq DevicePtr, xPerExpert bool, y DevicePtr, rows, cols int) error {
+	if ids == 0 {
+		return fmt.Errorf("cuda: mul_mat_vec_q8_%v: nil expert ids", t)
+	}
+	xs := 0
+	if xPerExpert {
+		xs = Q8RowBytes(cols)
+	}
+	return k.matVecQ8(s, t, w, expertStride, ids, n, xq, xs, y, rows, cols)
+}
+
+func (k *Kernels) matVecQ8(s *Stream, t QuantType, w DevicePtr, expertStride int, ids DevicePtr, n int,
+	xq DevicePtr, xqStride int, y DevicePtr, rows, cols int) error {
+	if !t.HasQ8MatVec() {
+		return fmt.Errorf("cuda: mul_mat_vec_q8: no 8-bit kernel for %v (use MatVec)", t)
+	}
+	if _, err := t.RowBytes(cols); err != nil {
+		return fmt.Errorf("cuda: mul_mat_vec_q8: %w", err)
+	}
+	if rows <= 0 || n <= 0 || n > 65535 {
+		return fmt.Errorf("cuda: mul_mat_vec_q8_%v: bad shape rows=%d cols=%d slots=%d", t, rows, cols, n)
+	}
+	a := new(Args).Ptr(w).Int64(int64(expertStride)).Ptr(ids).Ptr(xq).Int64(int64(xqStride)).Ptr(y).Int(rows).Int(cols)
+	return k.launch("mul_mat_vec_q8_"+t.String(), s, Dim3{X: ceilDiv(rows, mmvqWarps), Y: n}, Dim3{X: mmvqWarps * 32}, 0, a)
 }
 
 // Dequantize writes the n values at src (type t, a whole number of blocks) to dst as f16.
@@ -236,9 +302,9 @@ func AttentionDecodeScratchBytes(nHead, headDim, nSplit int) int {
 }
 
 // DecodeSplits suggests how many spans AttentionDecode should split a context of up to
-// maxCtx positions into: about 512 positions per block, at most 32 spans.
+// maxCtx positions into: about 256 positions per block, at most 64 spans.
 func DecodeSplits(maxCtx int) int {
-	return min(max(ceilDiv(maxCtx, 512), 1), 32)
+	return min(max(ceilDiv(maxCtx, 256), 1), 64)
 }
 
 // AttentionDecode attends one query q [nHead][headDim] f32 to the f16 caches

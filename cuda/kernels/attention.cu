@@ -19,6 +19,34 @@ struct AttState {
 	}
 };
 
+// acc += p * v[0..DPL) with one 4-, 8- or 16-byte load.
+template <int DPL>
+static __device__ __forceinline__ void att_accum_v(AttState<DPL> &st, float p, const __half *v) {
+	uint32_t w[DPL / 2];
+	if constexpr (DPL == 2) {
+		w[0] = *(const uint32_t *)v;
+	} else if constexpr (DPL == 4) {
+		const uint2 u = *(const uint2 *)v;
+		w[0] = u.x;
+		w[1] = u.y;
+	} else {
+#pragma unroll
+		for (int i = 0; i < DPL / 8; i++) {
+			const uint4 u = ((const uint4 *)v)[i];
+			w[4 * i] = u.x;
+			w[4 * i + 1] = u.y;
+			w[4 * i + 2] = u.z;
+			w[4 * i + 3] = u.w;
+		}
+	}
+#pragma unroll
+	for (int i = 0; i < DPL / 2; i++) {
+		const float2 f = __half22float2(*(const __half2 *)&w[i]);
+		st.acc[2 * i] += p * f.x;
+		st.acc[2 * i + 1] += p * f.y;
+	}
+}
+
 // One chunk of 32 positions starting at base (last is the last position attended).
 // kp(j) points at the K row of position base+j, vp(j) at its V row.
 template <int DPL, typename KP, typename VP>
@@ -29,6 +57,7 @@ static __device__ __forceinline__ void att_chunk(AttState<DPL> &st, const float 
 	if (p <= last) {
 		const __half *k = kp(lane);
 		float d = 0.f;
+#pragma unroll
 		for (int i = 0; i < hd; i += 8) {
 			const uint4 u = *(const uint4 *)(k + i);
 			const uint32_t w[4] = {u.x, u.y, u.z, u.w};
@@ -48,11 +77,14 @@ static __device__ __forceinline__ void att_chunk(AttState<DPL> &st, const float 
 #pragma unroll
 	for (int i = 0; i < DPL; i++) st.acc[i] *= corr;
 	const int n = min(32, last - base + 1);
-	for (int j = 0; j < n; j++) {
-		const float pj = __shfl_sync(0xffffffffu, pe, j);
-		const __half *v = vp(j) + lane * DPL;
-#pragma unroll
-		for (int i = 0; i < DPL; i++) st.acc[i] += pj * __half2float(v[i]);
+	const __half *v0 = vp(0) + lane * DPL;
+	const long long vstride = vp(1) - vp(0); // elements between consecutive positions' V rows
+	if (n == 32) {
+		// unrolled so that many V loads are in flight at once
+#pragma unroll 8
+		for (int j = 0; j < 32; j++) att_accum_v<DPL>(st, __shfl_sync(0xffffffffu, pe, j), v0 + j * vstride);
+	} else {
+		for (int j = 0; j < n; j++) att_accum_v<DPL>(st, __shfl_sync(0xffffffffu, pe, j), v0 + j * vstride);
 	}
 }
 
