@@ -39,7 +39,7 @@ type Options struct {
 	// when none is chosen yet).
 	Advise func(ctx context.Context, model engine.ModelInfo) (Advice, error)
 	// MakeDemo writes the tiny synthetic demo model into dir and returns its path.
-	MakeDemo func(ctx context.Context, dir string) (string, error)
+	MakeDemo func(ctx context.Context, dir string, progress func(done, total int64)) (string, error)
 }
 
 // App is the window and its screens.

@@ -30,7 +30,7 @@ type Controller struct {
 	chats        *store.Chats
 	settingsPath string
 	demoDir      string
-	makeDemo     func(ctx context.Context, dir string) (string, error)
+	makeDemo     func(ctx context.Context, dir string, progress func(done, total int64)) (string, error)
 	post         func(func())
 	now          func() time.Time
 
@@ -230,7 +230,7 @@ func (c *Controller) load(path string, demo bool) error {
 		}
 		if demo {
 			c.report("demo", 0, 0)
-			p, err := c.makeDemo(ctx, c.demoDir)
+			p, err := c.makeDemo(ctx, c.demoDir, func(done, total int64) { c.report("demo", done, total) })
 			if err != nil {
 				c.finishLoad(nil, "", false, fmt.Errorf("making the demo model: %w", err))
 				return

@@ -15,7 +15,6 @@ import (
 	"strata/app/store"
 	"strata/app/wizard"
 	"strata/engine"
-	"strata/engine/fixtures"
 	"strata/platform"
 )
 
@@ -132,6 +131,12 @@ func runFlow(t *testing.T, eng Engine, model string) {
 	}
 	waitFor(t, "tokens on screen", func() bool {
 		v := a.ctl.Chat()
+		if v.Err != "" {
+			t.Fatalf("generation failed: %s", v.Err)
+		}
+		if !v.Generating && len(v.Chat.Messages) == 2 && v.Chat.Messages[1].Content == "" {
+			t.Fatalf("generation ended with no answer text: %+v", v.Chat.Messages[1])
+		}
 		return len(v.Chat.Messages) == 2 && len(v.Chat.Messages[1].Content) > 0 && len(a.chat.messages.Objects) == 2
 	})
 	a.chat.input.TypedKey(&fyne.KeyEvent{Name: fyne.KeyEscape})
@@ -185,12 +190,13 @@ func TestFlowFakeEngine(t *testing.T) {
 	runFlow(t, &fakeEngine{tokenDelay: 2 * time.Millisecond}, writeFakeModel(t))
 }
 
-// TestFlowEngine runs the whole flow on the real engine with the tiny Qwen3-MoE model of
-// the reference fixtures. It needs a working engine (Inspect, Open, Chat, Tiers).
+// TestFlowEngine runs the whole flow on the real engine with the demo model (a small
+// synthetic Qwen3-MoE written by engine/synth). It needs a working engine: Inspect, Open,
+// Chat and Tiers.
 func TestFlowEngine(t *testing.T) {
-	model := fixtures.Path(t, "qwen3moe-tiny", "model-q8_0.gguf")
-	if _, err := os.Stat(model); err != nil {
-		t.Fatalf("fixture model: %v", err)
+	model, err := makeDemo(context.Background(), t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
 	}
 	runFlow(t, engineAPI{}, model)
 }
