@@ -1,6 +1,9 @@
 package quant
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math"
+)
 
 // The IQ2 types code 8 values at a time as an index into a grid of 8-vectors with
 // coordinates in {8, 25, 43} (iq_grids.go) plus 8 signs; x = db * grid * sign with
@@ -14,27 +17,15 @@ import "encoding/binary"
 // bits per 8 values), 8 scale bytes as in IQ2_XS.
 
 // iq2Put8 writes the 8 values of grid entry e (2-bit coordinates) times db, negating those
-// whose bit is set in signs.
+// whose bit is set in signs. Branch-free: the coordinate is 8 + 17k + k/2 (8, 25, 43) and
+// the sign is flipped on the float's bits, which is exactly ggml's multiply by -1.
 func iq2Put8(out []float32, e uint32, db float32, signs uint8) {
 	_ = out[7]
 	for j := 0; j < 8; j++ {
-		v := db * iq2CoordF(e>>(2*j))
-		if signs&(1<<j) != 0 {
-			v = -v
-		}
-		out[j] = v
+		k := (e >> (2 * j)) & 3
+		v := db * float32(8+17*k+k>>1)
+		out[j] = math.Float32frombits(math.Float32bits(v) ^ uint32(signs>>j&1)<<31)
 	}
-}
-
-// iq2CoordF is iq2Coord as a float32.
-func iq2CoordF(k uint32) float32 {
-	switch k & 3 {
-	case 0:
-		return 8
-	case 1:
-		return 25
-	}
-	return 43
 }
 
 func dequantRowIQ2_XXS(src []byte, dst []float32) {

@@ -1,6 +1,9 @@
 package quant
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math"
+)
 
 // The IQ3 types code 4 values at a time as an index into a grid of 4-vectors (iq_grids.go),
 // with one sign bit per value.
@@ -10,16 +13,13 @@ import "encoding/binary"
 // IQ3_S (110 bytes): fp16 d, 64 low index bytes, 8 qh bytes (the 9th index bit), 32 sign
 // bytes, 4 scale bytes (two 4-bit scales each, one per 32 values); x = d*(1+2s) * grid * sign.
 
-// iq3Put4 writes grid entry e's 4 values through coord times db, negating where signs has
-// bits set (bit j of signs for value j).
-func iq3Put4(out []float32, coords [8]float32, e uint32, db float32, signs uint8) {
+// iq3Put4 writes grid entry e's 4 values through coords times db, negating where signs
+// has bits set (bit j of signs for value j) by flipping the float's sign bit.
+func iq3Put4(out []float32, coords *[8]float32, e uint32, db float32, signs uint8) {
 	_ = out[3]
 	for j := 0; j < 4; j++ {
 		v := db * coords[(e>>(4*j))&7]
-		if signs&(1<<j) != 0 {
-			v = -v
-		}
-		out[j] = v
+		out[j] = math.Float32frombits(math.Float32bits(v) ^ uint32(signs>>j&1)<<31)
 	}
 }
 
@@ -36,8 +36,8 @@ func dequantRowIQ3_XXS(src []byte, dst []float32) {
 			for l := 0; l < 4; l++ {
 				signs := ksignsIQ2XS(aux >> (7 * uint(l)))
 				out := y[32*ib+8*l:]
-				iq3Put4(out, coords, gridEntry(gridHexIQ3XXS, int(qs[2*l])), db, signs)
-				iq3Put4(out[4:], coords, gridEntry(gridHexIQ3XXS, int(qs[2*l+1])), db, signs>>4)
+				iq3Put4(out, &coords, gridEntry(gridHexIQ3XXS, int(qs[2*l])), db, signs)
+				iq3Put4(out[4:], &coords, gridEntry(gridHexIQ3XXS, int(qs[2*l+1])), db, signs>>4)
 			}
 		}
 	}
@@ -58,8 +58,8 @@ func dequantRowIQ3_S(src []byte, dst []float32) {
 				i1 := int(qs[8*ib+2*l+1]) | int(qh[ib])<<(7-2*uint(l))&256
 				sg := signs[4*ib+l]
 				out := y[32*ib+8*l:]
-				iq3Put4(out, coords, gridEntry(gridHexIQ3S, i0), db, sg)
-				iq3Put4(out[4:], coords, gridEntry(gridHexIQ3S, i1), db, sg>>4)
+				iq3Put4(out, &coords, gridEntry(gridHexIQ3S, i0), db, sg)
+				iq3Put4(out[4:], &coords, gridEntry(gridHexIQ3S, i1), db, sg>>4)
 			}
 		}
 	}
