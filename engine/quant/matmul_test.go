@@ -88,7 +88,7 @@ func vdRandomRows(t Type, rows, cols int, rng *rand.Rand) []byte {
 
 // vdRandomActs fills n rows of cols normal values (with a few large ones, as real
 // activations have) into Activations for weight type t; it returns the floats too.
-func vdRandomActs(t *testing.T, wt Type, cols, n int, rng *rand.Rand) (*Activations, []float32) {
+func vdRandomActs(t testing.TB, wt Type, cols, n int, rng *rand.Rand) (*Activations, []float32) {
 	t.Helper()
 	a, err := NewActivations(wt, cols, n)
 	if err != nil {

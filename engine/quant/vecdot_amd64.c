@@ -55,6 +55,10 @@ static inline void vd_kscales(const uint8_t *s, int sc[8], int m[8]) {
 	}
 }
 
+// VD_PREFETCH: how far ahead in the weight row the loops ask for cache lines. Prefetching
+// past the end of a row (or of the weights) is harmless: prefetches never fault.
+#define VD_PREFETCH 1024
+
 #define VD_T __attribute__((target("avx2,fma,f16c")))
 #define VD(x) vd_##x##_avx2
 #include "vecdot_kern.h"

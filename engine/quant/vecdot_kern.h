@@ -42,6 +42,14 @@ static inline VD_T __m256i VD(sc2)(int a, int b) {
 	return _mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a));
 }
 
+// shuf16: int16 element lo of v's low 128-bit lane in every int16 of the low lane, and
+// element hi of the high lane in every int16 of the high lane (one shuffle; constant masks).
+static inline VD_T __m256i VD(shuf16)(__m256i v, int lo, int hi) {
+	const __m256i ctrl = _mm256_set_m128i(_mm_set1_epi16((short)((2 * hi + 1) << 8 | 2 * hi)),
+	                                      _mm_set1_epi16((short)((2 * lo + 1) << 8 | 2 * lo)));
+	return _mm256_shuffle_epi8(v, ctrl);
+}
+
 static inline VD_T __m256i VD(load)(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
 // nib32: 16 bytes of nibble pairs -> 32 bytes: the low nibbles, then the high nibbles.
@@ -136,20 +144,23 @@ static inline VD_T void VD(b_mxfp4)(const uint8_t *b, const int8_t *aq, float ad
 // ---- 256-value blocks against Q8_K blocks (bs: sixteen 16-value sums). ----
 
 static inline VD_T void VD(b_q2_k)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
-	const uint8_t *sc = b, *qs = b + 16;
-	int summ = 0;
-	for (int g = 0; g < 16; g++) summ += (sc[g] >> 4) * bs[g];
+	(void)corr;
+	const __m128i sv = _mm_loadu_si128((const __m128i *)b), m4 = _mm_set1_epi8(15);
+	const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sv, m4));
+	const __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sv, 4), m4));
+	const __m256 mins = _mm256_cvtepi32_ps(_mm256_madd_epi16(m16, VD(load)(bs)));
+	const uint8_t *qs = b + 16;
 	__m256i isum = _mm256_setzero_si256();
 	for (int h = 0; h < 2; h++) {
 		const __m256i q = VD(load)(qs + 32 * h);
+		const __m256i s = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
 		for (int j = 0; j < 4; j++) {
-			const int g = 8 * h + 2 * j;
 			isum = _mm256_add_epi32(isum, VD(dot_us16)(VD(two_bits)(q, 2 * j), VD(load)(aq + 128 * h + 32 * j),
-			                                          VD(sc2)(sc[g] & 15, sc[g + 1] & 15)));
+			                                          VD(shuf16)(s, 2 * j, 2 * j + 1)));
 		}
 	}
 	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b + 80) * ad), _mm256_cvtepi32_ps(isum), *acc);
-	*corr -= VD(f16)(b + 82) * ad * (float)summ;
+	*acc = _mm256_fnmadd_ps(_mm256_set1_ps(VD(f16)(b + 82) * ad), mins, *acc);
 }
 
 static inline VD_T void VD(b_q3_k)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
@@ -179,10 +190,18 @@ static inline VD_T void VD(b_q3_k)(const uint8_t *b, const int8_t *aq, float ad,
 
 static inline VD_T void VD(b_q45_k)(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, const int8_t *aq, float ad,
                                     const int16_t *bs, __m256 *acc, float *corr) {
-	int sc[8], m[8];
-	vd_kscales(b + 4, sc, m);
-	int summ = 0;
-	for (int j = 0; j < 8; j++) summ += m[j] * (bs[2 * j] + bs[2 * j + 1]);
+	(void)corr;
+	// The 6-bit scales and mins, unpacked four at a time in 32-bit words.
+	uint32_t w[3];
+	memcpy(w, b + 4, 12);
+	const uint32_t sc_lo = w[0] & 0x3f3f3f3fu, m_lo = w[1] & 0x3f3f3f3fu;
+	const uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
+	const uint32_t m_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
+	const __m128i sm = _mm_set_epi32((int)m_hi, (int)m_lo, (int)sc_hi, (int)sc_lo); // 8 scales, 8 mins
+	const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+	// Mins times the activation sums of their 32 values, as floats.
+	const __m256i bsp = _mm256_madd_epi16(VD(load)(bs), _mm256_set1_epi16(1));
+	const __m256 mins = _mm256_cvtepi32_ps(_mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)), bsp));
 	const __m256i m4 = _mm256_set1_epi8(15);
 	const __m256i hb = qh ? VD(load)(qh) : _mm256_setzero_si256();
 	__m256i isum = _mm256_setzero_si256();
@@ -194,11 +213,11 @@ static inline VD_T void VD(b_q45_k)(const uint8_t *b, const uint8_t *qh, const u
 			lo = _mm256_or_si256(lo, VD(mask_bit)(hb, 1 << (2 * p), 16));
 			hi = _mm256_or_si256(hi, VD(mask_bit)(hb, 2 << (2 * p), 16));
 		}
-		isum = _mm256_add_epi32(isum, VD(dot_us16)(lo, VD(load)(aq + 64 * p), _mm256_set1_epi16((short)sc[2 * p])));
-		isum = _mm256_add_epi32(isum, VD(dot_us16)(hi, VD(load)(aq + 64 * p + 32), _mm256_set1_epi16((short)sc[2 * p + 1])));
+		isum = _mm256_add_epi32(isum, VD(dot_us16)(lo, VD(load)(aq + 64 * p), VD(shuf16)(sc16, 2 * p, 2 * p)));
+		isum = _mm256_add_epi32(isum, VD(dot_us16)(hi, VD(load)(aq + 64 * p + 32), VD(shuf16)(sc16, 2 * p + 1, 2 * p + 1)));
 	}
 	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad), _mm256_cvtepi32_ps(isum), *acc);
-	*corr -= VD(f16)(b + 2) * ad * (float)summ;
+	*acc = _mm256_fnmadd_ps(_mm256_set1_ps(VD(f16)(b + 2) * ad), mins, *acc);
 }
 
 static inline VD_T void VD(b_q4_k)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
@@ -210,12 +229,12 @@ static inline VD_T void VD(b_q5_k)(const uint8_t *b, const int8_t *aq, float ad,
 }
 
 static inline VD_T void VD(b_q6_k)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
+	(void)corr;
 	const uint8_t *ql = b, *qh = b + 128;
-	const int8_t *sc = (const int8_t *)(b + 192);
-	int cs = 0;
-	for (int g = 0; g < 16; g++) cs += sc[g] * bs[g];
+	const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192)));
+	// The -32 offset, exactly: isum starts at -32 * sum(scale * group sum).
+	__m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, VD(load)(bs)), 5));
 	const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
-	__m256i isum = _mm256_setzero_si256();
 	for (int h = 0; h < 2; h++) {
 		const __m256i l0 = VD(load)(ql + 64 * h), l1 = VD(load)(ql + 64 * h + 32), hv = VD(load)(qh + 32 * h);
 		const __m256i u0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hv, 4), m30));
@@ -224,31 +243,36 @@ static inline VD_T void VD(b_q6_k)(const uint8_t *b, const int8_t *aq, float ad,
 		const __m256i u3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
 		                                   _mm256_and_si256(_mm256_srli_epi16(hv, 2), m30));
 		const int8_t *a = aq + 128 * h;
-		const int8_t *s = sc + 8 * h;
-		isum = _mm256_add_epi32(isum, VD(dot_us16)(u0, VD(load)(a), VD(sc2)(s[0], s[1])));
-		isum = _mm256_add_epi32(isum, VD(dot_us16)(u1, VD(load)(a + 32), VD(sc2)(s[2], s[3])));
-		isum = _mm256_add_epi32(isum, VD(dot_us16)(u2, VD(load)(a + 64), VD(sc2)(s[4], s[5])));
-		isum = _mm256_add_epi32(isum, VD(dot_us16)(u3, VD(load)(a + 96), VD(sc2)(s[6], s[7])));
+		// Scales 8h..8h+7 in both 128-bit lanes.
+		const __m256i s = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
+		isum = _mm256_add_epi32(isum, VD(dot_us16)(u0, VD(load)(a), VD(shuf16)(s, 0, 1)));
+		isum = _mm256_add_epi32(isum, VD(dot_us16)(u1, VD(load)(a + 32), VD(shuf16)(s, 2, 3)));
+		isum = _mm256_add_epi32(isum, VD(dot_us16)(u2, VD(load)(a + 64), VD(shuf16)(s, 4, 5)));
+		isum = _mm256_add_epi32(isum, VD(dot_us16)(u3, VD(load)(a + 96), VD(shuf16)(s, 6, 7)));
 	}
-	(void)corr;
-	isum = _mm256_add_epi32(isum, _mm256_setr_epi32(-32 * cs, 0, 0, 0, 0, 0, 0, 0)); // the offset, exactly
 	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b + 208) * ad), _mm256_cvtepi32_ps(isum), *acc);
 }
 
 static inline VD_T void VD(b_iq4_xs)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
 	(void)bs;
 	(void)corr;
+	// The eight 6-bit scales: low nibbles from scales_l, two high bits each from scales_h.
 	uint16_t sh;
+	uint32_t sl;
 	memcpy(&sh, b + 2, 2);
-	const uint8_t *sl = b + 4, *qs = b + 8;
+	memcpy(&sl, b + 4, 4);
+	const __m128i lo = _mm_unpacklo_epi8(_mm_cvtsi32_si128((int)(sl & 0x0f0f0f0fu)), _mm_cvtsi32_si128((int)((sl >> 4) & 0x0f0f0f0fu)));
+	const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(sh), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+	                                    _mm256_set1_epi32(3));
+	const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(_mm256_cvtepu8_epi32(lo), _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+	const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_packs_epi32(_mm256_castsi256_si128(ls), _mm256_extracti128_si256(ls, 1)));
+	const uint8_t *qs = b + 8;
 	const __m256i lut = VD(lut16)(vd_kv_iq4nl);
 	__m256i isum = _mm256_setzero_si256();
 	for (int ib = 0; ib < 8; ib++) {
-		const int ls = ((sl[ib / 2] >> (4 * (ib % 2))) & 15) | ((sh >> (2 * ib)) & 3) << 4;
 		const __m256i v = _mm256_shuffle_epi8(lut, VD(nib32)(qs + 16 * ib));
 		const __m256i a = VD(load)(aq + 32 * ib);
-		isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_sign_epi8(v, v), _mm256_sign_epi8(a, v),
-		                                          _mm256_set1_epi16((short)(ls - 32))));
+		isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_sign_epi8(v, v), _mm256_sign_epi8(a, v), VD(shuf16)(sc16, ib, ib)));
 	}
 	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad), _mm256_cvtepi32_ps(isum), *acc);
 }
@@ -269,6 +293,7 @@ static inline VD_T void VD(b_iq4_xs)(const uint8_t *b, const int8_t *aq, float a
 				float corr = 0;                                                                          \
 				int64_t b = 0;                                                                           \
 				for (; b + 1 < nb; b += 2) {                                                             \
+					_mm_prefetch((const char *)(row + b * BB) + VD_PREFETCH, _MM_HINT_T0);               \
 					VD(b_##NAME)(row + b * BB, aq + b * 32, ad[b], as[b], &acc0, &corr);                 \
 					VD(b_##NAME)(row + (b + 1) * BB, aq + (b + 1) * 32, ad[b + 1], as[b + 1], &acc1, &corr); \
 				}                                                                                        \
@@ -290,8 +315,12 @@ static inline VD_T void VD(b_iq4_xs)(const uint8_t *b, const int8_t *aq, float a
 				const int16_t *bs = a->s + i * nb * 16;                                                  \
 				__m256 acc = _mm256_setzero_ps();                                                        \
 				float corr = 0;                                                                          \
-				for (int64_t b = 0; b < nb; b++)                                                         \
+				for (int64_t b = 0; b < nb; b++) {                                                       \
+					_mm_prefetch((const char *)(row + b * BB) + VD_PREFETCH, _MM_HINT_T0);               \
+					_mm_prefetch((const char *)(row + b * BB) + VD_PREFETCH + 64, _MM_HINT_T0);          \
+					_mm_prefetch((const char *)(row + b * BB) + VD_PREFETCH + 128, _MM_HINT_T0);         \
 					VD(b_##NAME)(row + b * BB, aq + b * 256, ad[b], bs + b * 16, &acc, &corr);           \
+				}                                                                                        \
 				y[i * ldy + r] = VD(hsum)(acc) + corr;                                                   \
 			}                                                                                            \
 		}                                                                                                \
