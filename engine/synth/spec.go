@@ -56,13 +56,13 @@ func Preset(name string) (Spec, error) {
 		s.Hidden, s.ExpertFFN, s.FFN = 2048, 768, 6144
 		s.Heads, s.KVHeads, s.HeadDim = 32, 4, 128
 		s.Vocab, s.Context = 151936, 40960
-		s.Pool = 1 << 16
+		s.Pool = 1 << 14
 	case "235b-a22b":
 		s.Layers, s.Experts, s.ExpertsUsed = 94, 128, 8
 		s.Hidden, s.ExpertFFN, s.FFN = 4096, 1536, 12288
 		s.Heads, s.KVHeads, s.HeadDim = 64, 4, 128
 		s.Vocab, s.Context = 151936, 40960
-		s.Pool = 1 << 16
+		s.Pool = 1 << 14
 	default:
 		return Spec{}, fmt.Errorf("synth: unknown preset %q (tiny, 30b-a3b, 235b-a22b)", name)
 	}

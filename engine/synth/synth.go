@@ -206,16 +206,25 @@ type generator struct {
 }
 
 type poolKey struct {
-	typ   quant.Type
-	sigma float32
+	typ     quant.Type
+	sigma   float32
+	withDir bool // blocks carry the shared direction (embeddings under Zipf skew)
 }
 
-// blockPool is Spec.Pool quantised blocks of N(0, sigma²) values.
+// blockPool holds quantised blocks of N(0, sigma²) values. When a per-column offset is
+// added (the shared direction), the offset differs by column, so there is one set of
+// blocks per block position in the row.
 type blockPool struct {
-	once   sync.Once
-	blocks []byte
-	err    error
+	once      sync.Once
+	positions int // block positions with their own blocks (1: any block fits anywhere)
+	perPos    int // blocks per position
+	blocks    []byte
+	err       error
 }
+
+// poolChunk is how many pool blocks one unit of work draws (fixed, so the pool does not
+// depend on the number of workers).
+const poolChunk = 512
 
 func newGenerator(s Spec) *generator {
 	g := &generator{spec: s, workers: runtime.GOMAXPROCS(0), pools: make(map[poolKey]*blockPool)}
@@ -240,7 +249,7 @@ func normalize(x []float32) {
 
 // pooled reports whether tensor t is assembled from a block pool.
 func (g *generator) pooled(t tensorPlan) bool {
-	if g.spec.Pool == 0 || t.kind != kindLinear && !(t.kind == kindEmbed && g.dir == nil) {
+	if g.spec.Pool == 0 || t.kind != kindLinear && t.kind != kindEmbed {
 		return false
 	}
 	switch t.typ {
@@ -250,30 +259,84 @@ func (g *generator) pooled(t tensorPlan) bool {
 	return true
 }
 
-// pool returns the block pool for (typ, sigma), building it on first use.
-func (g *generator) pool(typ quant.Type, sigma float32) ([]byte, error) {
+// pool returns the block pool of tensor t, building it on first use.
+func (g *generator) pool(t tensorPlan) (*blockPool, error) {
+	key := poolKey{t.typ, t.sigma, t.kind == kindEmbed && g.dir != nil}
 	g.mu.Lock()
-	key := poolKey{typ, sigma}
 	p := g.pools[key]
 	if p == nil {
-		p = &blockPool{}
+		p = &blockPool{positions: 1}
+		if key.withDir {
+			p.positions = t.rowLen() / t.typ.BlockSize()
+		}
+		p.perPos = max(g.spec.Pool/p.positions, poolChunk)
 		g.pools[key] = p
 	}
 	g.mu.Unlock()
-	p.once.Do(func() {
-		bs, bb := typ.BlockSize(), typ.BlockBytes()
-		p.blocks = make([]byte, g.spec.Pool*bb)
-		r := stream(g.spec.Seed, fmt.Sprintf("pool.%s.%08x", typ, math.Float32bits(sigma)), 0)
+	p.once.Do(func() { p.err = g.buildPool(p, key) })
+	return p, p.err
+}
+
+// buildPool draws and quantises the pool's blocks, poolChunk at a time on the workers.
+func (g *generator) buildPool(p *blockPool, key poolKey) error {
+	bs, bb := key.typ.BlockSize(), key.typ.BlockBytes()
+	total := p.positions * p.perPos
+	p.blocks = make([]byte, total*bb)
+	name := fmt.Sprintf("pool.%s.%08x.%v", key.typ, math.Float32bits(key.sigma), key.withDir)
+	amp := float32(dcAmplitude * math.Sqrt(float64(bs*p.positions)))
+	chunks := (total + poolChunk - 1) / poolChunk
+	return parallelFor(g.workers, chunks, func(c int) error {
+		r := stream(g.spec.Seed, name, c)
 		vals := make([]float32, bs)
-		for i := range g.spec.Pool {
-			fillNormal(r, vals, sigma)
-			if err := quant.Quantize(typ, vals, p.blocks[i*bb:(i+1)*bb]); err != nil {
-				p.err = err
-				return
+		for i := c * poolChunk; i < min((c+1)*poolChunk, total); i++ {
+			fillNormal(r, vals, key.sigma)
+			if key.withDir {
+				dir := g.dir[i/p.perPos*bs:]
+				for j := range vals {
+					vals[j] += amp * dir[j]
+				}
+			}
+			if err := quant.Quantize(key.typ, vals, p.blocks[i*bb:(i+1)*bb]); err != nil {
+				return err
 			}
 		}
+		return nil
 	})
-	return p.blocks, p.err
+}
+
+// parallelFor runs f(0..n-1) on up to workers goroutines and returns the first error.
+func parallelFor(workers, n int, f func(i int) error) error {
+	var (
+		mu   sync.Mutex
+		next int
+		err  error
+		wg   sync.WaitGroup
+	)
+	for range min(workers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				stop := err != nil
+				mu.Unlock()
+				if stop || i >= n {
+					return
+				}
+				if e := f(i); e != nil {
+					mu.Lock()
+					if err == nil {
+						err = e
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return err
 }
 
 // writeTensor makes tensor t unit by unit on the workers and writes the units in order.
@@ -284,9 +347,9 @@ func (g *generator) writeTensor(ctx context.Context, out io.Writer, t tensorPlan
 	}
 	rows := t.rows()
 	units := (rows + t.unitRows - 1) / t.unitRows
-	var pool []byte
+	var pool *blockPool
 	if g.pooled(t) {
-		if pool, err = g.pool(t.typ, t.sigma); err != nil {
+		if pool, err = g.pool(t); err != nil {
 			return err
 		}
 	}
@@ -295,7 +358,7 @@ func (g *generator) writeTensor(ctx context.Context, out io.Writer, t tensorPlan
 		n := min(t.unitRows, rows-first)
 		r := stream(g.spec.Seed, t.name, u)
 		if pool != nil {
-			g.assemble(r, pool, t.typ, dst[:n*rowBytes])
+			pool.assemble(r, t.typ, dst[:n*rowBytes], rowBytes)
 			return nil
 		}
 		return g.draw(r, t, first, n, dst[:n*rowBytes], rowBytes)
@@ -305,13 +368,19 @@ func (g *generator) writeTensor(ctx context.Context, out io.Writer, t tensorPlan
 	}, fill, wrote)
 }
 
-// assemble fills dst with blocks picked at random from pool.
-func (g *generator) assemble(r *rand.PCG, pool []byte, typ quant.Type, dst []byte) {
+// assemble fills whole rows of dst with blocks picked at random from the pool (from
+// the block's own position when positions differ).
+func (p *blockPool) assemble(r *rand.PCG, typ quant.Type, dst []byte, rowBytes int) {
 	bb := typ.BlockBytes()
-	n := len(pool) / bb
-	for off := 0; off < len(dst); off += bb {
-		i := pick(r, n)
-		copy(dst[off:off+bb], pool[i*bb:(i+1)*bb])
+	for row := 0; row < len(dst); row += rowBytes {
+		for k := 0; k < rowBytes/bb; k++ {
+			pos := 0
+			if p.positions > 1 {
+				pos = k
+			}
+			i := pos*p.perPos + pick(r, p.perPos)
+			copy(dst[row+k*bb:row+(k+1)*bb], p.blocks[i*bb:(i+1)*bb])
+		}
 	}
 }
 

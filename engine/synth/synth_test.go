@@ -261,8 +261,8 @@ func TestDeterministic(t *testing.T) {
 // router sees more than the embedding, but the embedding dominates at layer 0) and checks
 // that expert popularity falls with the Zipf rank, and is flat without skew.
 func TestZipfSkew(t *testing.T) {
-	pop := func(zipf float64) (counts []int, ranks []int) {
-		s := tinySpec(t, quant.F32, 0)
+	pop := func(zipf float64, typ quant.Type, pool int) (counts []int, ranks []int) {
+		s := tinySpec(t, typ, pool)
 		s.Zipf, s.Vocab, s.Experts, s.ExpertsUsed = zipf, 4096, 16, 2
 		f, err := gguf.Open(write(t, s))
 		if err != nil {
@@ -300,7 +300,7 @@ func TestZipfSkew(t *testing.T) {
 		ranks = newGenerator(s).zipfRanks(0)
 		return counts, ranks
 	}
-	flat, _ := pop(0)
+	flat, _ := pop(0, quant.F32, 0)
 	mn, mx := flat[0], flat[0]
 	for _, c := range flat {
 		mn, mx = min(mn, c), max(mx, c)
@@ -308,17 +308,19 @@ func TestZipfSkew(t *testing.T) {
 	if mx > 3*mn {
 		t.Errorf("without skew, popularity is uneven: %v", flat)
 	}
-	skewed, ranks := pop(1.5)
-	byRank := make([]int, len(skewed))
-	for e, r := range ranks {
-		if r < 0 || r >= len(byRank) {
-			t.Fatalf("expert %d: recovered rank %d", e, r)
+	for _, c := range []struct {
+		typ  quant.Type
+		pool int
+	}{{quant.F32, 0}, {quant.Q8_0, 2048}} { // drawn row by row, and assembled from a pool
+		skewed, ranks := pop(1.5, c.typ, c.pool)
+		byRank := make([]int, len(skewed))
+		for e, r := range ranks {
+			byRank[r] = skewed[e]
 		}
-		byRank[r] = skewed[e]
-	}
-	t.Logf("popularity by Zipf rank: %v", byRank)
-	if byRank[0] < 4*byRank[len(byRank)-1] || byRank[0] < byRank[3] || byRank[1] < byRank[8] {
-		t.Errorf("popularity does not fall with rank: %v", byRank)
+		t.Logf("%s pool %d: popularity by Zipf rank: %v", c.typ, c.pool, byRank)
+		if byRank[0] < 4*byRank[len(byRank)-1] || byRank[0] < byRank[3] || byRank[1] < byRank[8] {
+			t.Errorf("%s pool %d: popularity does not fall with rank: %v", c.typ, c.pool, byRank)
+		}
 	}
 }
 
