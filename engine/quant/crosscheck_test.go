@@ -1,0 +1,78 @@
+package quant_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"testing"
+
+	"strata/engine/fixtures"
+	"strata/engine/gguf"
+	"strata/engine/quant"
+)
+
+// TestQuantizeMatchesGGML re-quantises the float32 weights of the fixture models and
+// compares with the quantised files, which ggml's own ggml_quantize_chunk wrote from the
+// same weights (no importance matrix): every tensor of a type we quantise must come out
+// byte for byte the same.
+func TestQuantizeMatchesGGML(t *testing.T) {
+	pairs := []struct{ dir, f32, quantised string }{
+		{"qwen3moe-tiny", "model-f32.gguf", "model-q8_0.gguf"},
+		{"qwen35moe-tiny", "model-f32.gguf", "model-q8_0.gguf"},
+		{"gptoss-tiny", "model-f32.gguf", "model-mxfp4.gguf"},
+	}
+	checked := map[quant.Type]int{}
+	for _, p := range pairs {
+		ref, err := gguf.Open(fixtures.Path(t, p.dir, p.f32))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ref.Close()
+		q, err := gguf.Open(fixtures.Path(t, p.dir, p.quantised))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		for _, ti := range q.Tensors {
+			if ti.Type == quant.F32 || !quant.CanQuantize(ti.Type) {
+				continue
+			}
+			src, ok := ref.Tensor(ti.Name)
+			if !ok || src.Type != quant.F32 || src.Elements() != ti.Elements() {
+				t.Errorf("%s/%s: tensor %q has no float32 twin in %s", p.dir, p.quantised, ti.Name, p.f32)
+				continue
+			}
+			raw := ref.TensorData(src)
+			x := make([]float32, src.Elements())
+			for i := range x {
+				x[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+			}
+			want := q.TensorData(ti)
+			got := make([]byte, len(want))
+			if err := quant.Quantize(ti.Type, x, got); err != nil {
+				t.Errorf("%s %q: %v", p.dir, ti.Name, err)
+				continue
+			}
+			if !bytes.Equal(got, want) {
+				bb := ti.Type.BlockBytes()
+				bad := 0
+				first := -1
+				for b := 0; b < len(want)/bb; b++ {
+					if !bytes.Equal(got[b*bb:(b+1)*bb], want[b*bb:(b+1)*bb]) {
+						if first < 0 {
+							first = b
+						}
+						bad++
+					}
+				}
+				t.Errorf("%s %q (%s): %d of %d blocks differ from ggml's, first at block %d",
+					p.dir, ti.Name, ti.Type, bad, len(want)/bb, first)
+			}
+			checked[ti.Type]++
+		}
+	}
+	if len(checked) == 0 {
+		t.Fatal("no quantised tensors found to check")
+	}
+	t.Logf("tensors checked per type: %v", checked)
+}
