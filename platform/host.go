@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"time"
 )
 
@@ -35,9 +36,12 @@ func Probe(ctx context.Context) Host {
 		wsl = WSL{Reason: "wsl check: " + err.Error()}
 	}
 	h.WSL = wsl
-	h.RAM = probeMemoryWithin(ctx)
-	h.CPU = probeCPUWithin(ctx)
-	h.GPUs = probeGPUsWithin(ctx, h.WSL.WSL2)
+	// NVML can take a second or more to start; the other probes run meanwhile.
+	var wg sync.WaitGroup
+	wg.Go(func() { h.RAM = probeMemoryWithin(ctx) })
+	wg.Go(func() { h.CPU = probeCPUWithin(ctx) })
+	wg.Go(func() { h.GPUs = probeGPUsWithin(ctx, wsl.WSL2) })
+	wg.Wait()
 	return h
 }
 
