@@ -47,6 +47,18 @@ func BenchmarkLoadQwen3Plain(b *testing.B) {
 	}
 }
 
+// BenchmarkFromGGUFQwen3 builds the Qwen3 tokenizer from GGUF-style metadata already in
+// memory (what the engine does after gguf.Open).
+func BenchmarkFromGGUFQwen3(b *testing.B) {
+	md, _ := ggufFromHF(b, "qwen3", "qwen2")
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := FromGGUF(md); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // mixedText builds about n bytes from the fixture strings (prose, code, CJK, emoji, ...).
 func mixedText(b *testing.B, n int) string {
 	f, err := os.Open(fixtures.Path(b, "tokenizers", "cases.jsonl"))

@@ -56,7 +56,7 @@ func looksSpecial(s string) bool {
 // that are special or look special, USER_DEFINED for the other added tokens; merges as
 // "left right". It returns the metadata and the added tokens that HF calls non-special but
 // GGUF marks CONTROL.
-func ggufFromHF(t *testing.T, name, pre string) (mapMeta, []string) {
+func ggufFromHF(t testing.TB, name, pre string) (mapMeta, []string) {
 	t.Helper()
 	f, err := os.Open(fixtures.Path(t, "tokenizers", name, "tokenizer.json.gz"))
 	if err != nil {
