@@ -106,7 +106,7 @@ func Recommend(hw Hardware, m Model) Recommendation {
 		recommendCPU(&r, hw, m, why)
 		return r
 	}
-	placeHelpers(hw, m, b, main.Index)
+	placeHelpers(hw, b, main.Index)
 	held := b.ExpertSlots
 	for _, s := range b.HelperSlots {
 		held += s
@@ -139,7 +139,7 @@ func Recommend(hw Hardware, m Model) Recommendation {
 			gpuWords, held, b.TotalExperts, gibStr(m.ExpertBytes), gibStr(b.HostBudget)))
 	case b.ComplementBytes <= b.HostBudget:
 		r.Mode = ModeResident
-		recommendResident(&r, m, held, gpuWords, "")
+		recommendResident(&r, held, gpuWords, "")
 	case slowDrive(hw.Drive) && b.ComplementBytes <= avail-minHostReserve(b.HostReserve):
 		// Cold reads from a SATA SSD or a hard disk are far slower than RAM: give the PC less
 		// spare RAM rather than read experts from the drive.
@@ -147,12 +147,12 @@ func Recommend(hw Hardware, m Model) Recommendation {
 		b.HostBudget = avail - b.HostReserve
 		c.HostReserveGiB = gibs(b.HostReserve)
 		r.Mode = ModeResident
-		recommendResident(&r, m, held, gpuWords, fmt.Sprintf(" once the RAM kept for other programs is cut to %s, because the model's drive is slow", gibStr(b.HostReserve)))
+		recommendResident(&r, held, gpuWords, fmt.Sprintf(" once the RAM kept for other programs is cut to %s, because the model's drive is slow", gibStr(b.HostReserve)))
 		r.Warnings = append(r.Warnings, fmt.Sprintf("Only %s of RAM is left for other programs while the model is loaded: the model's drive (%s) is too slow to read experts from while answering.",
 			gibStr(b.HostReserve), driveWords(hw)))
 	default:
 		r.Mode = ModeTiered
-		recommendTiered(&r, hw, m, held, gpuWords)
+		recommendTiered(&r, hw, held, gpuWords)
 	}
 	r.Reasons = append(r.Reasons, vramWords(hw, b, main))
 	if r.Mode != ModeAllGPU {
@@ -169,7 +169,9 @@ func Recommend(hw Hardware, m Model) Recommendation {
 // normalize fills what can be inferred and says what could not.
 func normalize(m Model) (Model, []string) {
 	var notes []string
-	if m.ExpertBytes <= 0 && m.NonExpertBytes <= 0 {
+	m.FileBytes, m.ExpertBytes, m.NonExpertBytes = max(0, m.FileBytes), max(0, m.ExpertBytes), max(0, m.NonExpertBytes)
+	m.KVBytesPerToken = max(0, m.KVBytesPerToken)
+	if m.ExpertBytes == 0 && m.NonExpertBytes == 0 {
 		m.NonExpertBytes = m.FileBytes
 		notes = append(notes, "The model's expert sizes are unknown, so it is planned as if every weight were needed for every token.")
 	}
@@ -186,7 +188,10 @@ func normalize(m Model) (Model, []string) {
 
 func availableRAM(hw Hardware) int64 {
 	if hw.RAMAvailable > 0 {
-		return min(hw.RAMAvailable, max(hw.RAMTotal, hw.RAMAvailable))
+		if hw.RAMTotal > 0 {
+			return min(hw.RAMAvailable, hw.RAMTotal)
+		}
+		return hw.RAMAvailable
 	}
 	return hw.RAMTotal * 8 / 10
 }
@@ -294,7 +299,7 @@ func contexts(trained int) []int {
 
 // placeHelpers gives up to two other cards the experts the main GPU cannot hold, largest
 // budget first.
-func placeHelpers(hw Hardware, m Model, b *Budget, mainIndex int) {
+func placeHelpers(hw Hardware, b *Budget, mainIndex int) {
 	left := b.TotalExperts - b.ExpertSlots
 	if left <= 0 || b.BytesPerExpert == 0 {
 		return
@@ -321,7 +326,7 @@ func placeHelpers(hw Hardware, m Model, b *Budget, mainIndex int) {
 	}
 }
 
-func recommendResident(r *Recommendation, m Model, held int, gpuWords, because string) {
+func recommendResident(r *Recommendation, held int, gpuWords, because string) {
 	b := &r.Budget
 	r.Config.ResidentExperts = true
 	r.Config.ResidentBudgetGiB = gibs(b.HostBudget)
@@ -329,7 +334,7 @@ func recommendResident(r *Recommendation, m Model, held int, gpuWords, because s
 		gpuWords, held, b.TotalExperts, gibStr(b.ComplementBytes), gibStr(b.HostBudget), because))
 }
 
-func recommendTiered(r *Recommendation, hw Hardware, m Model, held int, gpuWords string) {
+func recommendTiered(r *Recommendation, hw Hardware, held int, gpuWords string) {
 	b := &r.Budget
 	r.Config.TieredExperts = true
 	pinned := b.HostBudget
