@@ -1,6 +1,7 @@
 package wizard
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -375,6 +376,45 @@ func TestContexts(t *testing.T) {
 			if got[i] != tc.want[i] {
 				t.Errorf("contexts(%d) = %v, want %v", tc.trained, got, tc.want)
 			}
+		}
+	}
+}
+
+// Whatever the machine and the model, the answer is a valid config whose plan fits the
+// memory it claims, and never a panic.
+func TestRecommendRandomMachines(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	models := []Model{qwen3_30b(), qwen3next_80b(), gptoss_120b(), qwen3_235b(), glm45air()}
+	classes := []platform.DriveClass{platform.DriveNVMe, platform.DriveSATASSD, platform.DriveSlow, platform.DriveUnknown}
+	for i := 0; i < 3000; i++ {
+		hw := Hardware{RAMTotal: gb(4 + 512*rng.Float64()), WSL2: rng.IntN(4) == 0, Drive: classes[rng.IntN(len(classes))]}
+		hw.RAMAvailable = int64(float64(hw.RAMTotal) * rng.Float64())
+		for g := range rng.IntN(4) {
+			total := gb(2 + 140*rng.Float64())
+			hw.GPUs = append(hw.GPUs, GPU{Index: g, Name: "card", VRAMTotal: total, VRAMFree: int64(float64(total) * rng.Float64()),
+				Display: rng.IntN(2) == 0, ComputeMajor: rng.IntN(11)})
+		}
+		m := models[rng.IntN(len(models))]
+		r := Recommend(hw, m)
+		if err := r.Config.Validate(); err != nil {
+			t.Fatalf("case %d: %v\n%+v", i, err, hw)
+		}
+		b := r.Budget
+		if r.Mode != ModeCPUOnly {
+			used := b.NonExpertBytes + b.KVBytes + b.OverheadBytes + int64(b.ExpertSlots)*b.BytesPerExpert
+			if used > b.VRAMBudget || b.ExpertSlots < 0 || b.ExpertSlots > b.TotalExperts {
+				t.Fatalf("case %d: VRAM plan %d over budget %d (%d slots)\n%+v", i, used, b.VRAMBudget, b.ExpertSlots, hw)
+			}
+		}
+		held := b.ExpertSlots
+		for _, s := range b.HelperSlots {
+			held += s
+		}
+		if held > b.TotalExperts || len(b.HelperSlots) > 2 {
+			t.Fatalf("case %d: %d experts held of %d, helpers %v", i, held, b.TotalExperts, b.HelperSlots)
+		}
+		if len(r.Reasons) == 0 || r.Mode == "" {
+			t.Fatalf("case %d: no decision", i)
 		}
 	}
 }
