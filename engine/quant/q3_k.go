@@ -20,7 +20,7 @@ func dequantRowQ3_K(src []byte, dst []float32) {
 		hm := b[0:32]
 		sc := b[96:108]
 		n, is := 0, 0
-		m := uint8(1)
+		hbit := uint(0) // the hmask bit of the current 32 values
 		for half := 0; half < 2; half++ {
 			q := b[32+32*half : 32+32*half+32]
 			for shift := uint(0); shift < 8; shift += 2 {
@@ -28,15 +28,13 @@ func dequantRowQ3_K(src []byte, dst []float32) {
 					dl := d * float32(q3KScale(sc, is))
 					is++
 					for l := 0; l < 16; l++ {
-						v := int32((q[16*g+l] >> shift) & 3)
-						if hm[16*g+l]&m == 0 {
-							v -= 4
-						}
+						// A clear hmask bit means the value is 4 lower.
+						v := int32((q[16*g+l]>>shift)&3) - 4 + 4*int32((hm[16*g+l]>>hbit)&1)
 						y[n] = dl * float32(v)
 						n++
 					}
 				}
-				m <<= 1
+				hbit++
 			}
 		}
 	}

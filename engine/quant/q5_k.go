@@ -17,16 +17,10 @@ func dequantRowQ5_K(src []byte, dst []float32) {
 			d2, o2 := d*float32(s2), dmin*float32(m2)
 			ql := b[48+32*g : 48+32*g+32]
 			out := y[64*g : 64*g+64]
-			u1, u2 := uint8(1)<<(2*g), uint8(2)<<(2*g)
+			b1, b2 := uint(2*g), uint(2*g+1) // qh bits of this pair of groups
 			for l := 0; l < 32; l++ {
-				q1 := ql[l] & 0x0f
-				if qh[l]&u1 != 0 {
-					q1 += 16
-				}
-				q2 := ql[l] >> 4
-				if qh[l]&u2 != 0 {
-					q2 += 16
-				}
+				q1 := ql[l]&0x0f | (qh[l]>>b1&1)<<4
+				q2 := ql[l]>>4 | (qh[l]>>b2&1)<<4
 				out[l] = float32(d1*float32(q1)) - o1
 				out[l+32] = float32(d2*float32(q2)) - o2
 			}

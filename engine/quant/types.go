@@ -191,8 +191,17 @@ func RowBytes(t Type, n int) (int, error) {
 	return n / ti.blockSize * ti.blockBytes, nil
 }
 
-// FP16ToFP32 decodes an IEEE half, subnormals included.
+// FP16ToFP32 decodes an IEEE half, subnormals included. The normal case is small enough
+// to inline; zeros, subnormals, infinities and NaNs take fp16SpecialToFP32.
 func FP16ToFP32(h uint16) float32 {
+	if h&0x7c00-0x400 < 0x7800 { // exponent neither 0 nor 31 (uint16 wrap-around for 0)
+		// Rebias the exponent from 15 to 127: (e+112)<<23 | mant<<13.
+		return math.Float32frombits(uint32(h&0x8000)<<16 | (uint32(h&0x7fff)+0x1c000)<<13)
+	}
+	return fp16SpecialToFP32(h)
+}
+
+func fp16SpecialToFP32(h uint16) float32 {
 	sign := uint32(h>>15) << 31
 	exp := uint32(h>>10) & 0x1f
 	mant := uint32(h) & 0x3ff
