@@ -30,5 +30,6 @@ func probeCPU() CPU {
 		c.PhysicalCores = c.LogicalCores
 		c.Reason = join(c.Reason, "physical cores unknown, assumed equal to logical: "+serr.Error())
 	}
+	c.PerformanceCores = performanceCoresFromSysfs(os.DirFS("/sys/devices"), os.DirFS("/sys/devices/system/cpu"))
 	return c
 }

@@ -2,6 +2,7 @@ package platform
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -62,11 +63,14 @@ func TestCoresFromSysfs(t *testing.T) {
 }
 
 // processorRecord builds one RelationProcessorCore record as Windows lays it out on amd64.
-func processorRecord(masks ...uint64) []byte {
+func processorRecord(masks ...uint64) []byte { return processorRecordClass(0, masks...) }
+
+func processorRecordClass(class byte, masks ...uint64) []byte {
 	size := 32 + 16*len(masks)
 	b := make([]byte, size)
 	binary.LittleEndian.PutUint32(b[0:], relationProcessorCore)
 	binary.LittleEndian.PutUint32(b[4:], uint32(size))
+	b[9] = class
 	binary.LittleEndian.PutUint16(b[30:], uint16(len(masks)))
 	for i, m := range masks {
 		binary.LittleEndian.PutUint64(b[32+16*i:], m)
@@ -76,9 +80,9 @@ func processorRecord(masks ...uint64) []byte {
 }
 
 func TestParseProcessorCores(t *testing.T) {
-	var hybrid []byte // 2 SMT cores and 2 single-thread efficiency cores
-	for _, m := range []uint64{0b11, 0b1100, 0b10000, 0b100000} {
-		hybrid = append(hybrid, processorRecord(m)...)
+	var hybrid []byte // 2 SMT performance cores (class 1) and 2 single-thread efficiency cores
+	for i, m := range []uint64{0b11, 0b1100, 0b10000, 0b100000} {
+		hybrid = append(hybrid, processorRecordClass(byte(1-i/2), m)...)
 	}
 	other := processorRecord(0xff)
 	binary.LittleEndian.PutUint32(other[0:], 2) // a cache record: ignored
@@ -92,9 +96,10 @@ func TestParseProcessorCores(t *testing.T) {
 		name              string
 		buf               []byte
 		physical, logical int
+		performance       int
 		err               string
 	}{
-		{name: "hybrid", buf: hybrid, physical: 4, logical: 6},
+		{name: "hybrid", buf: hybrid, physical: 4, logical: 6, performance: 2},
 		{name: "two groups", buf: processorRecord(1, 1), physical: 1, logical: 2},
 		{name: "skips other records", buf: append(append([]byte{}, other...), processorRecord(0b11)...), physical: 1, logical: 2},
 		{name: "empty", buf: nil, err: "no processor core records"},
@@ -103,7 +108,7 @@ func TestParseProcessorCores(t *testing.T) {
 		{name: "groups overflow", buf: tooManyGroups, err: "9 groups do not fit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, l, err := parseProcessorCores(tc.buf)
+			p, l, perf, err := parseProcessorCores(tc.buf)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want %q", err, tc.err)
@@ -113,8 +118,8 @@ func TestParseProcessorCores(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p != tc.physical || l != tc.logical {
-				t.Errorf("got %d/%d, want %d/%d", p, l, tc.physical, tc.logical)
+			if p != tc.physical || l != tc.logical || perf != tc.performance {
+				t.Errorf("got %d/%d/%d, want %d/%d/%d", p, l, perf, tc.physical, tc.logical, tc.performance)
 			}
 		})
 	}
@@ -138,5 +143,49 @@ func TestProbeCPUOnThisHost(t *testing.T) {
 		if f == "avx2" && !c.AVX2 {
 			t.Errorf("features list avx2 but AVX2 is false")
 		}
+	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+		err  bool
+	}{
+		{"0-3\n", []int{0, 1, 2, 3}, false},
+		{"0,2,4-5", []int{0, 2, 4, 5}, false},
+		{"", nil, false},
+		{"3-1", nil, true},
+		{"a-b", nil, true},
+		{"0-99999999", nil, true},
+	} {
+		got, err := parseCPUList(tc.in)
+		if (err != nil) != tc.err || len(got) != len(tc.want) {
+			t.Errorf("parseCPUList(%q) = %v, %v", tc.in, got, err)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("parseCPUList(%q) = %v, want %v", tc.in, got, tc.want)
+			}
+		}
+	}
+}
+
+func TestPerformanceCoresFromSysfs(t *testing.T) {
+	// An i5-12600K: 6 P-cores with SMT (CPUs 0-11) and 4 E-cores (12-15).
+	cpus := fstest.MapFS{}
+	for c := 0; c < 12; c++ {
+		cpus[fmt.Sprintf("cpu%d/topology/core_cpus_list", c)] = &fstest.MapFile{Data: []byte(fmt.Sprintf("%d-%d\n", c/2*2, c/2*2+1))}
+	}
+	for c := 12; c < 16; c++ {
+		cpus[fmt.Sprintf("cpu%d/topology/core_cpus_list", c)] = &fstest.MapFile{Data: []byte(fmt.Sprintf("%d\n", c))}
+	}
+	hybrid := fstest.MapFS{"cpu_core/cpus": {Data: []byte("0-11\n")}, "cpu_atom/cpus": {Data: []byte("12-15\n")}}
+	if got := performanceCoresFromSysfs(hybrid, cpus); got != 6 {
+		t.Errorf("hybrid: %d P-cores, want 6", got)
+	}
+	if got := performanceCoresFromSysfs(fstest.MapFS{"cpu/type": {}}, cpus); got != 0 {
+		t.Errorf("not hybrid: %d, want 0", got)
 	}
 }

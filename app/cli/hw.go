@@ -114,7 +114,11 @@ func printHW(w io.Writer, rep hwReport) {
 	if len(isa) == 0 {
 		isa = []string{"no AVX2"}
 	}
-	line("CPU", "%s, %d cores, %d threads, %s", model, c.PhysicalCores, c.LogicalCores, strings.Join(isa, " "))
+	cores := fmt.Sprintf("%d cores", c.PhysicalCores)
+	if c.PerformanceCores > 0 {
+		cores = fmt.Sprintf("%d cores (%d performance)", c.PhysicalCores, c.PerformanceCores)
+	}
+	line("CPU", "%s, %s, %d threads, %s", model, cores, c.LogicalCores, strings.Join(isa, " "))
 	if h.RAM.TotalBytes > 0 {
 		limited := ""
 		if h.RAM.CgroupLimited {
