@@ -33,8 +33,8 @@ func quantRowQ4_0(src []float32, dst []byte) {
 		}
 		putHalf(b[:], 0, d)
 		for j := 0; j < 16; j++ {
-			q0 := clampInt(truncInt(x[j]*id+8.5), 0, 15)
-			q1 := clampInt(truncInt(x[j+16]*id+8.5), 0, 15)
+			q0 := clampInt(truncOffset(x[j], id, 8.5), 0, 15)
+			q1 := clampInt(truncOffset(x[j+16], id, 8.5), 0, 15)
 			b[2+j] = uint8(q0) | uint8(q1)<<4
 		}
 	}

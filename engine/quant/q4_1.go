@@ -28,8 +28,8 @@ func quantRowQ4_1(src []float32, dst []byte) {
 		putHalf(b[:], 0, d)
 		putHalf(b[:], 2, vmin)
 		for j := 0; j < 16; j++ {
-			q0 := clampInt(truncInt((x[j]-vmin)*id+0.5), 0, 15)
-			q1 := clampInt(truncInt((x[j+16]-vmin)*id+0.5), 0, 15)
+			q0 := clampInt(truncInt(float32((x[j]-vmin)*id)+0.5), 0, 15)
+			q1 := clampInt(truncInt(float32((x[j+16]-vmin)*id)+0.5), 0, 15)
 			b[4+j] = uint8(q0) | uint8(q1)<<4
 		}
 	}

@@ -39,8 +39,8 @@ func quantRowQ5_0(src []float32, dst []byte) {
 		putHalf(b[:], 0, d)
 		var qh uint32
 		for j := 0; j < 16; j++ {
-			q0 := uint32(clampInt(truncInt(x[j]*id+16.5), 0, 31))
-			q1 := uint32(clampInt(truncInt(x[j+16]*id+16.5), 0, 31))
+			q0 := uint32(clampInt(truncOffset(x[j], id, 16.5), 0, 31))
+			q1 := uint32(clampInt(truncOffset(x[j+16], id, 16.5), 0, 31))
 			b[6+j] = uint8(q0&0x0f) | uint8(q1&0x0f)<<4
 			qh |= (q0 >> 4 & 1) << j
 			qh |= (q1 >> 4 & 1) << (j + 16)

@@ -34,8 +34,8 @@ func quantRowQ5_1(src []float32, dst []byte) {
 		putHalf(b[:], 2, vmin)
 		var qh uint32
 		for j := 0; j < 16; j++ {
-			q0 := uint32(clampInt(truncInt((x[j]-vmin)*id+0.5), 0, 31))
-			q1 := uint32(clampInt(truncInt((x[j+16]-vmin)*id+0.5), 0, 31))
+			q0 := uint32(clampInt(truncInt(float32((x[j]-vmin)*id)+0.5), 0, 31))
+			q1 := uint32(clampInt(truncInt(float32((x[j+16]-vmin)*id)+0.5), 0, 31))
 			b[8+j] = uint8(q0&0x0f) | uint8(q1&0x0f)<<4
 			qh |= (q0 >> 4 & 1) << j
 			qh |= (q1 >> 4 & 1) << (j + 16)

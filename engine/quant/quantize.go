@@ -104,6 +104,21 @@ func truncInt(f float32) int {
 	return int(f)
 }
 
+// truncOffset is trunc(x*id + off) with the product exact, as gguf-py computes Q4_0/Q5_0
+// (in float64) and as a C build that fuses the multiply-add gets it.
+func truncOffset(x, id float32, off float64) int {
+	v := float64(x)*float64(id) + off // the float64 product of two float32 is exact
+	switch {
+	case v != v:
+		return 0
+	case v >= 1<<30:
+		return 1 << 30
+	case v <= -(1 << 30):
+		return -(1 << 30)
+	}
+	return int(v)
+}
+
 // roundAway is C's roundf: halves away from zero.
 func roundAway(f float32) int { return truncInt(float32(math.Round(float64(f)))) }
 
