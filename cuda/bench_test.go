@@ -207,6 +207,84 @@ func BenchmarkGemm(b *testing.B) {
 	}
 }
 
+// BenchmarkGemmQ is the fused dequantising GEMM at prefill shapes, and the grouped MoE
+// form: 512 tokens routed to 8 of 128 experts of 768x2048 (Qwen3-30B-A3B gate/up).
+func BenchmarkGemmQ(b *testing.B) {
+	g := setup(b)
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, typ := range []cuda.QuantType{cuda.Q4_K, cuda.Q8_0} {
+		sh := struct{ m, n, k int }{2048, 512, 2048}
+		b.Run(fmt.Sprintf("%v/m%d_n%d_k%d", typ, sh.m, sh.n, sh.k), func(b *testing.B) {
+			raw, _ := makeWeights(b, r, typ, sh.m, sh.k)
+			w := upload(b, g, raw)
+			x := upload(b, g, randFloats(r, sh.n*sh.k, 1))
+			y := g.buf(b, 4*sh.m*sh.n)
+			per := timeLaunches(b, g, func(int) error { return g.k.GemmQ(g.s, typ, w, x, y, sh.m, sh.n, sh.k) })
+			b.ReportMetric(2*float64(sh.m)*float64(sh.n)*float64(sh.k)/per.Seconds()/1e12, "TFLOP/s")
+			b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+		})
+		b.Run(fmt.Sprintf("%v/experts_768x2048_t512_k8", typ), func(b *testing.B) {
+			const nExp, m, k, tokens, topK = 128, 768, 2048, 512, 8
+			raw, _ := makeWeights(b, r, typ, nExp*m, k)
+			w := upload(b, g, raw)
+			x := upload(b, g, randFloats(r, tokens*k, 1))
+			lists := make([][]int32, nExp)
+			for tk := 0; tk < tokens; tk++ {
+				for _, e := range r.Perm(nExp)[:topK] {
+					lists[e] = append(lists[e], int32(tk))
+				}
+			}
+			var slotExpert, rowIdx []int32
+			slotOff := []int32{0}
+			maxRows := 0
+			for e, l := range lists {
+				slotExpert = append(slotExpert, int32(e))
+				rowIdx = append(rowIdx, l...)
+				slotOff = append(slotOff, int32(len(rowIdx)))
+				maxRows = max(maxRows, len(l))
+			}
+			dse, dso, dri := upload(b, g, slotExpert), upload(b, g, slotOff), upload(b, g, rowIdx)
+			y := g.buf(b, 4*len(rowIdx)*m)
+			per := timeLaunches(b, g, func(int) error {
+				return g.k.GemmExperts(g.s, typ, w, len(raw)/nExp, dse, dso, dri, nExp, maxRows, x, y, m, k)
+			})
+			b.ReportMetric(2*float64(len(rowIdx))*m*k/per.Seconds()/1e12, "TFLOP/s")
+			b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+		})
+	}
+}
+
+// BenchmarkLaunch is the cost of one tiny kernel launched from Go, alone and inside a
+// captured graph of 100 launches: what decode pays per kernel.
+func BenchmarkLaunch(b *testing.B) {
+	g := setup(b)
+	a := g.buf(b, 1024)
+	if err := g.s.Memset(a, 0, 1024); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("direct", func(b *testing.B) {
+		per := timeLaunches(b, g, func(int) error { return g.k.Add(g.s, a, a, a, 256) })
+		b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+	})
+	b.Run("graph100", func(b *testing.B) {
+		if err := g.s.BeginCapture(); err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < 100; i++ {
+			if err := g.k.Add(g.s, a, a, a, 256); err != nil {
+				b.Fatal(err)
+			}
+		}
+		gr, err := g.s.EndCapture()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer gr.Destroy()
+		per := timeLaunches(b, g, func(int) error { return gr.Launch(g.s) })
+		b.ReportMetric(float64(per.Nanoseconds())/1e3/100, "us/kernel")
+	})
+}
+
 func BenchmarkAttentionDecode(b *testing.B) {
 	g := setup(b)
 	r := rand.New(rand.NewPCG(7, 8))

@@ -33,7 +33,7 @@ type Kernels struct {
 func kernelNames() []string {
 	var names []string
 	for _, t := range SupportedTypes() {
-		names = append(names, "mul_mat_vec_"+t.String(), "dequantize_"+t.String()+"_f16", "get_rows_"+t.String())
+		names = append(names, "mul_mat_vec_"+t.String(), "dequantize_"+t.String()+"_f16", "get_rows_"+t.String(), "gemm_q_"+t.String())
 	}
 	for _, t := range SupportedTypes() {
 		if t.HasQ8MatVec() {
@@ -256,6 +256,38 @@ func (k *Kernels) Gemm(s *Stream, t QuantType, w, x, y DevicePtr, m, n, kdim int
 		w = scratch
 	}
 	return k.GemmF16(s, w, x, false, y, m, n, kdim)
+}
+
+// GemmQ computes Y[n x m] = X[n x k] W[m x k]^T, X and Y f32, W of any supported type
+// decoded tile by tile inside the kernel (no scratch). k must be a multiple of t's block
+// (and of 8).
+func (k *Kernels) GemmQ(s *Stream, t QuantType, w, x, y DevicePtr, m, n, kdim int) error {
+	return k.gemmQ(s, t, w, 0, 0, 0, 0, 1, n, x, y, m, n, kdim)
+}
+
+// GemmExperts is the grouped MoE GEMM for prefill, one launch for all routed experts:
+// for slot e < nSlots, output rows r in slotOff[e] .. slotOff[e+1] (int32 on the device,
+// nSlots+1 of them) are Y[r] = W[slotExpert[e]] X[rowIdx[r]] (rowIdx: the token of each
+// output row). W holds all experts, expertStride bytes apart; Y is [total rows x m];
+// maxRows bounds the rows of any slot (it sizes the grid; larger slots would be cut).
+func (k *Kernels) GemmExperts(s *Stream, t QuantType, w DevicePtr, expertStride int, slotExpert, slotOff, rowIdx DevicePtr,
+	nSlots, maxRows int, x, y DevicePtr, m, kdim int) error {
+	if slotExpert == 0 || slotOff == 0 || rowIdx == 0 {
+		return fmt.Errorf("cuda: gemm_q_%v: grouped GEMM needs slot experts, offsets and row indices", t)
+	}
+	return k.gemmQ(s, t, w, expertStride, slotExpert, rowIdx, slotOff, nSlots, maxRows, x, y, m, maxRows, kdim)
+}
+
+func (k *Kernels) gemmQ(s *Stream, t QuantType, w DevicePtr, expertStride int, slotExpert, rowIdx, slotOff DevicePtr,
+	nSlots, maxRows int, x, y DevicePtr, m, n, kdim int) error {
+	if _, err := t.RowBytes(kdim); err != nil {
+		return fmt.Errorf("cuda: gemm_q: %w", err)
+	}
+	if m <= 0 || n <= 0 || maxRows <= 0 || ceilDiv(maxRows, 64) > 65535 || nSlots <= 0 || nSlots > 65535 {
+		return fmt.Errorf("cuda: gemm_q_%v: bad shape m=%d rows=%d slots=%d", t, m, maxRows, nSlots)
+	}
+	a := new(Args).Ptr(w).Int64(int64(expertStride)).Ptr(slotExpert).Ptr(x).Ptr(rowIdx).Ptr(slotOff).Ptr(y).Int(m).Int(n).Int(kdim)
+	return k.launch("gemm_q_"+t.String(), s, Dim3{X: ceilDiv(m, 64), Y: ceilDiv(maxRows, 64), Z: nSlots}, Dim3{X: 128}, 0, a)
 }
 
 // RMSNorm normalises rows of dim floats: y = x / sqrt(mean(x^2)+eps) * w (w may be 0 for
