@@ -261,3 +261,26 @@ func TestUE4M3(t *testing.T) {
 		}
 	}
 }
+
+// TestUE4M3RoundTrip: every UE4M3 code below exponent 15 survives decoding and
+// re-encoding; ggml's encoder sends everything from 256 up to its saturation code 0x7e.
+func TestUE4M3RoundTrip(t *testing.T) {
+	for c := 1; c < 0x7f; c++ {
+		v := 2 * ue4m3ToFP32Half(uint8(c))
+		want := uint8(c)
+		if c >= 0x78 {
+			want = 0x7e
+		}
+		if got := fp32ToUE4M3(v); got != want {
+			t.Errorf("code %#02x (%g) re-encodes to %#02x, want %#02x", c, v, got, want)
+		}
+	}
+	for _, c := range []struct {
+		x    float32
+		want uint8
+	}{{1e9, 0x7e}, {-1, 0}, {0, 0}, {float32(math.NaN()), 0}, {1.0 / 4096, 0}} {
+		if got := fp32ToUE4M3(c.x); got != c.want {
+			t.Errorf("fp32ToUE4M3(%g) = %#02x, want %#02x", c.x, got, c.want)
+		}
+	}
+}

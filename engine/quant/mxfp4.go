@@ -85,3 +85,55 @@ func quantRowMXFP4(src []float32, dst []byte) {
 		}
 	}
 }
+
+// fp32ToUE4M3 is ggml's ggml_fp32_to_ue4m3: positive values only (else 0), saturating at
+// 0x7e (448), rounding half up on the mantissa.
+func fp32ToUE4M3(x float32) uint8 {
+	if !(x > 0) {
+		return 0
+	}
+	x = min(x, 448)
+	bits := math.Float32bits(x)
+	e := int(bits>>23&0xff) - 127 + 7
+	if e <= 0 {
+		m := truncInt(float32(x*512) + 0.5)
+		if m < 1 {
+			return 0
+		}
+		return uint8(min(m, 7))
+	}
+	if e >= 15 {
+		return 0x7e
+	}
+	m := int(bits>>20&7) + int(bits>>19&1)
+	if m > 7 {
+		m = 0
+		e++
+		if e >= 15 {
+			return 0x7e
+		}
+	}
+	return uint8(e<<3 | m)
+}
+
+// quantRowNVFP4 follows quantize_row_nvfp4_ref: per 16 values the scale max|x|/6 in UE4M3,
+// then each value takes its nearest E2M1 code.
+func quantRowNVFP4(src []float32, dst []byte) {
+	kv := KValuesMXFP4()
+	for i := range len(src) / 64 {
+		b := (*[36]byte)(dst[i*36:])
+		for s := 0; s < 4; s++ {
+			xb := src[i*64+16*s : i*64+16*s+16]
+			var amax float32
+			for _, v := range xb {
+				amax = max(amax, absF32(v))
+			}
+			ue := fp32ToUE4M3(amax / 6)
+			b[s] = ue
+			d := ue4m3ToFP32Half(ue)
+			for j := 0; j < 8; j++ {
+				b[4+8*s+j] = bestIndexMXFP4(&kv, xb[j], d) | bestIndexMXFP4(&kv, xb[j+8], d)<<4
+			}
+		}
+	}
+}

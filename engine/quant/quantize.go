@@ -43,6 +43,12 @@ func quantFunc(t Type) (quantRowFunc, bool) {
 		return quantRowIQ4_XS, true
 	case MXFP4:
 		return quantRowMXFP4, true
+	case NVFP4:
+		return quantRowNVFP4, true
+	case TQ1_0:
+		return quantRowTQ1_0, true
+	case TQ2_0:
+		return quantRowTQ2_0, true
 	}
 	return nil, false
 }
