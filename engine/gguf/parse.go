@@ -93,15 +93,32 @@ func (d *decoder) count(what string, minBytes int64) (int64, error) {
 
 func (d *decoder) str(what string) (string, error) {
 	at := d.off
-	n, err := d.u64(what + " length")
-	if err != nil {
+	if err := d.skipStr(what, -1); err != nil {
 		return "", err
 	}
-	if n > uint64(d.remaining()) {
-		return "", d.errAt(at, "%s length %d is past the end of the file (%d bytes left)", what, n, d.remaining())
+	return string(d.b[at+8 : d.off]), nil
+}
+
+// skipStr checks and steps over element idx of a string array (idx < 0: a plain string);
+// the element's name is formatted only for an error, since vocabularies have 100k+ strings.
+func (d *decoder) skipStr(what string, idx int64) error {
+	at := d.off
+	name := func() string {
+		if idx < 0 {
+			return what
+		}
+		return fmt.Sprintf("%s[%d]", what, idx)
 	}
-	p, _ := d.take(int64(n), what)
-	return string(p), nil
+	p, err := d.take(8, "string length")
+	if err != nil {
+		return d.errAt(at, "truncated: %s length needs 8 bytes, %d left in the file", name(), d.remaining())
+	}
+	n := binary.LittleEndian.Uint64(p)
+	if n > uint64(d.remaining()) {
+		return d.errAt(at, "%s length %d is past the end of the file (%d bytes left)", name(), n, d.remaining())
+	}
+	d.off += int64(n)
+	return nil
 }
 
 // value decodes one metadata value of type t.
@@ -208,13 +225,21 @@ func (d *decoder) array(depth int, what string) (Value, error) {
 			v.bools[i] = c == 1
 		}
 	case elem == TypeString:
-		v.strs = make([]string, 0, reserve)
+		// Validate every length first, then copy the whole array's bytes once and slice
+		// the strings out of that copy: one allocation for a 150k-token vocabulary.
+		start := d.off
 		for i := range n {
-			s, err := d.str(fmt.Sprintf("%s[%d]", what, i))
-			if err != nil {
+			if err := d.skipStr(what, i); err != nil {
 				return Value{}, err
 			}
-			v.strs = append(v.strs, s)
+		}
+		whole := string(d.b[start:d.off])
+		v.strs = make([]string, n)
+		off := int64(0)
+		for i := range v.strs {
+			l := int64(binary.LittleEndian.Uint64(d.b[start+off:]))
+			v.strs[i] = whole[off+8 : off+8+l]
+			off += 8 + l
 		}
 	default: // nested arrays
 		v.arrays = make([]Value, 0, reserve)
