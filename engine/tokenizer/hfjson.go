@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -61,12 +62,11 @@ func FromHFJSON(r io.Reader) (*Tokenizer, error) {
 // (BOS/EOS, add_bos_token, chat_template) and a chat_template.jinja are read too, as
 // transformers does for a model folder.
 func LoadFile(path string) (*Tokenizer, error) {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
-	defer f.Close()
-	data, err := readMaybeGzip(f)
+	data, err = gunzipIfNeeded(data)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
 	}
@@ -88,51 +88,30 @@ func LoadFile(path string) (*Tokenizer, error) {
 	return t, nil
 }
 
+// gunzipIfNeeded inflates data when it is gzip, into a buffer sized from the gzip trailer.
+func gunzipIfNeeded(data []byte) ([]byte, error) {
+	if len(data) < 18 || data[0] != 0x1f || data[1] != 0x8b {
+		return data, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("gzip: %w", err)
+	}
+	defer zr.Close()
+	size := int(binary.LittleEndian.Uint32(data[len(data)-4:])) // ISIZE: length mod 2^32
+	buf := bytes.NewBuffer(make([]byte, 0, min(size+bytes.MinRead, 1<<30)))
+	if _, err := buf.ReadFrom(zr); err != nil {
+		return nil, fmt.Errorf("gzip: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
 func readMaybeGzip(r io.Reader) ([]byte, error) {
-	br := newPeekReader(r)
-	head, _ := br.peek(2)
-	if len(head) == 2 && head[0] == 0x1f && head[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, fmt.Errorf("gzip: %w", err)
-		}
-		defer zr.Close()
-		var buf bytes.Buffer
-		if _, err := buf.ReadFrom(zr); err != nil {
-			return nil, fmt.Errorf("gzip: %w", err)
-		}
-		return buf.Bytes(), nil
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
 	}
-	return io.ReadAll(br)
-}
-
-// peekReader lets readMaybeGzip look at the magic bytes without bufio's copy overhead.
-type peekReader struct {
-	r    io.Reader
-	head []byte
-}
-
-func newPeekReader(r io.Reader) *peekReader { return &peekReader{r: r} }
-
-func (p *peekReader) peek(n int) ([]byte, error) {
-	for len(p.head) < n {
-		buf := make([]byte, n-len(p.head))
-		k, err := p.r.Read(buf)
-		p.head = append(p.head, buf[:k]...)
-		if err != nil {
-			return p.head, err
-		}
-	}
-	return p.head[:n], nil
-}
-
-func (p *peekReader) Read(b []byte) (int, error) {
-	if len(p.head) > 0 {
-		n := copy(b, p.head)
-		p.head = p.head[n:]
-		return n, nil
-	}
-	return p.r.Read(b)
+	return gunzipIfNeeded(data)
 }
 
 func parseHFJSON(data []byte) (*Tokenizer, error) {

@@ -12,7 +12,7 @@ type pairTable struct {
 
 func newPairTable(capacity int) *pairTable {
 	size := 1024
-	for size < capacity*2 {
+	for size*5 < capacity*8 { // load factor <= 0.625
 		size <<= 1
 	}
 	return &pairTable{keys: make([]uint64, size), vals: make([]merge, size), mask: uint64(size - 1)}
@@ -34,7 +34,7 @@ func (p *pairTable) get(k uint64) (merge, bool) {
 
 // put stores m under k unless k is present (the first, lowest rank wins, as in HF).
 func (p *pairTable) put(k uint64, m merge) {
-	if 2*(p.n+1) > len(p.keys) {
+	if (p.n+1)*8 > len(p.keys)*5 {
 		p.grow()
 	}
 	k++
