@@ -59,3 +59,14 @@ func vdNative(l vdLevel, t Type, w []byte, rb int, a *Activations, y []float32, 
 		(*C.float)(unsafe.Pointer(unsafe.SliceData(y))), C.int64_t(ldy), C.int64_t(r0), C.int64_t(r1))
 	return rc == 0
 }
+
+// vdNativeFloatRow dots one float32 weight row (a dequantised row of a type without an
+// integer kernel) with every float activation row, writing y[i*ldy]. It reports false when
+// level l has no kernel.
+func vdNativeFloatRow(l vdLevel, row []float32, a *Activations, y []float32, ldy int) bool {
+	if l == levelGeneric || a.kind != actFloat {
+		return false
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(row))), 4*len(row))
+	return vdNative(l, F32, b, len(b), a, y, ldy, 0, 1)
+}

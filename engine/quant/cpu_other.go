@@ -9,3 +9,5 @@ func vdBestLevel() vdLevel { return levelGeneric }
 func vdLevels() []vdLevel { return []vdLevel{levelGeneric} }
 
 func vdNative(vdLevel, Type, []byte, int, *Activations, []float32, int, int, int) bool { return false }
+
+func vdNativeFloatRow(vdLevel, []float32, *Activations, []float32, int) bool { return false }

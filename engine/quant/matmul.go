@@ -139,6 +139,9 @@ func vdMatMul(level vdLevel, t Type, w []byte, rb int, a *Activations, y []float
 		if err := vdRowToFloat(t, w[r*rb:(r+1)*rb], buf); err != nil {
 			return fmt.Errorf("quant: matmul: row %d: %w", r, err)
 		}
+		if vdNativeFloatRow(level, buf, a, y[r:], ldy) {
+			continue
+		}
 		for i := 0; i < a.n; i++ {
 			y[i*ldy+r] = vdDotF32(buf, a.xf[i*a.cols:(i+1)*a.cols])
 		}

@@ -55,52 +55,114 @@ func BenchmarkMatMulCopy(b *testing.B) {
 	}
 }
 
+// BenchmarkMatMulRead sums a 512 MiB buffer with all threads: the read bandwidth the
+// products can at best reach, beside the copy's.
+func BenchmarkMatMulRead(b *testing.B) {
+	const size = vdBenchBytes / 2
+	buf := make([]uint64, size/8)
+	for i := range buf {
+		buf[i] = uint64(i)
+	}
+	p := vdBenchPools(b)[1]
+	chunks := p.Size() * 16
+	per := len(buf) / chunks
+	sums := make([]uint64, chunks*8) // one cache line per chunk
+	for b.Loop() {
+		p.For(chunks, 1, func(lo, hi int) {
+			for c := lo; c < hi; c++ {
+				var s0, s1, s2, s3 uint64
+				part := buf[c*per : (c+1)*per]
+				for j := 0; j+3 < len(part); j += 4 {
+					s0 += part[j]
+					s1 += part[j+1]
+					s2 += part[j+2]
+					s3 += part[j+3]
+				}
+				sums[c*8] = s0 + s1 + s2 + s3
+			}
+		})
+	}
+	b.ReportMetric(size/(b.Elapsed().Seconds()/float64(b.N))/1e9, "read-GB/s")
+}
+
+// BenchmarkMatVecExpert is one expert projection of a Qwen3-30B-A3B-sized MoE layer (768
+// rows of 2048 Q4_K values, 0.9 MB) on all threads: small enough that the pool's
+// scheduling cost shows beside the arithmetic.
+func BenchmarkMatVecExpert(b *testing.B) {
+	p := vdBenchPools(b)[1]
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, wt := range []Type{Q4_K, Q8_0} {
+		b.Run(wt.String(), func(b *testing.B) {
+			rows, cols := 768, 2048
+			w := vdRandomRows(wt, rows, cols, rng)
+			a, _ := vdRandomActs(b, wt, cols, 1, rng)
+			y := make([]float32, rows)
+			b.SetBytes(int64(len(w)))
+			for b.Loop() {
+				if err := MatMulParallel(p, wt, w, rows, cols, a, y, rows); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(w))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}
+
 func vdBenchTypes() []Type {
 	return []Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, F16, BF16, F32, IQ2_XXS}
 }
 
 // BenchmarkMatVec runs a 4096x4096 product per type, on one thread and on all, for n = 1,
-// 8 and 64 activation rows, and for n = 1 over a DRAM-sized set of matrices.
+// 8 and 64 activation rows, and for n = 1 over a DRAM-sized set of matrices. Each type's
+// data is made inside its sub-benchmark, so a -bench filter skips the others' set-up.
 func BenchmarkMatVec(b *testing.B) {
 	pools := vdBenchPools(b)
-	rng := rand.New(rand.NewPCG(11, 12))
 	for _, wt := range vdBenchTypes() {
-		w := vdRandomRows(wt, vdBenchDim, vdBenchDim, rng)
-		if wt == IQ2_XXS { // random bytes are fine: the fallback only needs finite scales
-			for k := 0; k < len(w); k += wt.BlockBytes() {
-				w[k], w[k+1] = 0x00, 0x20 // fp16 0.0078
-			}
+		b.Run(wt.String(), func(b *testing.B) { vdBenchType(b, wt, pools) })
+	}
+}
+
+func vdBenchType(b *testing.B, wt Type, pools []*parallel.Pool) {
+	rng := rand.New(rand.NewPCG(11, uint64(wt)))
+	w := vdRandomRows(wt, vdBenchDim, vdBenchDim, rng)
+	if wt == IQ2_XXS { // random bytes are fine: the fallback only needs finite scales
+		for k := 0; k < len(w); k += wt.BlockBytes() {
+			w[k], w[k+1] = 0x00, 0x20 // fp16 0.0078
 		}
-		size := len(w)
-		var dram [][]byte // copies of w totalling >= vdBenchBytes
-		if wt != IQ2_XXS {
+	}
+	size := len(w)
+	var dram [][]byte // copies of w totalling >= vdBenchBytes, made on first use
+	dramSet := func() [][]byte {
+		if dram == nil {
 			dram = make([][]byte, (vdBenchBytes+size-1)/size)
 			for c := range dram {
 				dram[c] = append([]byte(nil), w...)
 			}
 		}
-		for _, n := range []int{1, 8, 64} {
-			a, _ := vdRandomActs(b, wt, vdBenchDim, n, rng)
-			y := make([]float32, n*vdBenchDim)
-			for _, p := range pools {
-				run := func(mats [][]byte) func(b *testing.B) {
-					return func(b *testing.B) {
-						b.SetBytes(int64(size))
-						k := 0
-						for b.Loop() {
-							if err := MatMulParallel(p, wt, mats[k], vdBenchDim, vdBenchDim, a, y, vdBenchDim); err != nil {
-								b.Fatal(err)
-							}
-							k = (k + 1) % len(mats)
+		return dram
+	}
+	for _, n := range []int{1, 8, 64} {
+		a, _ := vdRandomActs(b, wt, vdBenchDim, n, rng)
+		y := make([]float32, n*vdBenchDim)
+		for _, p := range pools {
+			run := func(mats func() [][]byte) func(b *testing.B) {
+				return func(b *testing.B) {
+					ms := mats()
+					b.SetBytes(int64(size))
+					k := 0
+					for b.Loop() {
+						if err := MatMulParallel(p, wt, ms[k], vdBenchDim, vdBenchDim, a, y, vdBenchDim); err != nil {
+							b.Fatal(err)
 						}
-						b.ReportMetric(float64(size)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+						k = (k + 1) % len(ms)
 					}
+					b.ReportMetric(float64(size)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 				}
-				name := fmt.Sprintf("%s/n=%d/threads=%d", wt, n, p.Size())
-				b.Run(name+"/cache", run([][]byte{w}))
-				if n == 1 && dram != nil {
-					b.Run(name+"/dram", run(dram))
-				}
+			}
+			name := fmt.Sprintf("n=%d/threads=%d", n, p.Size())
+			b.Run(name+"/cache", run(func() [][]byte { return [][]byte{w} }))
+			if n == 1 && wt != IQ2_XXS {
+				b.Run(name+"/dram", run(dramSet))
 			}
 		}
 	}

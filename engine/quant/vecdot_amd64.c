@@ -45,16 +45,6 @@ static inline float vd_bf16(uint16_t h) {
 	return f;
 }
 
-// kscales: the eight 6-bit scales and mins of a Q4_K/Q5_K block.
-static inline void vd_kscales(const uint8_t *s, int sc[8], int m[8]) {
-	for (int j = 0; j < 4; j++) {
-		sc[j] = s[j] & 63;
-		m[j] = s[j + 4] & 63;
-		sc[j + 4] = (s[j + 8] & 15) | (s[j] >> 6) << 4;
-		m[j + 4] = (s[j + 8] >> 4) | (s[j + 4] >> 6) << 4;
-	}
-}
-
 // VD_PREFETCH: how far ahead in the weight row the loops ask for cache lines. Prefetching
 // past the end of a row (or of the weights) is harmless: prefetches never fault.
 #define VD_PREFETCH 1024

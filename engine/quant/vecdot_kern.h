@@ -37,11 +37,6 @@ static inline VD_T __m256i VD(dot_us16)(__m256i u, __m256i s, __m256i sc) {
 	return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), sc);
 }
 
-// sc2: int16 scale a for values 0..15 of a 32-byte vector and b for values 16..31.
-static inline VD_T __m256i VD(sc2)(int a, int b) {
-	return _mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a));
-}
-
 // shuf16: int16 element lo of v's low 128-bit lane in every int16 of the low lane, and
 // element hi of the high lane in every int16 of the high lane (one shuffle; constant masks).
 static inline VD_T __m256i VD(shuf16)(__m256i v, int lo, int hi) {
@@ -76,7 +71,7 @@ static inline VD_T __m256i VD(lut16)(const int8_t *kv) {
 	return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kv));
 }
 
-// srl2: each byte of q shifted right by sh bits (sh even, < 8), low two bits kept.
+// two_bits: each byte of q shifted right by sh bits (sh even, < 8), low two bits kept.
 static inline VD_T __m256i VD(two_bits)(__m256i q, int sh) {
 	return _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(sh)), _mm256_set1_epi8(3));
 }
@@ -164,27 +159,28 @@ static inline VD_T void VD(b_q2_k)(const uint8_t *b, const int8_t *aq, float ad,
 }
 
 static inline VD_T void VD(b_q3_k)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
-	const uint8_t *s = b + 96, *qs = b + 32;
-	int sc[16];
-	int cs = 0;
-	for (int j = 0; j < 16; j++) {
-		const int low = j < 8 ? (s[j] & 15) : (s[j - 8] >> 4);
-		const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-		sc[j] = (low | high << 4) - 32;
-		cs += sc[j] * bs[j];
-	}
+	(void)corr;
+	// The sixteen 6-bit scales: low nibbles from bytes 0..7, two high bits each from 8..11.
+	uint32_t w[3];
+	memcpy(w, b + 96, 12);
+	const uint32_t m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+	const __m128i s8 = _mm_setr_epi32((int)((w[0] & m4) | (w[2] & m2) << 4), (int)((w[1] & m4) | ((w[2] >> 2) & m2) << 4),
+	                                  (int)(((w[0] >> 4) & m4) | ((w[2] >> 4) & m2) << 4),
+	                                  (int)(((w[1] >> 4) & m4) | ((w[2] >> 6) & m2) << 4));
+	const __m256i sc16 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(s8), _mm256_set1_epi16(32));
+	// The -4 offset of values whose hmask bit is clear, exactly: start at -4 * sum(scale *
+	// group sum) and add 4 back through the hmask bits below.
+	__m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, VD(load)(bs)), 2));
+	const uint8_t *qs = b + 32;
 	const __m256i hm = VD(load)(b);
-	__m256i isum = _mm256_setzero_si256();
 	for (int h = 0; h < 2; h++) {
 		const __m256i q = VD(load)(qs + 32 * h);
+		const __m256i s = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
 		for (int j = 0; j < 4; j++) {
-			const int g = 8 * h + 2 * j;
 			const __m256i u = _mm256_or_si256(VD(two_bits)(q, 2 * j), VD(mask_bit)(hm, 1 << (4 * h + j), 4));
-			isum = _mm256_add_epi32(isum, VD(dot_us16)(u, VD(load)(aq + 128 * h + 32 * j), VD(sc2)(sc[g], sc[g + 1])));
+			isum = _mm256_add_epi32(isum, VD(dot_us16)(u, VD(load)(aq + 128 * h + 32 * j), VD(shuf16)(s, 2 * j, 2 * j + 1)));
 		}
 	}
-	(void)corr;
-	isum = _mm256_add_epi32(isum, _mm256_setr_epi32(-4 * cs, 0, 0, 0, 0, 0, 0, 0)); // the offset, exactly
 	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b + 108) * ad), _mm256_cvtepi32_ps(isum), *acc);
 }
 
