@@ -40,6 +40,9 @@ type Options struct {
 	Advise func(ctx context.Context, model engine.ModelInfo) (Advice, error)
 	// MakeDemo writes the tiny synthetic demo model into dir and returns its path.
 	MakeDemo func(ctx context.Context, dir string, progress func(done, total int64)) (string, error)
+
+	// post runs a function on the UI goroutine; fyne.Do unless a test sets its own loop.
+	post func(func())
 }
 
 // App is the window and its screens.
@@ -49,6 +52,7 @@ type App struct {
 	ctl *Controller
 
 	files  FilePicker
+	post   func(func()) // runs a function on the UI goroutine
 	advise func(ctx context.Context, model engine.ModelInfo) (Advice, error)
 
 	screen   string
@@ -77,11 +81,14 @@ func New(fy fyne.App, opts Options) (*App, error) {
 	if opts.MakeDemo == nil {
 		opts.MakeDemo = makeDemo
 	}
-	ctl, err := newController(opts, fyne.Do)
+	if opts.post == nil {
+		opts.post = fyne.Do
+	}
+	ctl, err := newController(opts, opts.post)
 	if err != nil {
 		return nil, err
 	}
-	a := &App{fy: fy, ctl: ctl, files: opts.Files, advise: opts.Advise}
+	a := &App{fy: fy, ctl: ctl, files: opts.Files, advise: opts.Advise, post: opts.post}
 	a.win = fy.NewWindow("Strata")
 	a.win.Resize(fyne.NewSize(1100, 720))
 	a.win.SetOnClosed(ctl.Close)

@@ -51,22 +51,19 @@ func objects(o fyne.CanvasObject, visit func(fyne.CanvasObject)) {
 	}
 }
 
-// button finds the visible button with this label in the window.
-func button(t *testing.T, w fyne.Window, label string) *widget.Button {
-	t.Helper()
+// button finds the visible button with this label in the window (call it on the UI loop).
+func button(w fyne.Window, label string) *widget.Button {
 	var found *widget.Button
 	objects(w.Canvas().Content(), func(o fyne.CanvasObject) {
 		if b, ok := o.(*widget.Button); ok && b.Text == label && b.Visible() {
 			found = b
 		}
 	})
-	if found == nil {
-		t.Fatalf("no %q button on screen", label)
-	}
 	return found
 }
 
-// windowText is all label and rich text on screen, for looking for a phrase.
+// windowText is all label and rich text on screen, for looking for a phrase (call it on
+// the UI loop).
 func windowText(w fyne.Window) string {
 	var b strings.Builder
 	objects(w.Canvas().Content(), func(o fyne.CanvasObject) {
@@ -80,6 +77,59 @@ func windowText(w fyne.Window) string {
 	return b.String()
 }
 
+// gui gives tests one goroutine for everything that touches widgets.
+type gui struct {
+	t  *testing.T
+	ui *uiLoop
+}
+
+// tap presses the button with this label, failing when there is none.
+func (g gui) tap(w fyne.Window, label string) {
+	g.t.Helper()
+	var ok bool
+	g.ui.do(func() {
+		if b := button(w, label); b != nil && !b.Disabled() {
+			test.Tap(b)
+			ok = true
+		}
+	})
+	if !ok {
+		g.t.Fatalf("no enabled %q button on screen", label)
+	}
+}
+
+// text is what the window shows.
+func (g gui) text(w fyne.Window) string {
+	var s string
+	g.ui.do(func() { s = windowText(w) })
+	return s
+}
+
+// until waits for cond, evaluated on the UI loop.
+func (g gui) until(what string, cond func() bool) {
+	g.t.Helper()
+	waitFor(g.t, what, func() bool {
+		var ok bool
+		g.ui.do(func() { ok = cond() })
+		return ok
+	})
+}
+
+// newTestApp makes the app on temporary folders with a UI loop of its own.
+func newTestApp(t *testing.T, opts Options) (*App, gui) {
+	t.Helper()
+	g := gui{t: t, ui: newUILoop(t)}
+	opts.post = g.ui.post
+	var a *App
+	var err error
+	g.ui.do(func() { a, err = New(fyne.CurrentApp(), opts) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.ctl.Close)
+	return a, g
+}
+
 // runFlow drives the app as a person would: welcome -> wizard -> picker -> load -> send ->
 // tokens appear -> Esc -> the chat is saved and reloads after a restart.
 func runFlow(t *testing.T, eng Engine, model string) {
@@ -87,49 +137,49 @@ func runFlow(t *testing.T, eng Engine, model string) {
 	dir := t.TempDir()
 	opts := Options{DataDir: filepath.Join(dir, "data"), ConfigDir: filepath.Join(dir, "config"),
 		Engine: eng, Files: filesFrom(model), Advise: testAdvice}
-	a, err := New(fyne.CurrentApp(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.ctl.Close)
+	a, g := newTestApp(t, opts)
 	w := a.Window()
-	a.Start()
+	g.ui.do(a.Start)
 	if a.screen != ScreenWelcome {
 		t.Fatalf("first run opened %q, want the welcome page", a.screen)
 	}
 
-	test.Tap(button(t, w, "Set up this PC"))
-	waitFor(t, "the wizard's advice", func() bool { return !button(t, w, "Use this").Disabled() })
-	if txt := windowText(w); !strings.Contains(txt, "Test CPU with 8 cores") || !strings.Contains(txt, "Recommended: CPU only") {
+	g.tap(w, "Set up this PC")
+	g.until("the wizard's advice", func() bool { b := button(w, "Use this"); return b != nil && !b.Disabled() })
+	if txt := g.text(w); !strings.Contains(txt, "Test CPU with 8 cores") || !strings.Contains(txt, "Recommended: CPU only") {
 		t.Fatalf("wizard shows:\n%s", txt)
 	}
-	test.Tap(button(t, w, "Use this"))
+	g.tap(w, "Use this")
+	g.ui.do(func() {})
 	if a.screen != ScreenPicker || !a.ctl.Settings().WizardDone {
 		t.Fatalf("after accepting: screen %q, settings %+v", a.screen, a.ctl.Settings())
 	}
 
-	test.Tap(button(t, w, "Open GGUF…"))
-	waitFor(t, "the model card", func() bool { _, _, err := a.ctl.Card(); return err != nil || !a.picker.load.Disabled() })
+	g.tap(w, "Open GGUF…")
+	waitFor(t, "the model card", func() bool {
+		_, info, err := a.ctl.Card()
+		return err != nil || info.Architecture != ""
+	})
 	if _, _, err := a.ctl.Card(); err != nil {
 		t.Fatalf("inspect %s: %v", model, err)
 	}
-	if !strings.Contains(a.picker.card.Text, "Architecture: qwen3moe") {
-		t.Fatalf("card:\n%s", a.picker.card.Text)
-	}
-	test.Tap(a.picker.load)
-	waitFor(t, "the chat screen with the ready time", func() bool {
+	g.until("the card on screen", func() bool { return strings.Contains(a.picker.card.Text, "Architecture: qwen3moe") })
+	g.tap(w, "Load this model")
+	g.until("the chat screen with the ready time", func() bool {
 		return a.ctl.LoadState().Err != nil || strings.Contains(windowText(w), "Ready in")
 	})
 	if err := a.ctl.LoadState().Err; err != nil {
-		t.Fatalf("load: %v\nscreen says:\n%s", err, windowText(w))
+		t.Fatalf("load: %v\nscreen says:\n%s", err, g.text(w))
 	}
 
-	test.Type(a.chat.input, "Hello")
-	a.chat.input.TypedKey(&fyne.KeyEvent{Name: fyne.KeyReturn})
-	if a.chat.input.Text != "" {
-		t.Fatalf("Enter did not send: input still %q", a.chat.input.Text)
+	g.ui.do(func() {
+		test.Type(a.chat.input, "Hello")
+		a.chat.input.TypedKey(&fyne.KeyEvent{Name: fyne.KeyReturn})
+	})
+	if v := a.ctl.Chat(); len(v.Chat.Messages) == 0 || v.Chat.Messages[0].Content != "Hello" {
+		t.Fatalf("Enter did not send: %+v", v.Chat.Messages)
 	}
-	waitFor(t, "tokens on screen", func() bool {
+	waitFor(t, "tokens", func() bool {
 		v := a.ctl.Chat()
 		if v.Err != "" {
 			t.Fatalf("generation failed: %s", v.Err)
@@ -137,9 +187,12 @@ func runFlow(t *testing.T, eng Engine, model string) {
 		if !v.Generating && len(v.Chat.Messages) == 2 && v.Chat.Messages[1].Content == "" {
 			t.Fatalf("generation ended with no answer text: %+v", v.Chat.Messages[1])
 		}
-		return len(v.Chat.Messages) == 2 && len(v.Chat.Messages[1].Content) > 0 && len(a.chat.messages.Objects) == 2
+		return len(v.Chat.Messages) == 2 && len(v.Chat.Messages[1].Content) > 0
 	})
-	a.chat.input.TypedKey(&fyne.KeyEvent{Name: fyne.KeyEscape})
+	g.until("tokens on screen", func() bool {
+		return len(a.chat.messages.Objects) == 2 && a.chat.input.Text == ""
+	})
+	g.ui.do(func() { a.chat.input.TypedKey(&fyne.KeyEvent{Name: fyne.KeyEscape}) })
 	a.ctl.Wait()
 	view := a.ctl.Chat()
 	if view.Generating || len(view.Chat.Messages) != 2 || view.Chat.Messages[1].Content == "" {
@@ -148,41 +201,47 @@ func runFlow(t *testing.T, eng Engine, model string) {
 	shown := view.Chat.Messages[1]
 
 	// Shift+Enter is a new line, not a send.
-	a.chat.input.KeyDown(&fyne.KeyEvent{Name: "LeftShift"})
-	a.chat.input.TypedKey(&fyne.KeyEvent{Name: fyne.KeyReturn})
-	a.chat.input.KeyUp(&fyne.KeyEvent{Name: "LeftShift"})
-	if a.chat.input.Text != "\n" || len(a.ctl.Chat().Chat.Messages) != 2 {
-		t.Fatalf("Shift+Enter: input %q, %d messages", a.chat.input.Text, len(a.ctl.Chat().Chat.Messages))
+	var input string
+	g.ui.do(func() {
+		a.chat.input.KeyDown(&fyne.KeyEvent{Name: "LeftShift"})
+		a.chat.input.TypedKey(&fyne.KeyEvent{Name: fyne.KeyReturn})
+		a.chat.input.KeyUp(&fyne.KeyEvent{Name: "LeftShift"})
+		input = a.chat.input.Text
+	})
+	if input != "\n" || len(a.ctl.Chat().Chat.Messages) != 2 {
+		t.Fatalf("Shift+Enter: input %q, %d messages", input, len(a.ctl.Chat().Chat.Messages))
 	}
 
 	// The tier map tab draws the model's snapshot.
-	a.Show(ScreenTiers)
-	waitFor(t, "the tier map", func() bool { return snapshotOK(a.tiers.grid.snap) })
-	a.Show(ScreenChat)
+	g.ui.do(func() { a.Show(ScreenTiers) })
+	g.until("the tier map", func() bool { return snapshotOK(a.tiers.grid.snap) })
+	g.ui.do(func() { a.Show(ScreenChat) })
 
 	// Restart on the same folders: the chat is in the sidebar and opens as it was.
 	a.ctl.Close()
-	b, err := New(fyne.CurrentApp(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.ctl.Close)
-	b.Start()
+	b, g2 := newTestApp(t, opts)
+	g2.ui.do(b.Start)
 	if b.screen != ScreenPicker {
 		t.Fatalf("second run opened %q, want the model picker", b.screen)
 	}
-	b.Show(ScreenChat)
-	if len(b.chat.chats) != 1 || b.chat.chats[0].ID != view.Chat.ID {
-		t.Fatalf("sidebar after restart: %+v", b.chat.chats)
+	var listed []store.Chat
+	g2.ui.do(func() {
+		b.Show(ScreenChat)
+		listed = b.chat.chats
+	})
+	if len(listed) != 1 || listed[0].ID != view.Chat.ID {
+		t.Fatalf("sidebar after restart: %+v", listed)
 	}
-	b.chat.list.Select(0)
+	g2.ui.do(func() { b.chat.list.Select(0) })
 	got := b.ctl.Chat().Chat
 	if len(got.Messages) != 2 || got.Messages[1].Content != shown.Content || got.Messages[1].Stopped != shown.Stopped {
 		t.Fatalf("reopened chat %+v, want the answer %+v", got.Messages, shown)
 	}
-	if !strings.Contains(windowText(b.Window()), strings.TrimSpace(shown.Content)[:2]) {
-		t.Fatalf("the reopened answer is not on screen:\n%s", windowText(b.Window()))
-	}
+	// The answer's own line (speed, stopped) and the question are drawn again.
+	g2.until("the reopened chat on screen", func() bool {
+		txt := windowText(b.Window())
+		return strings.Contains(txt, "Hello") && strings.Contains(txt, tokensPerSecLabel(shown))
+	})
 }
 
 // TestFlowFakeEngine runs the whole flow on a stand-in engine: it checks the app itself.
@@ -204,27 +263,32 @@ func TestFlowEngine(t *testing.T) {
 func TestSettingsPanelRefusesBadValues(t *testing.T) {
 	test.NewTempApp(t)
 	dir := t.TempDir()
-	a, err := New(fyne.CurrentApp(), Options{DataDir: filepath.Join(dir, "d"), ConfigDir: filepath.Join(dir, "c"), Engine: &fakeEngine{}, Advise: testAdvice})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Show(ScreenSettings)
-	v := a.settings
-	v.maxContext.SetText("lots")
-	v.vramReserve.SetText("-1")
-	test.Tap(v.save)
-	if !strings.Contains(v.status.Text, "context length") || !strings.Contains(v.status.Text, "VRAM reserve") {
-		t.Fatalf("status %q should name both bad fields", v.status.Text)
+	a, g := newTestApp(t, Options{DataDir: filepath.Join(dir, "d"), ConfigDir: filepath.Join(dir, "c"), Engine: &fakeEngine{}, Advise: testAdvice})
+	var status string
+	g.ui.do(func() {
+		a.Show(ScreenSettings)
+		v := a.settings
+		v.maxContext.SetText("lots")
+		v.vramReserve.SetText("-1")
+		test.Tap(v.save)
+		status = v.status.Text
+	})
+	if !strings.Contains(status, "context length") || !strings.Contains(status, "VRAM reserve") {
+		t.Fatalf("status %q should name both bad fields", status)
 	}
 	if _, err := os.Stat(store.SettingsPath(filepath.Join(dir, "c"))); !os.IsNotExist(err) {
 		t.Fatalf("bad settings were saved: %v", err)
 	}
-	v.maxContext.SetText("4096")
-	v.vramReserve.SetText("512")
-	v.kvType.SetSelected("int8")
-	test.Tap(v.save)
+	g.ui.do(func() {
+		v := a.settings
+		v.maxContext.SetText("4096")
+		v.vramReserve.SetText("512")
+		v.kvType.SetSelected("int8")
+		test.Tap(v.save)
+		status = v.status.Text
+	})
 	s, err := store.LoadSettings(store.SettingsPath(filepath.Join(dir, "c")))
 	if err != nil || s.Config.MaxContext != 4096 || s.Config.VRAMReserveMiB != 512 || s.Config.KVType != "int8" {
-		t.Fatalf("saved %+v, %v (status %q)", s.Config, err, v.status.Text)
+		t.Fatalf("saved %+v, %v (status %q)", s.Config, err, status)
 	}
 }

@@ -2,6 +2,71 @@ package gui
 
 import "strings"
 
+// escapeHTML wraps HTML-looking tags ("<div>", "<unused_20>") that lie outside code spans
+// in code spans: the Markdown renderer drops raw HTML, and model output must be shown as
+// written. Autolinks (<https://…>) stay links.
+func escapeHTML(md string) string {
+	if !strings.Contains(md, "<") {
+		return md
+	}
+	var b strings.Builder
+	inCode := false
+	for i := 0; i < len(md); i++ {
+		c := md[i]
+		switch {
+		case c == '`':
+			inCode = !inCode
+		case c == '\n':
+			inCode = false // code spans do not run across paragraphs in model output
+		case c == '<' && !inCode:
+			if end := tagEnd(md[i:]); end > 0 {
+				tag := md[i : i+end]
+				if strings.Contains(tag, "://") || strings.Contains(tag, "@") {
+					break
+				}
+				fence := "`"
+				if strings.Contains(tag, "`") {
+					fence = "`` "
+				}
+				b.WriteString(fence + tag + reverse(fence))
+				i += end - 1
+				continue
+			}
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// tagEnd is the length of the tag at the start of s ("<x ...>"), or 0 when s does not
+// start with one.
+func tagEnd(s string) int {
+	if len(s) < 3 {
+		return 0
+	}
+	c := s[1]
+	if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '/' || c == '!' || c == '?') {
+		return 0
+	}
+	for j := 1; j < len(s); j++ {
+		switch s[j] {
+		case '>':
+			return j + 1
+		case '<', '\n':
+			return 0
+		}
+	}
+	return 0
+}
+
+func reverse(s string) string {
+	r := []byte(s)
+	for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
+		r[i], r[j] = r[j], r[i]
+	}
+	return string(r)
+}
+
 // block is one piece of an answer: prose (rendered as Markdown) or a fenced code block
 // (rendered monospace with a copy button).
 type block struct {

@@ -73,7 +73,7 @@ func (a *App) newPickerView() *pickerView {
 func (v *pickerView) openFile() {
 	go func() {
 		path, err := v.a.files.OpenGGUF()
-		fyne.Do(func() {
+		v.a.post(func() {
 			switch {
 			case err == errPickCancelled:
 			case err != nil:

@@ -77,7 +77,7 @@ func (v *tiersView) start() {
 				return
 			case <-tick.C:
 				snap, ok := v.a.ctl.Tiers()
-				fyne.Do(func() { v.show(snap, ok) })
+				v.a.post(func() { v.show(snap, ok) })
 			}
 		}
 	}()

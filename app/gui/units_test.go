@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
+
 	"strata/engine"
 )
 
@@ -120,5 +123,20 @@ func TestCardText(t *testing.T) {
 	cpu.Backend = "cpu"
 	if got := cardText(info, cpu); strings.Contains(got, "GPU:") || !strings.Contains(got, "Everything on the CPU") {
 		t.Errorf("cpu card:\n%s", got)
+	}
+}
+
+func TestMarkdownKeepsAngleBrackets(t *testing.T) {
+	test.NewTempApp(t)
+	for _, tc := range []struct{ in, want string }{
+		{"use <div> and <unused_20> here", "use <div> and <unused_20> here"},
+		{"in code `<b>` stays", "in code <b> stays"},
+		{"a < b > c", "a < b > c"},
+		{"tick <a`b> tag", "tick <a`b> tag"},
+	} {
+		rt := widget.NewRichTextFromMarkdown(escapeHTML(tc.in))
+		if got := strings.Join(strings.Fields(rt.String()), " "); got != tc.want {
+			t.Errorf("%q rendered as %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }

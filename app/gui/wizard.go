@@ -46,7 +46,7 @@ func (a *App) wizardScreen() fyne.CanvasObject {
 	go func() {
 		_, info, _ := a.ctl.Card()
 		adv, err := a.advise(context.Background(), info)
-		fyne.Do(func() {
+		a.post(func() {
 			if err != nil {
 				machine.SetText(friendly("Looking at this PC", err))
 				return
