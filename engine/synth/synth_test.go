@@ -13,6 +13,7 @@ import (
 
 	"strata/engine/gguf"
 	"strata/engine/quant"
+	"strata/engine/tokenizer"
 )
 
 func tinySpec(t *testing.T, typ quant.Type, pool int) Spec {
@@ -408,5 +409,36 @@ func TestPresetSizes(t *testing.T) {
 	s, _ = Preset("235b-a22b")
 	if err := s.Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestTokenizerLoads checks the embedded vocabulary with the project's tokenizer: the
+// merges apply, any bytes round-trip, and the ChatML specials are recognised.
+func TestTokenizerLoads(t *testing.T) {
+	f, err := gguf.Open(write(t, tinySpec(t, quant.F32, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := tok.Encode("Hello world", false)
+	if len(ids) != 2 || tok.TokenText(ids[0]) != "Hello" || tok.TokenText(ids[1]) != "Ġworld" {
+		texts := make([]string, len(ids))
+		for i, id := range ids {
+			texts[i] = tok.TokenText(id)
+		}
+		t.Errorf("Hello world -> %q", texts)
+	}
+	for _, s := range []string{"Hello world", "the cat\n\tsat ÿ€😀"} {
+		if got := tok.Decode(tok.Encode(s, false)); got != s {
+			t.Errorf("round trip %q -> %q", s, got)
+		}
+	}
+	ids = tok.Encode("<|im_start|>user\nhi<|im_end|>", true)
+	if eos, ok := tok.EOS(); !ok || ids[len(ids)-1] != eos || !tok.IsSpecial(ids[0]) || !tok.IsEndOfGeneration(eos) {
+		t.Errorf("specials: %v (eos %d)", ids, eos)
 	}
 }
