@@ -245,6 +245,52 @@ func BenchmarkMatVecExperts(b *testing.B) {
 	}
 }
 
+// BenchmarkMoEFused is a whole MoE FFN of Qwen3-30B-A3B in decode (128 experts, 8
+// routed, hidden 2048, ffn 768) through the fused kernels: quantise x, gate/up/SwiGLU,
+// quantise h, down/combine/residual.
+func BenchmarkMoEFused(b *testing.B) {
+	g := setup(b)
+	r := rand.New(rand.NewPCG(13, 14))
+	const nExp, hidden, ffn, topK = 128, 2048, 768, 8
+	for _, typ := range []cuda.QuantType{cuda.Q4_K, cuda.Q8_0} {
+		b.Run(typ.String(), func(b *testing.B) {
+			rawG, _ := makeWeights(b, r, typ, nExp*ffn, hidden)
+			rawD, _ := makeWeights(b, r, typ, nExp*hidden, ffn)
+			wg, wu, wd := upload(b, g, rawG), upload(b, g, rawG), upload(b, g, rawD)
+			sets := make([]cuda.DevicePtr, 64)
+			for i := range sets {
+				ids := make([]int32, topK)
+				for j, p := range r.Perm(nExp)[:topK] {
+					ids[j] = int32(p)
+				}
+				sets[i] = upload(b, g, ids)
+			}
+			wts := upload(b, g, []float32{.2, .2, .1, .1, .1, .1, .1, .1})
+			x := upload(b, g, randFloats(r, hidden, 1))
+			xq := g.buf(b, cuda.Q8RowBytes(hidden))
+			h := g.buf(b, 4*topK*ffn)
+			hq := g.buf(b, topK*cuda.Q8RowBytes(ffn))
+			y := upload(b, g, make([]float32, hidden))
+			per := timeLaunches(b, g, func(i int) error {
+				ids := sets[i%len(sets)]
+				if err := g.k.QuantizeQ8(g.s, x, xq, 1, hidden); err != nil {
+					return err
+				}
+				if err := g.k.MoEGateUp(g.s, typ, wg, wu, len(rawG)/nExp, ids, topK, xq, h, ffn, hidden); err != nil {
+					return err
+				}
+				if err := g.k.QuantizeQ8(g.s, h, hq, topK, ffn); err != nil {
+					return err
+				}
+				return g.k.MoEDown(g.s, typ, wd, len(rawD)/nExp, ids, wts, topK, hq, y, hidden, ffn)
+			})
+			bytes := 3 * topK * len(rawD) / nExp
+			b.ReportMetric(float64(bytes)/per.Seconds()/1e9, "GB/s")
+			b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+		})
+	}
+}
+
 func BenchmarkGemm(b *testing.B) {
 	g := setup(b)
 	r := rand.New(rand.NewPCG(5, 6))

@@ -37,7 +37,7 @@ func kernelNames() []string {
 	}
 	for _, t := range SupportedTypes() {
 		if t.HasQ8MatVec() {
-			names = append(names, "mul_mat_vec_q8_"+t.String())
+			names = append(names, "mul_mat_vec_q8_"+t.String(), "moe_gate_up_q8_"+t.String(), "moe_down_q8_"+t.String())
 		}
 	}
 	names = append(names, "quantize_q8")
@@ -193,6 +193,43 @@ func (k *Kernels) matVecQ8(s *Stream, t QuantType, w DevicePtr, expertStride int
 	}
 	a := new(Args).Ptr(w).Int64(int64(expertStride)).Ptr(ids).Ptr(xq).Int64(int64(xqStride)).Ptr(y).Int(rows).Int(cols)
 	return k.launch("mul_mat_vec_q8_"+t.String(), s, Dim3{X: ceilDiv(rows, mmvqWarps), Y: n}, Dim3{X: mmvqWarps * 32}, 0, a)
+}
+
+// MoEGateUp is the fused first half of an MoE FFN in decode: for each of the n routed
+// slots e, h[e] = silu(Wg[ids[e]] x) * (Wu[ids[e]] x), h [n][rows] f32. Wg and Wu are the
+// gate and up tensors (same type t and expert stride); xq is x quantised by QuantizeQ8.
+func (k *Kernels) MoEGateUp(s *Stream, t QuantType, wg, wu DevicePtr, expertStride int, ids DevicePtr, n int,
+	xq, h DevicePtr, rows, cols int) error {
+	if err := checkMoE(t, ids, n, rows, cols); err != nil {
+		return err
+	}
+	a := new(Args).Ptr(wg).Ptr(wu).Int64(int64(expertStride)).Ptr(ids).Ptr(xq).Ptr(h).Int(rows).Int(cols)
+	return k.launch("moe_gate_up_q8_"+t.String(), s, Dim3{X: ceilDiv(rows, mmvqWarps), Y: n}, Dim3{X: mmvqWarps * 32}, 0, a)
+}
+
+// MoEDown is the fused second half: y[r] += sum over the n slots of weights[e] *
+// (Wd[ids[e]] h[e])[r], with hq the n rows of h quantised by QuantizeQ8 and weights the n
+// router weights (f32 on the device). Adding into y makes it the residual add as well.
+func (k *Kernels) MoEDown(s *Stream, t QuantType, wd DevicePtr, expertStride int, ids, weights DevicePtr, n int,
+	hq, y DevicePtr, rows, cols int) error {
+	if err := checkMoE(t, ids, n, rows, cols); err != nil {
+		return err
+	}
+	a := new(Args).Ptr(wd).Int64(int64(expertStride)).Ptr(ids).Ptr(weights).Ptr(hq).Int64(int64(Q8RowBytes(cols))).Ptr(y).Int(rows).Int(cols).Int(n)
+	return k.launch("moe_down_q8_"+t.String(), s, Dim3{X: ceilDiv(rows, mmvqWarps)}, Dim3{X: mmvqWarps * 32}, 0, a)
+}
+
+func checkMoE(t QuantType, ids DevicePtr, n, rows, cols int) error {
+	if !t.HasQ8MatVec() {
+		return fmt.Errorf("cuda: fused MoE kernels: no 8-bit kernel for %v", t)
+	}
+	if _, err := t.RowBytes(cols); err != nil {
+		return fmt.Errorf("cuda: fused MoE kernels: %w", err)
+	}
+	if ids == 0 || n <= 0 || n > 65535 || rows <= 0 {
+		return fmt.Errorf("cuda: fused MoE kernels: bad shape rows=%d cols=%d slots=%d", rows, cols, n)
+	}
+	return nil
 }
 
 // Dequantize writes the n values at src (type t, a whole number of blocks) to dst as f16.

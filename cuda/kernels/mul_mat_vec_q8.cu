@@ -243,3 +243,83 @@ MMVQ_KERNEL(q4_K, T_Q4_K)
 MMVQ_KERNEL(q5_K, T_Q5_K)
 MMVQ_KERNEL(q6_K, T_Q6_K)
 #undef MMVQ_KERNEL
+
+// ---------------------------------------------------------------------------------------
+// Fused MoE decode. moe_gate_up_q8: for routed slot e (blockIdx.y) and row r, h[e][r] =
+// silu(Wg[ids[e]] x)[r] * (Wu[ids[e]] x)[r], the two matrices sharing the x loads (same
+// type, same expert stride). moe_down_q8: y[r] += sum_e w[e] * (Wd[ids[e]] h[e])[r], one warp
+// per row over all k slots, with h quantised per slot (rows xq_stride bytes apart): the
+// down projection, the router-weighted sum and the residual add in one launch.
+template <int T>
+static __device__ __forceinline__ void moe_gate_up_body(const uint8_t *__restrict__ Wg, const uint8_t *__restrict__ Wu,
+	long long expert_stride, const int *__restrict__ ids, const int8_t *__restrict__ xq, float *__restrict__ h,
+	int rows, int cols) {
+	typedef TypeInfo<T> TI;
+	typedef Q8Dot<T> D;
+	const int e = blockIdx.y;
+	const int row = blockIdx.x * MMVQ_WARPS + (threadIdx.x >> 5);
+	if (row >= rows) return;
+	const int lane = threadIdx.x & 31;
+	const long long row_bytes = (long long)(cols / TI::QK) * TI::BYTES;
+	const long long off = (long long)ids[e] * expert_stride + (long long)row * row_bytes;
+	const uint8_t *wg = Wg + off, *wu = Wu + off;
+	const float *xd = (const float *)(xq + cols);
+	const int nunits = cols / TI::QK * D::UNITS;
+	float ag = 0.f, au = 0.f;
+#pragma unroll 2
+	for (int c = lane; c < nunits; c += 32) {
+		const int blk = c / D::UNITS, u = c % D::UNITS;
+		const int8_t *xb = xq + blk * TI::QK;
+		const float *db = xd + blk * (TI::QK / 32);
+		ag += D::dot(wg + (long long)blk * TI::BYTES, u, xb, db);
+		au += D::dot(wu + (long long)blk * TI::BYTES, u, xb, db);
+	}
+	ag = warp_sum(ag);
+	au = warp_sum(au);
+	if (lane == 0) h[(long long)e * rows + row] = ag / (1.f + expf(-ag)) * au;
+}
+
+template <int T>
+static __device__ __forceinline__ void moe_down_body(const uint8_t *__restrict__ Wd, long long expert_stride,
+	const int *__restrict__ ids, const float *__restrict__ wts, const int8_t *__restrict__ hq, long long hq_stride,
+	float *__restrict__ y, int rows, int cols, int k) {
+	typedef TypeInfo<T> TI;
+	typedef Q8Dot<T> D;
+	const int row = blockIdx.x * MMVQ_WARPS + (threadIdx.x >> 5);
+	if (row >= rows) return;
+	const int lane = threadIdx.x & 31;
+	const long long row_bytes = (long long)(cols / TI::QK) * TI::BYTES;
+	const int per = cols / TI::QK * D::UNITS;
+	const int nunits = per * k;
+	float acc = 0.f;
+#pragma unroll 2
+	for (int c = lane; c < nunits; c += 32) {
+		const int e = c / per, cu = c % per;
+		const int blk = cu / D::UNITS, u = cu % D::UNITS;
+		const uint8_t *w = Wd + (long long)ids[e] * expert_stride + (long long)row * row_bytes;
+		const int8_t *x = hq + e * hq_stride;
+		acc += wts[e] * D::dot(w + (long long)blk * TI::BYTES, u, x + blk * TI::QK, (const float *)(x + cols) + blk * (TI::QK / 32));
+	}
+	acc = warp_sum(acc);
+	if (lane == 0) y[row] += acc;
+}
+
+#define MOE_KERNELS(name, t)                                                                                   \
+	extern "C" __global__ void __launch_bounds__(MMVQ_WARPS * 32) moe_gate_up_q8_##name(const uint8_t *Wg,     \
+		const uint8_t *Wu, long long expert_stride, const int *ids, const int8_t *xq, float *h, int rows,     \
+		int cols) {                                                                                            \
+		moe_gate_up_body<t>(Wg, Wu, expert_stride, ids, xq, h, rows, cols);                                    \
+	}                                                                                                          \
+	extern "C" __global__ void __launch_bounds__(MMVQ_WARPS * 32) moe_down_q8_##name(const uint8_t *Wd,        \
+		long long expert_stride, const int *ids, const float *wts, const int8_t *hq, long long hq_stride,     \
+		float *y, int rows, int cols, int k) {                                                                 \
+		moe_down_body<t>(Wd, expert_stride, ids, wts, hq, hq_stride, y, rows, cols, k);                        \
+	}
+MOE_KERNELS(q4_0, T_Q4_0)
+MOE_KERNELS(q8_0, T_Q8_0)
+MOE_KERNELS(mxfp4, T_MXFP4)
+MOE_KERNELS(iq4_xs, T_IQ4_XS)
+MOE_KERNELS(q4_K, T_Q4_K)
+MOE_KERNELS(q5_K, T_Q5_K)
+MOE_KERNELS(q6_K, T_Q6_K)
+#undef MOE_KERNELS
