@@ -1,0 +1,62 @@
+package cuda
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestEmbeddedFatbinHasEveryKernel runs without a GPU: the committed fatbin must hold
+// machine code for every architecture the README promises and every kernel the
+// launchers look up (kernel names are stored uncompressed in its ELF symbol tables).
+func TestEmbeddedFatbinHasEveryKernel(t *testing.T) {
+	if len(kernelsFatbin) == 0 {
+		t.Fatal("kernels.fatbin is empty: run make kernels")
+	}
+	archs := map[string]bool{}
+	for _, m := range regexp.MustCompile(`-arch (sm_[0-9]+)`).FindAllStringSubmatch(kernelsFatbin, -1) {
+		archs[m[1]] = true
+	}
+	for _, a := range []string{"sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"} {
+		if !archs[a] {
+			t.Errorf("kernels.fatbin has no %s machine code (found %v)", a, archs)
+		}
+	}
+	seen := map[string]bool{}
+	for _, name := range kernelNames() {
+		if seen[name] {
+			t.Errorf("kernel %s listed twice", name)
+		}
+		seen[name] = true
+		if !strings.Contains(kernelsFatbin, name+"\x00") {
+			t.Errorf("kernels.fatbin lacks kernel %s", name)
+		}
+	}
+}
+
+func TestTypeGeometry(t *testing.T) {
+	for _, c := range []struct {
+		t          QuantType
+		cols, want int
+	}{{Q4_K, 2048, 8 * 144}, {Q8_0, 64, 68}, {MXFP4, 32, 17}, {F16, 8, 16}, {Q6_K, 256, 210}, {IQ4_XS, 512, 272}} {
+		got, err := c.t.RowBytes(c.cols)
+		if err != nil || got != c.want {
+			t.Errorf("%v.RowBytes(%d) = %d, %v; want %d", c.t, c.cols, got, err, c.want)
+		}
+	}
+	if _, err := Q4_K.RowBytes(100); err == nil {
+		t.Error("Q4_K.RowBytes(100): want an error for a partial block")
+	}
+	if _, err := QuantType(16).RowBytes(256); err == nil {
+		t.Error("IQ2_XXS has no kernel: want an error")
+	}
+	if got := Q8RowBytes(2048); got != 2048+256 || got%16 != 0 {
+		t.Errorf("Q8RowBytes(2048) = %d", got)
+	}
+	if got := Q8RowBytes(96); got%16 != 0 || got < 96+12 {
+		t.Errorf("Q8RowBytes(96) = %d: not padded to 16 or too small", got)
+	}
+	if DecodeSplits(1) != 1 || DecodeSplits(4096) != 16 || DecodeSplits(1<<20) != 64 {
+		t.Errorf("DecodeSplits: %d %d %d", DecodeSplits(1), DecodeSplits(4096), DecodeSplits(1<<20))
+	}
+}
