@@ -25,12 +25,11 @@ func BenchmarkLoadQwen3(b *testing.B) {
 // BenchmarkLoadQwen3Plain is the same from an uncompressed tokenizer.json (what a model
 // folder ships), so the gunzip cost is left out.
 func BenchmarkLoadQwen3Plain(b *testing.B) {
-	f, err := os.Open(fixtures.Path(b, "tokenizers", "qwen3", "tokenizer.json.gz"))
+	gz, err := os.ReadFile(fixtures.Path(b, "tokenizers", "qwen3", "tokenizer.json.gz"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	data, err := readMaybeGzip(f)
-	f.Close()
+	data, err := gunzipIfNeeded(gz)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package tokenizer
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -47,11 +46,11 @@ type hfComponent struct {
 // FromHFJSON reads a Hugging Face tokenizer.json (BPE model with a byte-level
 // pre-tokenizer). The reader may be gzipped; that is detected from the content.
 func FromHFJSON(r io.Reader) (*Tokenizer, error) {
-	data, err := readMaybeGzip(r)
+	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer.json: %w", err)
 	}
-	t, err := parseHFJSON(data)
+	t, err := parseJSONData(data)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer.json: %w", err)
 	}
@@ -66,11 +65,7 @@ func LoadFile(path string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
-	data, err = gunzipIfNeeded(data)
-	if err != nil {
-		return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
-	}
-	t, err := parseHFJSON(data)
+	t, err := parseJSONData(data)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
 	}
@@ -98,24 +93,18 @@ func gunzipIfNeeded(data []byte) ([]byte, error) {
 		return nil, fmt.Errorf("gzip: %w", err)
 	}
 	defer zr.Close()
-	size := int(binary.LittleEndian.Uint32(data[len(data)-4:])) // ISIZE: length mod 2^32
-	buf := bytes.NewBuffer(make([]byte, 0, min(size+bytes.MinRead, 1<<30)))
+	size := gzipSize(data)
+	if !plausibleSize(size, len(data)) {
+		size = 4 * len(data)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead))
 	if _, err := buf.ReadFrom(zr); err != nil {
 		return nil, fmt.Errorf("gzip: %w", err)
 	}
 	return buf.Bytes(), nil
 }
 
-func readMaybeGzip(r io.Reader) ([]byte, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, err
-	}
-	return gunzipIfNeeded(data)
-}
-
-func parseHFJSON(data []byte) (*Tokenizer, error) {
-	s := &jscan{b: data}
+func parseHFJSON(s *jscan) (*Tokenizer, error) {
 	var (
 		added                              []hfAdded
 		normalizer, preTok, post           hfComponent

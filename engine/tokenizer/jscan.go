@@ -14,6 +14,21 @@ import (
 type jscan struct {
 	b []byte
 	i int
+	// fill, when set, blocks until byte need has arrived (or the input ended) and returns
+	// the longer buffer; it lets parsing overlap with gunzip. Earlier slices of b stay valid.
+	fill func(need int) []byte
+}
+
+// has reports whether byte i exists, waiting for it if the input is still arriving.
+func (s *jscan) has(i int) bool {
+	if i < len(s.b) {
+		return true
+	}
+	if s.fill == nil {
+		return false
+	}
+	s.b = s.fill(i)
+	return i < len(s.b)
 }
 
 func (s *jscan) errf(format string, args ...any) error {
@@ -21,7 +36,7 @@ func (s *jscan) errf(format string, args ...any) error {
 }
 
 func (s *jscan) ws() {
-	for s.i < len(s.b) {
+	for s.has(s.i) {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
 			s.i++
@@ -34,7 +49,7 @@ func (s *jscan) ws() {
 // peek returns the next non-space byte, 0 at the end.
 func (s *jscan) peek() byte {
 	s.ws()
-	if s.i >= len(s.b) {
+	if !s.has(s.i) {
 		return 0
 	}
 	return s.b[s.i]
@@ -42,7 +57,7 @@ func (s *jscan) peek() byte {
 
 func (s *jscan) expect(c byte) error {
 	if s.peek() != c {
-		if s.i >= len(s.b) {
+		if !s.has(s.i) {
 			return s.errf("unexpected end of JSON, want %q", c)
 		}
 		return s.errf("want %q, found %q", c, s.b[s.i])
@@ -78,7 +93,7 @@ func (s *jscan) strBytes() ([]byte, error) {
 		return nil, err
 	}
 	start := s.i
-	for s.i < len(s.b) {
+	for s.has(s.i) {
 		switch c := s.b[s.i]; {
 		case c == '"':
 			s.i++
@@ -95,7 +110,7 @@ func (s *jscan) strBytes() ([]byte, error) {
 
 func (s *jscan) strSlow(start int) ([]byte, error) {
 	out := append([]byte(nil), s.b[start:s.i]...)
-	for s.i < len(s.b) {
+	for s.has(s.i) {
 		c := s.b[s.i]
 		switch {
 		case c == '"':
@@ -106,7 +121,7 @@ func (s *jscan) strSlow(start int) ([]byte, error) {
 			s.i++
 			continue
 		}
-		if s.i+1 >= len(s.b) {
+		if !s.has(s.i + 1) {
 			break
 		}
 		e := s.b[s.i+1]
@@ -131,7 +146,7 @@ func (s *jscan) strSlow(start int) ([]byte, error) {
 			}
 			if utf16.IsSurrogate(r) {
 				r2 := rune(-1)
-				if s.i+1 < len(s.b) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
+				if s.has(s.i+1) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
 					save := s.i
 					s.i += 2
 					if r2, err = s.hex4(); err != nil {
@@ -156,7 +171,7 @@ func (s *jscan) strSlow(start int) ([]byte, error) {
 }
 
 func (s *jscan) hex4() (rune, error) {
-	if s.i+4 > len(s.b) {
+	if !s.has(s.i + 3) {
 		return 0, s.errf("short \\u escape")
 	}
 	v, err := strconv.ParseUint(string(s.b[s.i:s.i+4]), 16, 32)
@@ -170,10 +185,10 @@ func (s *jscan) hex4() (rune, error) {
 func (s *jscan) integer() (int, error) {
 	s.ws()
 	start := s.i
-	if s.i < len(s.b) && s.b[s.i] == '-' {
+	if s.has(s.i) && s.b[s.i] == '-' {
 		s.i++
 	}
-	for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
+	for s.has(s.i) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
 		s.i++
 	}
 	v, err := strconv.Atoi(string(s.b[start:s.i]))
@@ -187,7 +202,7 @@ func (s *jscan) integer() (int, error) {
 func (s *jscan) skip() ([]byte, error) {
 	s.ws()
 	start := s.i
-	if s.i >= len(s.b) {
+	if !s.has(s.i) {
 		return nil, s.errf("unexpected end of JSON, want a value")
 	}
 	switch s.b[s.i] {
@@ -198,7 +213,7 @@ func (s *jscan) skip() ([]byte, error) {
 		return s.b[start:s.i], nil
 	case '{', '[':
 	default: // number, true, false, null
-		for s.i < len(s.b) && !bytes.ContainsRune([]byte(",}] \t\n\r:"), rune(s.b[s.i])) {
+		for s.has(s.i) && !bytes.ContainsRune([]byte(",}] \t\n\r:"), rune(s.b[s.i])) {
 			s.i++
 		}
 		if s.i == start {
@@ -207,7 +222,7 @@ func (s *jscan) skip() ([]byte, error) {
 		return s.b[start:s.i], nil
 	}
 	depth := 0
-	for s.i < len(s.b) {
+	for s.has(s.i) {
 		switch c := s.b[s.i]; c {
 		case '"':
 			if _, err := s.str(); err != nil {
