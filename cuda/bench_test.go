@@ -404,21 +404,23 @@ func BenchmarkAttentionDecode(b *testing.B) {
 	r := rand.New(rand.NewPCG(7, 8))
 	const nHead, nKV, hd = 32, 4, 128
 	for _, ctxLen := range []int{512, 4096, 32768} {
-		b.Run(fmt.Sprintf("ctx=%d", ctxLen), func(b *testing.B) {
-			kc := upload(b, g, toF16(randFloats(r, ctxLen*nKV*hd, 1)))
-			vc := upload(b, g, toF16(randFloats(r, ctxLen*nKV*hd, 1)))
-			q := upload(b, g, randFloats(r, nHead*hd, 1))
-			out := g.buf(b, 4*nHead*hd)
-			pos := upload(b, g, []int32{int32(ctxLen - 1)})
-			nSplit := cuda.DecodeSplits(ctxLen)
-			scratch := cuda.DevicePtr(0)
-			if n := cuda.AttentionDecodeScratchBytes(nHead, hd, nSplit); n > 0 {
-				scratch = g.buf(b, n)
-			}
-			per := timeLaunches(b, g, func(int) error {
-				return g.k.AttentionDecode(g.s, q, kc, vc, out, pos, nHead, nKV, hd, 0.088, nSplit, scratch)
+		kc := upload(b, g, toF16(randFloats(r, ctxLen*nKV*hd, 1)))
+		vc := upload(b, g, toF16(randFloats(r, ctxLen*nKV*hd, 1)))
+		q := upload(b, g, randFloats(r, nHead*hd, 1))
+		out := g.buf(b, 4*nHead*hd)
+		pos := upload(b, g, []int32{int32(ctxLen - 1)})
+		// DecodeSplits(ctx), and 64 spans: what a graph captured for a long maximum context uses
+		for _, nSplit := range []int{cuda.DecodeSplits(ctxLen), 64} {
+			b.Run(fmt.Sprintf("ctx=%d/splits=%d", ctxLen, nSplit), func(b *testing.B) {
+				scratch := cuda.DevicePtr(0)
+				if n := cuda.AttentionDecodeScratchBytes(nHead, hd, nSplit); n > 0 {
+					scratch = g.buf(b, n)
+				}
+				per := timeLaunches(b, g, func(int) error {
+					return g.k.AttentionDecode(g.s, q, kc, vc, out, pos, nHead, nKV, hd, 0.088, nSplit, scratch)
+				})
+				b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
 			})
-			b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
-		})
+		}
 	}
 }
