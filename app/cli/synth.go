@@ -60,7 +60,7 @@ func runSynth(ctx context.Context, args []string, io IO) error {
 	progress := func(done, total int64) {
 		if pct := int(done * 100 / max(total, 1)); pct != lastPct {
 			lastPct = pct
-			fmt.Fprintf(io.Err, "\rsynth: %3d%%  %6.2f / %.2f GB  %s", pct, float64(done)/1e9, float64(total)/1e9,
+			fmt.Fprintf(io.Err, "\rsynth: %3d%%  %s / %s  %s", pct, synthSize(done), synthSize(total),
 				time.Since(start).Round(time.Second))
 		}
 	}
@@ -71,4 +71,12 @@ func runSynth(ctx context.Context, args []string, io IO) error {
 	fmt.Fprintf(io.Err, "\nsynth: wrote %s (%s, %s, seed %d) in %s\n", *out, spec.Name, spec.Quant, spec.Seed,
 		time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// synthSize formats n as MB below a gigabyte and GB above.
+func synthSize(n int64) string {
+	if n < 1e9 {
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.2f GB", float64(n)/1e9)
 }
