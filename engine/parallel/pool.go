@@ -36,8 +36,7 @@ type task struct {
 	size   int   // items per chunk
 	chunks int64 // number of chunks
 	next   atomic.Int64
-	left   atomic.Int64  // chunks not finished yet
-	fin    chan struct{} // closed by whoever finishes the last chunk
+	done   sync.WaitGroup // one count per chunk
 }
 
 // NewPool starts a pool of n workers; n <= 0 means one per logical CPU.
@@ -101,9 +100,7 @@ func (t *task) run() {
 		}
 		lo := int(c) * t.size
 		t.fn(lo, min(lo+t.size, t.n))
-		if t.left.Add(-1) == 0 {
-			close(t.fin)
-		}
+		t.done.Done()
 	}
 }
 
@@ -130,8 +127,8 @@ func (p *Pool) For(n, grain int, fn func(lo, hi int)) {
 		return
 	}
 	size := max((n+chunks-1)/chunks, grain)
-	t := &task{fn: fn, n: n, size: size, chunks: int64((n + size - 1) / size), fin: make(chan struct{})}
-	t.left.Store(t.chunks)
+	t := &task{fn: fn, n: n, size: size, chunks: int64((n + size - 1) / size)}
+	t.done.Add(int(t.chunks))
 	p.cur.Store(t)
 	// Wake parked workers, one per chunk beyond the caller's, without ever blocking.
 	for i := min(int(p.parked.Load()), int(t.chunks)-1); i > 0; i-- {
@@ -141,12 +138,7 @@ func (p *Pool) For(n, grain int, fn func(lo, hi int)) {
 		}
 	}
 	t.run()
-	// The other chunks are usually a few microseconds from done: watch for them before
-	// sleeping on the channel, whose wake-up would cost more.
-	for i := 0; i < spinRounds && t.left.Load() > 0; i++ {
-		runtime.Gosched()
-	}
-	<-t.fin
+	t.done.Wait()
 	p.cur.CompareAndSwap(t, nil) // let the finished task (and what fn holds) be collected
 }
 

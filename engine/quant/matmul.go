@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync"
 
 	"strata/engine/parallel"
 )
@@ -54,27 +55,30 @@ func MatMul(t Type, w []byte, cols int, a *Activations, y []float32, ldy, r0, r1
 }
 
 // MatMulParallel is MatMul over all rows, split over the pool in chunks of at least ~16 KiB
-// of weights.
+// of weights. A nil pool runs serially.
 func MatMulParallel(p *parallel.Pool, t Type, w []byte, rows, cols int, a *Activations, y []float32, ldy int) error {
 	rb, err := vdCheck(t, w, cols, a, y, ldy, 0, rows)
 	if err != nil {
 		return err
 	}
-	if rows == 0 {
-		return nil
-	}
 	level := vdBestLevel()
-	grain := max(1, (16<<10)/max(rb, 1))
-	errs := make([]error, rows) // indexed by the chunk's first row, so no lock is needed
-	p.For(rows, grain, func(lo, hi int) {
-		errs[lo] = vdMatMul(level, t, w, rb, a, y, ldy, lo, hi)
-	})
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
+	if p == nil || rows == 0 {
+		return vdMatMul(level, t, w, rb, a, y, ldy, 0, rows)
 	}
-	return nil
+	grain := max(1, (16<<10)/rb)
+	// Only the dequantise fallback can fail (and not after vdCheck); keep the first error.
+	var mu sync.Mutex
+	var first error
+	p.For(rows, grain, func(lo, hi int) {
+		if err := vdMatMul(level, t, w, rb, a, y, ldy, lo, hi); err != nil {
+			mu.Lock()
+			if first == nil {
+				first = err
+			}
+			mu.Unlock()
+		}
+	})
+	return first
 }
 
 // vdCheck validates MatMul's arguments and returns the weight row size in bytes.
