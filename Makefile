@@ -4,11 +4,14 @@
 GO        ?= go
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS  := gcc g++ make mingw-w64 pkg-config
+# The desktop app (Fyne) needs OpenGL and the X11 headers; the native file dialog needs GTK 3.
+APT_PKGS  := gcc g++ make mingw-w64 pkg-config libgl1-mesa-dev libxcursor-dev libxrandr-dev libxinerama-dev libxi-dev libxxf86vm-dev libgtk-3-dev
+# make screenshots runs the app under a virtual X server with Mesa's software OpenGL.
+SHOT_PKGS := xvfb imagemagick libgl1-mesa-dri
 STATICCHECK_VERSION := v0.8.2
 WIN_ENV   := GOOS=windows GOARCH=amd64 CGO_ENABLED=1 CC=x86_64-w64-mingw32-gcc CXX=x86_64-w64-mingw32-g++
 
-.PHONY: all deps build run test vet staticcheck unit windows fuzz bench kernels clean
+.PHONY: all deps build run screenshots test vet staticcheck unit windows fuzz bench kernels clean
 
 all: build
 
@@ -25,11 +28,20 @@ deps:
 build: deps
 	$(GO) build -o bin/strata .
 
-# run: until the app lands, generate from a tiny synthetic model made on the spot.
+# run opens the desktop app (welcome page on a first run; "Try the demo" needs no download).
 run: build
-	@mkdir -p bin/demo
-	@[ -f bin/demo/tiny.gguf ] || ./bin/strata synth --arch qwen3moe --preset tiny --quant q8_0 -o bin/demo/tiny.gguf
-	./bin/strata run -m bin/demo/tiny.gguf -p "Hello from Strata" -n 32
+	@if [ "$$(uname)" = Linux ] && [ -z "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
+		echo "make run: no display here (DISPLAY is unset): run it from a desktop session; make screenshots shows the screens headless"; exit 1; fi
+	./bin/strata
+
+# screenshots runs the real app under Xvfb once per screen and saves docs/<screen>.png.
+screenshots: build
+	@missing=""; for p in $(SHOT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $$missing; \
+	fi
+	sh app/screenshots.sh ./bin/strata docs
 
 vet:
 	$(GO) vet ./...

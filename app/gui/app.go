@@ -55,6 +55,9 @@ type App struct {
 	post   func(func()) // runs a function on the UI goroutine
 	advise func(ctx context.Context, model engine.ModelInfo) (Advice, error)
 
+	// holdLoading keeps the loading screen up after the load (screenshots only).
+	holdLoading bool
+
 	screen   string
 	picker   *pickerView
 	loading  *loadingView

@@ -75,6 +75,14 @@ func (v *loadingView) update(st LoadState) {
 		v.cancel.Hide()
 		v.back.Show()
 		v.settings.Show()
+	case st.Loaded && v.a.holdLoading:
+		// Screenshot mode: stay on the finished load instead of moving on.
+		v.wait.Hide()
+		v.bar.Show()
+		v.bar.SetValue(1)
+		v.phase.SetText(fmt.Sprintf("Loaded %s. %s.", st.Info.Name, readyText(st.Ready)))
+		v.detail.SetText(progressDetail(st.Progress))
+		v.cancel.Hide()
 	case st.Loaded:
 		v.a.Show(ScreenChat)
 	}
@@ -82,6 +90,9 @@ func (v *loadingView) update(st LoadState) {
 
 // progressDetail is the line under the bar: bytes done and speed.
 func progressDetail(p loadProgress) string {
+	if p.Phase == "ready" {
+		return "" // its count is a step, not bytes
+	}
 	if p.Total <= 0 {
 		if p.Done > 0 {
 			return humanBytes(p.Done)

@@ -1,6 +1,7 @@
 package gui
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -39,7 +40,8 @@ func run(opts Options, screenshot string) int {
 		return 1
 	}
 	if screenshot != "" {
-		go driveTo(a, screenshot)
+		// Drive the app once its loop runs: fyne.DoAndWait needs the loop.
+		fy.Lifecycle().SetOnStarted(func() { go driveTo(a, screenshot) })
 	} else {
 		a.Start()
 	}
@@ -47,19 +49,43 @@ func run(opts Options, screenshot string) int {
 	return 0
 }
 
-// driveTo opens a screen for a screenshot: the demo model is loaded for the screens that
-// need one, and the chat gets one exchange.
+// driveTo opens a screen for a screenshot and prints "screenshot ready" when it is drawn:
+// the demo model is loaded for the screens that need one, and the chat gets one exchange.
 func driveTo(a *App, screen string) {
 	show := func(s string) { fyne.DoAndWait(func() { a.Show(s) }) }
+	ready := func() {
+		time.Sleep(1500 * time.Millisecond) // a few frames for the window to draw (software GL is slow)
+		fmt.Println("strata: screenshot ready:", screen)
+	}
 	switch screen {
-	case ScreenWelcome, ScreenWizard, ScreenPicker:
+	case ScreenWelcome:
 		show(screen)
+		ready()
+		return
+	case ScreenPicker:
+		// The card of the demo model, as after Open GGUF….
+		path, err := a.ctl.makeDemo(context.Background(), a.ctl.demoDir, nil)
+		if err != nil {
+			slog.Error("screenshot: demo model", "err", err)
+			return
+		}
+		a.ctl.Inspect(path)
+		for _, info, err := a.ctl.Card(); err == nil && info.Architecture == ""; _, info, err = a.ctl.Card() {
+			time.Sleep(50 * time.Millisecond)
+		}
+		show(screen)
+		ready()
+		return
+	case ScreenWizard:
+		show(screen)
+		time.Sleep(3 * time.Second) // the hardware probe
+		ready()
 		return
 	}
-	fyne.DoAndWait(a.startDemo)
-	if screen == ScreenLoading {
-		return
-	}
+	fyne.DoAndWait(func() {
+		a.holdLoading = screen == ScreenLoading
+		a.startDemo()
+	})
 	for st := a.ctl.LoadState(); st.Loading; st = a.ctl.LoadState() {
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -67,11 +93,22 @@ func driveTo(a *App, screen string) {
 		slog.Error("screenshot: demo model", "err", st.Err)
 		return
 	}
+	if screen == ScreenLoading {
+		ready()
+		return
+	}
 	if screen == ScreenChat || screen == ScreenTiers {
+		sp, _ := a.ctl.Sampling()
+		sp.MaxTokens = 80
+		if err := a.ctl.SetAdvanced(fieldsOf(sp)); err != nil {
+			slog.Error("screenshot: sampling", "err", err)
+		}
+		a.ctl.SetSystem("You are a helpful assistant.")
 		if err := a.ctl.Send("Explain in one paragraph what a Mixture-of-Experts model is, with a short Go example."); err != nil {
 			slog.Error("screenshot: send", "err", err)
 		}
 		a.ctl.Wait()
 	}
 	show(screen)
+	ready()
 }

@@ -185,8 +185,10 @@ func kindColor(kind string) color.NRGBA {
 	switch kind {
 	case "weights":
 		return color.NRGBA{R: 70, G: 120, B: 220, A: 255}
-	case "expert cache", "experts":
+	case "expert cache":
 		return color.NRGBA{R: 46, G: 190, B: 90, A: 255}
+	case "experts":
+		return color.NRGBA{R: 220, G: 100, B: 70, A: 255}
 	case "kv cache":
 		return color.NRGBA{R: 170, G: 90, B: 200, A: 255}
 	case "pinned":
