@@ -122,8 +122,13 @@ func vdQuantizeBlock(x []float32, q []int8, d *float32, sums []int16) {
 	for _, v := range x {
 		amax = max(amax, float32(math.Abs(float64(v))))
 	}
-	if amax == 0 || amax != amax { // all zero (or NaN: keep the block zero rather than garbage)
+	if amax == 0 || amax != amax || amax > math.MaxFloat32 {
+		// All zero; or NaN/Inf, which no 8-bit code holds: a NaN scale makes every dot with
+		// this block NaN, as the float path would, instead of a quiet wrong number.
 		*d = 0
+		if amax != 0 {
+			*d = float32(math.NaN())
+		}
 		clear(q)
 		clear(sums)
 		return

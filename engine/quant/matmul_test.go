@@ -348,6 +348,29 @@ func TestMatMulActivationQuantisation(t *testing.T) {
 	if a.d[0] != 0 || a.sums[0] != 0 {
 		t.Fatalf("zero block: d=%g sum=%d", a.d[0], a.sums[0])
 	}
+	// A NaN or Inf activation makes the dot NaN at every level, as the float path would.
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1))} {
+		for _, wt := range []Type{Q8_0, Q4_K} {
+			cols := wt.BlockSize()
+			a, _ := NewActivations(wt, cols, 1)
+			x := make([]float32, cols)
+			x[3] = bad
+			if err := a.Set(0, x); err != nil {
+				t.Fatal(err)
+			}
+			w := vdRandomRows(wt, 1, cols, rand.New(rand.NewPCG(1, 1)))
+			for _, l := range vdLevels() {
+				y := []float32{0}
+				rb, _ := RowBytes(wt, cols)
+				if err := vdMatMul(l, wt, w, rb, a, y, 1, 0, 1); err != nil {
+					t.Fatal(err)
+				}
+				if !math.IsNaN(float64(y[0])) {
+					t.Errorf("%s %s: activation %g gave %g, want NaN", wt, l, bad, y[0])
+				}
+			}
+		}
+	}
 }
 
 func TestMatMulParallelEqualsSerial(t *testing.T) {
