@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -281,6 +282,27 @@ func TestUE4M3RoundTrip(t *testing.T) {
 	}{{1e9, 0x7e}, {-1, 0}, {0, 0}, {float32(math.NaN()), 0}, {1.0 / 4096, 0}} {
 		if got := fp32ToUE4M3(c.x); got != c.want {
 			t.Errorf("fp32ToUE4M3(%g) = %#02x, want %#02x", c.x, got, c.want)
+		}
+	}
+}
+
+// TestFP32ToFP16FastPath compares FP32ToFP16 with its general path on random and boundary
+// float32 values.
+func TestFP32ToFP16FastPath(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	check := func(b uint32) {
+		f := math.Float32frombits(b)
+		if got, want := FP32ToFP16(f), fp32ToFP16Slow(f); got != want {
+			t.Fatalf("FP32ToFP16(%g = %#08x) = %#04x, general path %#04x", f, b, got, want)
+		}
+	}
+	for i := 0; i < 1<<20; i++ {
+		check(r.Uint32())
+	}
+	for _, base := range []uint32{0x38800000, 0x47800000, 0x477fe000, 0x477ff000, 0x387fffff, 0x38000000} {
+		for d := uint32(0); d < 4096; d++ {
+			check(base + d - 2048)
+			check((base + d - 2048) | 1<<31)
 		}
 	}
 }

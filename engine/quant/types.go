@@ -223,6 +223,19 @@ func fp16SpecialToFP32(h uint16) float32 {
 // FP32ToFP16 rounds to nearest even, with overflow to inf and gradual underflow.
 func FP32ToFP16(f float32) uint16 {
 	b := math.Float32bits(f)
+	if a := b & 0x7fffffff; a-0x38800000 < 0x47800000-0x38800000 {
+		// 2^-14 <= |f| < 2^16: a normal half (or inf after rounding). Round the 13 dropped
+		// mantissa bits to nearest even, letting a carry run into the exponent, then
+		// rebias the exponent from 127 to 15.
+		r := a + 0xfff + (a>>13)&1 - 0x38000000
+		return uint16(b>>16)&0x8000 | uint16(r>>13)
+	}
+	return fp32ToFP16Slow(f)
+}
+
+// fp32ToFP16Slow handles zeros, subnormal halves, overflow, infinities and NaNs.
+func fp32ToFP16Slow(f float32) uint16 {
+	b := math.Float32bits(f)
 	sign := uint16(b>>16) & 0x8000
 	exp := int32(b>>23) & 0xff
 	mant := b & 0x7fffff
