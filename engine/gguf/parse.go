@@ -18,6 +18,9 @@ const (
 	maxAlignment     = 1 << 30
 	maxDims          = 4  // GGML_MAX_DIMS
 	maxNesting       = 16 // arrays of arrays; real files use at most 2 levels
+	// maxArrayLen bounds one metadata array: vocabularies have a few 100k entries, and
+	// decoded elements take up to 8x their encoded bytes.
+	maxArrayLen = 1 << 24
 	// preallocCap bounds how many slice elements are reserved up front from a count read from
 	// the file; past it, slices grow only as real bytes are decoded.
 	preallocCap = 1 << 16
@@ -188,9 +191,13 @@ func (d *decoder) array(depth int, what string) (Value, error) {
 	if !elem.Valid() {
 		return Value{}, d.errAt(at, "%s: unknown array element type %d", what, et)
 	}
+	cat := d.off
 	n, err := d.count(what+" element count", elem.minSize())
 	if err != nil {
 		return Value{}, err
+	}
+	if n > maxArrayLen {
+		return Value{}, d.errAt(cat, "%s: %d elements is beyond the limit of %d", what, n, maxArrayLen)
 	}
 	v := Value{Type: TypeArray, ElemType: elem, isArray: true}
 	reserve := int(min(n, preallocCap))

@@ -79,6 +79,8 @@ func TestMalformed(t *testing.T) {
 			"element count 100 is absurd", 41},
 		{"truncated string array", cat(head(0, 1), gstr("k"), le32(uint32(TypeArray)), le32(uint32(TypeString)), le64(2), gstr("x"), le64(30), make([]byte, 10)),
 			"k\"[1] length 30 is past the end", 58},
+		{"array beyond the limit", cat(head(0, 1), gstr("k"), le32(uint32(TypeArray)), le32(uint32(TypeUint8)), le64(maxArrayLen+1), make([]byte, maxArrayLen+8)),
+			"16777217 elements is beyond the limit", 41},
 		{"too deep", deepArray(maxNesting + 1), "nested more than", -1},
 		{"alignment not a power of two", cat(head(0, 1), kvU32("general.alignment", 48)), "general.alignment is 48", 53},
 		{"alignment zero", cat(head(0, 1), kvU32("general.alignment", 0)), "general.alignment is 0", 53},
