@@ -80,10 +80,7 @@ func (g gridGeometry) cell(layer, expert int) image.Rectangle {
 // shape) is the previous snapshot's hit counts, to light up the experts hit since.
 func drawGrid(w, h int, snap engine.TierSnapshot, prev [][]uint64) *image.NRGBA {
 	img := image.NewNRGBA(image.Rect(0, 0, max(w, 1), max(h, 1)))
-	bg := gridBackground()
-	for i := 0; i < len(img.Pix); i += 4 {
-		img.Pix[i], img.Pix[i+1], img.Pix[i+2], img.Pix[i+3] = bg.R, bg.G, bg.B, 255
-	}
+	fillRect(img, img.Bounds(), gridBackground())
 	if !snapshotOK(snap) {
 		return img
 	}
@@ -102,18 +99,26 @@ func drawGrid(w, h int, snap engine.TierSnapshot, prev [][]uint64) *image.NRGBA 
 		for e := 0; e < snap.Experts; e++ {
 			hits := snap.Hits[l][e]
 			lit := samePrev && len(prev[l]) == snap.Experts && hits > prev[l][e]
-			c := cellColor(snap.Tier[l][e], hits, maxHits, lit)
-			r := g.cell(l, e)
-			for y := r.Min.Y; y < r.Max.Y; y++ {
-				off := img.PixOffset(r.Min.X, y)
-				for x := r.Min.X; x < r.Max.X; x++ {
-					img.Pix[off], img.Pix[off+1], img.Pix[off+2], img.Pix[off+3] = c.R, c.G, c.B, c.A
-					off += 4
-				}
-			}
+			fillRect(img, g.cell(l, e), cellColor(snap.Tier[l][e], hits, maxHits, lit))
 		}
 	}
 	return img
+}
+
+// fillRect paints r in c: one row pixel by pixel, the others copied from it.
+func fillRect(img *image.NRGBA, r image.Rectangle, c color.NRGBA) {
+	r = r.Intersect(img.Bounds())
+	if r.Empty() {
+		return
+	}
+	first := img.Pix[img.PixOffset(r.Min.X, r.Min.Y):img.PixOffset(r.Max.X-1, r.Min.Y)+4]
+	for i := 0; i < len(first); i += 4 {
+		first[i], first[i+1], first[i+2], first[i+3] = c.R, c.G, c.B, c.A
+	}
+	for y := r.Min.Y + 1; y < r.Max.Y; y++ {
+		off := img.PixOffset(r.Min.X, y)
+		copy(img.Pix[off:off+len(first)], first)
+	}
 }
 
 // snapshotOK checks that a snapshot's tables have the shape it claims, so a malformed one

@@ -221,10 +221,7 @@ func memoryBar(dev string, mem []engine.MemoryUse) fyne.CanvasObject {
 // drawBar paints segments proportional to their bytes.
 func drawBar(w, h int, uses []engine.MemoryUse, total int64) image.Image {
 	img := image.NewNRGBA(image.Rect(0, 0, max(w, 1), max(h, 1)))
-	bg := gridBackground()
-	for i := 0; i < len(img.Pix); i += 4 {
-		img.Pix[i], img.Pix[i+1], img.Pix[i+2], img.Pix[i+3] = bg.R, bg.G, bg.B, 255
-	}
+	fillRect(img, img.Bounds(), gridBackground())
 	if total <= 0 {
 		return img
 	}
@@ -233,12 +230,8 @@ func drawBar(w, h int, uses []engine.MemoryUse, total int64) image.Image {
 	for _, u := range uses {
 		done += u.Bytes
 		end := int(float64(w) * float64(done) / float64(total))
-		c := kindColor(u.Kind)
-		for ; x < end && x < w; x++ {
-			for y := 0; y < h; y++ {
-				img.SetNRGBA(x, y, c)
-			}
-		}
+		fillRect(img, image.Rect(x, 0, end, h), kindColor(u.Kind))
+		x = max(x, end)
 	}
 	return img
 }
