@@ -6,12 +6,11 @@ import (
 	"os"
 
 	"strata/app/cli"
-	"strata/app/gui"
 )
 
 func main() {
 	if len(os.Args) == 1 {
-		os.Exit(gui.Main())
+		os.Exit(openApp())
 	}
 	os.Exit(cli.Main(os.Args[1:], cli.Stdio()))
 }

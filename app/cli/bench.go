@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -38,6 +40,7 @@ func runBench(ctx context.Context, args []string, io IO) error {
 	promptN := fs.Int("prompt", 512, "prompt tokens for the prefill measurement")
 	decodeN := fs.Int("decode", 128, "tokens to decode")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the generation to this file")
 	addEngineFlags(fs, &cfg)
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
@@ -66,6 +69,17 @@ func runBench(ctx context.Context, args []string, io IO) error {
 	prompt := make([]int, *promptN)
 	for i := range prompt {
 		prompt[i] = rng.IntN(info.Vocab)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	s := m.NewSession(engine.SessionOptions{})
 	res, err := s.Generate(ctx, prompt, engine.Sampling{MaxTokens: *decodeN, IgnoreEOS: true}, nil)

@@ -54,6 +54,9 @@ type Routes struct {
 	N, K    int
 	IDs     []int32
 	Weights []float32
+	// Dev is the backend's own copy (a GPU keeps ids and weights in VRAM and fills IDs and
+	// Weights at its next synchronisation, so decode does not stop once per layer).
+	Dev any
 }
 
 // Backend runs the operations. Activations are row-major [n x dim] Bufs. Every method that
@@ -82,8 +85,12 @@ type Backend interface {
 	StoreKV(kv KV, layer, pos0, n int, k, v Buf)
 	// Attention computes causal GQA attention of q [n x heads*headDim] over the cache.
 	Attention(dst, q Buf, kv KV, spec AttentionSpec)
+	// Route picks each token's experts from router logits [n x experts]: a softmax over all
+	// experts, the top k (ties to the lower id), renormalised to sum to 1 when norm is set.
+	// IDs and Weights are valid after the next Read at the latest.
+	Route(logits Buf, n, experts, k int, norm bool) *Routes
 	// MoE adds to dst [n x hidden] the routed experts' SwiGLU outputs of x, weighted.
-	MoE(dst, x Buf, gate, up, down Weight, r Routes)
+	MoE(dst, x Buf, gate, up, down Weight, r *Routes)
 	// Add: dst += x over the first n values.
 	Add(dst, x Buf, n int)
 	// Copy moves n values from src[srcOff:] to dst[dstOff:].

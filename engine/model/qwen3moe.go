@@ -136,14 +136,16 @@ type Observer interface {
 
 // State is one sequence's KV cache and scratch space.
 type State struct {
-	kv  compute.KV
-	pos int // tokens in the cache
-	buf scratch
-	n   int // tokens the scratch is sized for
+	kv     compute.KV
+	pos    int // tokens in the cache
+	buf    scratch
+	n      int // tokens the scratch is sized for
+	logits compute.Buf
+	rows   int // logit rows the logits buffer holds
 }
 
 type scratch struct {
-	x, xn, q, k, v, att, proj, routerLogits, moe, logits compute.Buf
+	x, xn, q, k, v, att, proj, routerLogits compute.Buf
 }
 
 // NewState allocates a KV cache of ctx positions.
@@ -178,10 +180,17 @@ func (m *Model) ensureScratch(s *State, n int) {
 		x: b.NewBuf(n * h.Hidden), xn: b.NewBuf(n * h.Hidden),
 		q: b.NewBuf(n * h.Heads * h.HeadDim), k: b.NewBuf(n * h.KVHeads * h.HeadDim), v: b.NewBuf(n * h.KVHeads * h.HeadDim),
 		att: b.NewBuf(n * h.Heads * h.HeadDim), proj: b.NewBuf(n * h.Hidden),
-		routerLogits: b.NewBuf(n * h.Experts), moe: b.NewBuf(n * h.Hidden),
-		logits: b.NewBuf(n * h.Vocab),
+		routerLogits: b.NewBuf(n * h.Experts),
 	}
 	s.n = n
+}
+
+// logitsBuf holds rows x vocab logits; most steps need one row, so it grows only for evals.
+func (m *Model) logitsBuf(s *State, rows int) compute.Buf {
+	if s.rows < rows {
+		s.logits, s.rows = m.b.NewBuf(rows*m.H.Vocab), rows
+	}
+	return s.logits
 }
 
 // Forward runs tokens through the model at the state's next positions and appends them to
@@ -210,7 +219,7 @@ func (m *Model) Forward(s *State, tokens []int, allLogits bool, logits []float32
 	if err := b.Embed(sb.x, m.embd, tokens); err != nil {
 		return err
 	}
-	routerLogits := make([]float32, n*h.Experts)
+	routes := make([]*compute.Routes, h.Layers)
 	for l, L := range m.layers {
 		// Attention: norm, projections, per-head q/k norm, RoPE, cache, attend, project, add.
 		b.RMSNorm(sb.xn, sb.x, L.attnNorm, n, h.Eps)
@@ -229,15 +238,11 @@ func (m *Model) Forward(s *State, tokens []int, allLogits bool, logits []float32
 		b.MatMul(sb.proj, L.o, sb.att, n)
 		b.Add(sb.x, sb.proj, n*h.Hidden)
 
-		// MoE: norm, route on the host (n x experts logits is small), run the experts, add.
+		// MoE: norm, route (softmax, top k), run the chosen experts, add.
 		b.RMSNorm(sb.xn, sb.x, L.ffnNorm, n, h.Eps)
 		b.MatMul(sb.routerLogits, L.router, sb.xn, n)
-		b.Read(sb.routerLogits, routerLogits)
-		r := route(routerLogits, n, h.Experts, h.ExpertsUsed, h.NormTopK)
-		if obs != nil {
-			obs.Routes(l, r)
-		}
-		b.MoE(sb.x, sb.xn, L.gate, L.up, L.down, r)
+		routes[l] = b.Route(sb.routerLogits, n, h.Experts, h.ExpertsUsed, h.NormTopK)
+		b.MoE(sb.x, sb.xn, L.gate, L.up, L.down, routes[l])
 		if err := b.Err(); err != nil {
 			return fmt.Errorf("model: layer %d: %w", l, err)
 		}
@@ -249,51 +254,17 @@ func (m *Model) Forward(s *State, tokens []int, allLogits bool, logits []float32
 	rows := n - first
 	b.Copy(sb.xn, 0, sb.x, first*h.Hidden, rows*h.Hidden)
 	b.RMSNorm(sb.xn, sb.xn, m.outNorm, rows, h.Eps)
-	b.MatMul(sb.logits, m.out, sb.xn, rows)
-	b.Read(sb.logits, logits[:rows*h.Vocab])
+	out := m.logitsBuf(s, rows)
+	b.MatMul(out, m.out, sb.xn, rows)
+	b.Read(out, logits[:rows*h.Vocab])
 	if err := b.Err(); err != nil {
 		return fmt.Errorf("model: output: %w", err)
 	}
-	s.pos += n
-	return nil
-}
-
-// route takes a softmax over all experts per token, keeps the top k (by probability, ties to
-// the lower id), and renormalises them when norm is set.
-func route(logits []float32, n, experts, k int, norm bool) compute.Routes {
-	r := compute.Routes{N: n, K: k, IDs: make([]int32, n*k), Weights: make([]float32, n*k)}
-	p := make([]float32, experts)
-	for t := range n {
-		row := logits[t*experts : (t+1)*experts]
-		maxv := row[0]
-		for _, v := range row {
-			maxv = max(maxv, v)
-		}
-		var sum float32
-		for e, v := range row {
-			p[e] = float32(math.Exp(float64(v - maxv)))
-			sum += p[e]
-		}
-		ids, ws := r.IDs[t*k:(t+1)*k], r.Weights[t*k:(t+1)*k]
-		for j := range k {
-			best := -1
-			for e := range experts {
-				if p[e] >= 0 && (best < 0 || p[e] > p[best]) {
-					best = e
-				}
-			}
-			ids[j], ws[j] = int32(best), p[best]/sum
-			p[best] = -1
-		}
-		if norm {
-			var s float32
-			for _, w := range ws {
-				s += w
-			}
-			for j := range ws {
-				ws[j] /= s
-			}
+	if obs != nil { // after the Read, every layer's routes are on the host
+		for l, r := range routes {
+			obs.Routes(l, *r)
 		}
 	}
-	return r
+	s.pos += n
+	return nil
 }

@@ -22,6 +22,7 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 	} else {
 		keys16, vals16 = cache.Keys16(s.Layer), cache.Values16(s.Layer)
 	}
+	fast := keys16 != nil && attendF16Fast(D)
 	b.pool.For(s.N*s.Heads, 1, func(lo, hi int) {
 		scores := make([]float32, s.Pos0+s.N)
 		acc := make([]float32, D)
@@ -31,6 +32,10 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 			off := (h / group) * D
 			qv := qs[(t*s.Heads+h)*D : (t*s.Heads+h+1)*D]
 			last := s.Pos0 + t
+			if fast {
+				attendF16(qv, keys16[off:], vals16[off:], stride, last+1, s.Scale, scores, out[(t*s.Heads+h)*D:(t*s.Heads+h+1)*D])
+				continue
+			}
 			maxv := float32(math.Inf(-1))
 			for p := 0; p <= last; p++ {
 				var dot float32

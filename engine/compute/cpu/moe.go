@@ -10,7 +10,7 @@ import (
 // MoE adds each token's routed experts, weighted, to dst. Tokens are grouped by expert so each
 // expert's weights are read once per call (prefill), and all experts' gate and up products
 // run as one parallel loop, then all down products as another.
-func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r compute.Routes) {
+func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r *compute.Routes) {
 	G, U, Dn := gate.(*Weight), up.(*Weight), down.(*Weight)
 	H, F := G.cols, G.rows
 	xs, out := f32(x), f32(dst)
@@ -62,4 +62,9 @@ func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r compu
 			}
 		}
 	}
+}
+
+// Route runs the reference router on the host (the logits already are there).
+func (b *Backend) Route(logits compute.Buf, n, experts, k int, norm bool) *compute.Routes {
+	return compute.RouteHost(f32(logits)[:n*experts], n, experts, k, norm)
 }

@@ -10,7 +10,7 @@ import (
 // MoE adds the routed experts' SwiGLU outputs to dst. One token (decode) runs the k experts
 // as one launch per matrix; a batch (prefill) sorts the token slots by expert, gathers their
 // rows, runs one GEMM per expert and matrix, and gathers the results back into slot order.
-func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r compute.Routes) {
+func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r *compute.Routes) {
 	G, U, D := gate.(*Weight), up.(*Weight), down.(*Weight)
 	H, F := G.cols, G.rows
 	slots := r.N * r.K
@@ -70,4 +70,12 @@ func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r compu
 	b.err.set(cuda.Upload(b.s, ids, rowOfSlot))
 	b.err.set(b.k.GetRows(b.s, cuda.F32, sorted, ids, slots, out, H))
 	b.err.set(b.k.MoECombine(b.s, out, weights, dev(dst), r.N, r.K, H, true))
+}
+
+// Route downloads the router logits and routes on the host. (Routing on the device, so that
+// decode needs no synchronisation per layer, is the next step: RouterTopK exists.)
+func (b *Backend) Route(logits compute.Buf, n, experts, k int, norm bool) *compute.Routes {
+	host := make([]float32, n*experts)
+	b.err.set(cuda.Download(b.s, host, dev(logits)))
+	return compute.RouteHost(host, n, experts, k, norm)
 }

@@ -1,0 +1,43 @@
+package compute
+
+import "math"
+
+// RouteHost is the reference router on host logits [n x experts]: softmax over every expert,
+// the top k by probability (ties to the lower id), renormalised when norm is set.
+func RouteHost(logits []float32, n, experts, k int, norm bool) *Routes {
+	r := &Routes{N: n, K: k, IDs: make([]int32, n*k), Weights: make([]float32, n*k)}
+	p := make([]float32, experts)
+	for t := range n {
+		row := logits[t*experts : (t+1)*experts]
+		maxv := row[0]
+		for _, v := range row {
+			maxv = max(maxv, v)
+		}
+		var sum float32
+		for e, v := range row {
+			p[e] = float32(math.Exp(float64(v - maxv)))
+			sum += p[e]
+		}
+		ids, ws := r.IDs[t*k:(t+1)*k], r.Weights[t*k:(t+1)*k]
+		for j := range k {
+			best := -1
+			for e := range experts {
+				if p[e] >= 0 && (best < 0 || p[e] > p[best]) {
+					best = e
+				}
+			}
+			ids[j], ws[j] = int32(best), p[best]/sum
+			p[best] = -1
+		}
+		if norm {
+			var s float32
+			for _, w := range ws {
+				s += w
+			}
+			for j := range ws {
+				ws[j] /= s
+			}
+		}
+	}
+	return r
+}
