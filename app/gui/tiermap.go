@@ -111,7 +111,7 @@ func fillRect(img *image.NRGBA, r image.Rectangle, c color.NRGBA) {
 	if r.Empty() {
 		return
 	}
-	first := img.Pix[img.PixOffset(r.Min.X, r.Min.Y):img.PixOffset(r.Max.X-1, r.Min.Y)+4]
+	first := img.Pix[img.PixOffset(r.Min.X, r.Min.Y) : img.PixOffset(r.Max.X-1, r.Min.Y)+4]
 	for i := 0; i < len(first); i += 4 {
 		first[i], first[i+1], first[i+2], first[i+3] = c.R, c.G, c.B, c.A
 	}
