@@ -153,17 +153,23 @@ func (c *Controller) DeleteChat(id string) error {
 	return nil
 }
 
-// SetSystem sets the open chat's system prompt and makes it the default for new chats.
+// SetSystem sets the open chat's system prompt; the next Send also makes it the default for
+// new chats (saved then, not on every keystroke).
 func (c *Controller) SetSystem(text string) {
 	c.mu.Lock()
 	c.chat.cur.System = text
-	s := c.settings
 	c.mu.Unlock()
-	if s.SystemPrompt != text {
-		s.SystemPrompt = text
-		if err := c.saveSettings(s); err != nil {
-			slog.Warn("saving system prompt", "err", err)
-		}
+}
+
+// rememberSystem saves the system prompt as the default for new chats when it changed.
+func (c *Controller) rememberSystem(text string) {
+	s := c.Settings()
+	if s.SystemPrompt == text {
+		return
+	}
+	s.SystemPrompt = text
+	if err := c.saveSettings(s); err != nil {
+		slog.Warn("saving the system prompt", "err", err)
 	}
 }
 
@@ -215,8 +221,10 @@ func (c *Controller) Send(text string) error {
 		c.chat.cur.Title = titleFrom(text)
 	}
 	c.chat.cur.Messages = append(c.chat.cur.Messages, store.Message{Role: string(engine.RoleUser), Content: text})
+	system := c.chat.cur.System
 	c.startLocked()
 	c.mu.Unlock()
+	c.rememberSystem(system)
 	c.notify(topicChats)
 	c.notify(topicChat)
 	return nil
