@@ -1,6 +1,7 @@
 package gui
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -250,5 +251,25 @@ func TestLoadFailureIsPlain(t *testing.T) {
 	waitFor(t, "the card", func() bool { _, _, err := c2.Card(); return err != nil })
 	if _, _, err := c2.Card(); !strings.Contains(friendly("Reading the model", err), "not there any more") {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+func TestCancelLoad(t *testing.T) {
+	c, _ := newTestController(t, &fakeEngine{stepDelay: 200 * time.Millisecond})
+	if err := c.Load(writeFakeModel(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "progress", func() bool { return c.LoadState().Progress.Phase == "mapping" })
+	if err := c.Load(writeFakeModel(t)); err == nil {
+		t.Fatal("a second load while loading was accepted")
+	}
+	c.CancelLoad()
+	waitFor(t, "the cancelled load", func() bool { return !c.LoadState().Loading })
+	st := c.LoadState()
+	if st.Loaded || !errors.Is(st.Err, context.Canceled) {
+		t.Fatalf("after cancel: %+v", st)
+	}
+	if got := friendly("Loading the model", st.Err); got != "Loading the model was cancelled." {
+		t.Fatalf("message %q", got)
 	}
 }

@@ -16,6 +16,7 @@ import (
 // a working forward pass: it streams numbered tokens until cancelled or MaxTokens.
 type fakeEngine struct {
 	tokenDelay time.Duration
+	stepDelay  time.Duration // between Open's progress reports
 	openErr    error
 	opened     int
 	mu         sync.Mutex
@@ -50,7 +51,7 @@ func (f *fakeEngine) Open(ctx context.Context, path string, cfg engine.Config, o
 			return nil, ctx.Err()
 		}
 		onProgress(engine.Progress{Phase: "mapping", Done: i * 25, Total: 100})
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond + f.stepDelay)
 	}
 	f.mu.Lock()
 	f.opened++
