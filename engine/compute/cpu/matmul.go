@@ -35,8 +35,19 @@ func (b *Backend) matmulSegments(segs []segment) {
 	}
 	float := b.float
 	if !float {
+		// Quantise each distinct input once: an expert's gate and up share theirs.
+		type key struct {
+			x   *float32
+			typ quant.Type
+		}
+		done := map[key]*quant.Activations{}
 		for i := range segs {
 			s := &segs[i]
+			k := key{&s.xs[0], s.w.typ}
+			if a, ok := done[k]; ok {
+				s.acts = a
+				continue
+			}
 			a, err := quant.NewActivations(s.w.typ, s.w.cols, s.n)
 			if err != nil {
 				// No integer kernel for this type: the float path is always available.
@@ -46,7 +57,7 @@ func (b *Backend) matmulSegments(segs []segment) {
 			for r := range s.n {
 				b.err.set(a.Set(r, s.xs[r*s.w.cols:(r+1)*s.w.cols]))
 			}
-			s.acts = a
+			s.acts, done[k] = a, a
 		}
 	}
 	// All segments of one call share a row count in practice; index rows across them.
