@@ -216,7 +216,7 @@ func (s *Session) prefillBatch() int {
 	if s.m.cfg.Prefill > 0 {
 		return s.m.cfg.Prefill
 	}
-	return 256
+	return 512
 }
 
 // Eval runs tokens from an empty cache and hands the logits of every position to fn.
