@@ -2,9 +2,11 @@ package gguf
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -89,11 +91,10 @@ func TestFixtures(t *testing.T) {
 					if err != nil || int64(len(data)) != got.Rows()*int64(rb) {
 						t.Errorf("tensor %s: %d bytes of data, want %d rows of %d (%v)", got.Name, len(data), got.Rows(), rb, err)
 					}
-					if got.Type == quant.F32 {
-						// F32 bytes are their own dequantisation, so the reference hash applies.
-						if h := sha256.Sum256(data); hex.EncodeToString(h[:]) != want.SHA256 {
-							t.Errorf("tensor %s: sha256 of the data differs from the reference", got.Name)
-						}
+					// The reference hashes gguf-py's dequantisation (float32 LE); F32 bytes
+					// are their own, and quant's dequantisers are bit-exact with gguf-py.
+					if h := sha256.Sum256(dequantBytes(t, got.Type, data, got.Elements())); hex.EncodeToString(h[:]) != want.SHA256 {
+						t.Errorf("tensor %s (%s): sha256 of the dequantised data differs from the reference", got.Name, got.Type)
 					}
 				}
 				meta := ref.Models[v.Model].GGUFMetadata
@@ -114,6 +115,23 @@ func TestFixtures(t *testing.T) {
 	if files == 0 {
 		t.Fatal("reference.json files list no GGUF file")
 	}
+}
+
+// dequantBytes is data dequantised to float32, little-endian.
+func dequantBytes(t *testing.T, typ quant.Type, data []byte, n int64) []byte {
+	t.Helper()
+	if typ == quant.F32 {
+		return data
+	}
+	vals := make([]float32, n)
+	if err := quant.Dequantize(typ, data, vals); err != nil {
+		t.Fatalf("dequantise %s: %v", typ, err)
+	}
+	out := make([]byte, 4*n)
+	for i, v := range vals {
+		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(v))
+	}
+	return out
 }
 
 // checkKey compares one metadata key with its reference.json value.
