@@ -200,11 +200,14 @@ func (b *Backend) RoPENeoX(x compute.Buf, n, heads, headDim int, positions []int
 	d := f32(x)
 	half := headDim / 2
 	cos, sin := make([]float32, half), make([]float32, half)
+	invFreq := make([]float32, half)
+	for i := range invFreq {
+		// inv_freq in float32 as transformers computes it; the angle below in float64.
+		invFreq[i] = float32(1 / math.Pow(float64(base), float64(2*i)/float64(headDim)))
+	}
 	for t := range n {
-		for i := range half {
-			// inv_freq in float32 as transformers computes it, the angle in float64.
-			invFreq := float32(1 / math.Pow(float64(base), float64(2*i)/float64(headDim)))
-			a := float64(positions[t]) * float64(invFreq)
+		for i, f := range invFreq {
+			a := float64(positions[t]) * float64(f)
 			cos[i], sin[i] = float32(math.Cos(a)), float32(math.Sin(a))
 		}
 		for h := range heads {
