@@ -13,11 +13,17 @@ import "encoding/binary"
 
 const iq1Delta = 0.125
 
-// iq1Put8 writes dl*(grid+delta) for the 8 values of grid entry e.
-func iq1Put8(out []float32, e uint32, dl, delta float32) {
+// iq1Values is dl*(c+delta) for the grid coordinates c = -1, 0, +1, the products ggml
+// forms value by value, computed once per scale and delta.
+func iq1Values(dl, delta float32) [4]float32 {
+	return [4]float32{dl * (-1 + delta), dl * (0 + delta), dl * (1 + delta), 0}
+}
+
+// iq1Put8 writes the 8 values of grid entry e from vals.
+func iq1Put8(out []float32, e uint32, vals *[4]float32) {
 	_ = out[7]
 	for j := 0; j < 8; j++ {
-		out[j] = dl * (float32(int32((e>>(2*j))&3)-1) + delta)
+		out[j] = vals[(e>>(2*j))&3]
 	}
 }
 
@@ -33,9 +39,10 @@ func dequantRowIQ1_S(src []byte, dst []float32) {
 			if qh&0x8000 != 0 {
 				delta = -iq1Delta
 			}
+			vals := iq1Values(dl, delta)
 			for l := 0; l < 4; l++ {
 				idx := int(b[2+4*ib+l]) | int((qh>>(3*uint(l)))&7)<<8
-				iq1Put8(y[32*ib+8*l:], gridEntry(gridHexIQ1S, idx), dl, delta)
+				iq1Put8(y[32*ib+8*l:], gridEntry(gridHexIQ1S, idx), &vals)
 			}
 		}
 	}
@@ -72,7 +79,8 @@ func dequantRowIQ1_M(src []byte, dst []float32) {
 				if l >= 2 {
 					dl = dl2
 				}
-				iq1Put8(y[32*ib+8*l:], gridEntry(gridHexIQ1S, idx[l]), dl, delta)
+				vals := iq1Values(dl, delta)
+				iq1Put8(y[32*ib+8*l:], gridEntry(gridHexIQ1S, idx[l]), &vals)
 			}
 		}
 	}

@@ -16,14 +16,16 @@ import (
 // IQ2_S (82 bytes): fp16 d, 32 low index bytes, 32 sign bytes, 8 qh bytes (2 high index
 // bits per 8 values), 8 scale bytes as in IQ2_XS.
 
-// iq2Put8 writes the 8 values of grid entry e (2-bit coordinates) times db, negating those
-// whose bit is set in signs. Branch-free: the coordinate is 8 + 17k + k/2 (8, 25, 43) and
-// the sign is flipped on the float's bits, which is exactly ggml's multiply by -1.
-func iq2Put8(out []float32, e uint32, db float32, signs uint8) {
+// iq2Values is db times each IQ2 grid coordinate (8, 25, 43): the products ggml forms
+// value by value, computed once per scale.
+func iq2Values(db float32) [4]float32 { return [4]float32{db * 8, db * 25, db * 43, 0} }
+
+// iq2Put8 writes the 8 values of grid entry e (2-bit coordinates) from vals, negating those
+// whose bit is set in signs by flipping the float's sign bit (ggml multiplies by -1).
+func iq2Put8(out []float32, e uint32, vals *[4]float32, signs uint8) {
 	_ = out[7]
 	for j := 0; j < 8; j++ {
-		k := (e >> (2 * j)) & 3
-		v := db * float32(8+17*k+k>>1)
+		v := vals[(e>>(2*j))&3]
 		out[j] = math.Float32frombits(math.Float32bits(v) ^ uint32(signs>>j&1)<<31)
 	}
 }
@@ -36,10 +38,10 @@ func dequantRowIQ2_XXS(src []byte, dst []float32) {
 		for ib := 0; ib < 8; ib++ {
 			grid := b[2+8*ib : 2+8*ib+4]
 			aux := binary.LittleEndian.Uint32(b[2+8*ib+4:])
-			db := d * (0.5 + float32(aux>>28)) * 0.25
+			vals := iq2Values(d * (0.5 + float32(aux>>28)) * 0.25)
 			for l := 0; l < 4; l++ {
 				e := gridEntry(gridHexIQ2XXS, int(grid[l]))
-				iq2Put8(y[32*ib+8*l:], e, db, ksignsIQ2XS(aux>>(7*uint(l))))
+				iq2Put8(y[32*ib+8*l:], e, &vals, ksignsIQ2XS(aux>>(7*uint(l))))
 			}
 		}
 	}
@@ -52,16 +54,14 @@ func dequantRowIQ2_XS(src []byte, dst []float32) {
 		d := halfAt(b[:], 0)
 		for ib := 0; ib < 8; ib++ {
 			s := b[66+ib]
-			db0 := d * (0.5 + float32(s&0x0f)) * 0.25
-			db1 := d * (0.5 + float32(s>>4)) * 0.25
+			vals := [2][4]float32{
+				iq2Values(d * (0.5 + float32(s&0x0f)) * 0.25),
+				iq2Values(d * (0.5 + float32(s>>4)) * 0.25),
+			}
 			for l := 0; l < 4; l++ {
 				q := uint32(binary.LittleEndian.Uint16(b[2+8*ib+2*l:]))
-				db := db0
-				if l >= 2 {
-					db = db1
-				}
 				e := gridEntry(gridHexIQ2XS, int(q&511))
-				iq2Put8(y[32*ib+8*l:], e, db, ksignsIQ2XS(q>>9))
+				iq2Put8(y[32*ib+8*l:], e, &vals[l/2], ksignsIQ2XS(q>>9))
 			}
 		}
 	}
@@ -75,16 +75,14 @@ func dequantRowIQ2_S(src []byte, dst []float32) {
 		qs, signs, qh := b[2:34], b[34:66], b[66:74]
 		for ib := 0; ib < 8; ib++ {
 			s := b[74+ib]
-			db0 := d * (0.5 + float32(s&0x0f)) * 0.25
-			db1 := d * (0.5 + float32(s>>4)) * 0.25
+			vals := [2][4]float32{
+				iq2Values(d * (0.5 + float32(s&0x0f)) * 0.25),
+				iq2Values(d * (0.5 + float32(s>>4)) * 0.25),
+			}
 			for l := 0; l < 4; l++ {
-				db := db0
-				if l >= 2 {
-					db = db1
-				}
 				idx := int(qs[4*ib+l]) | int(qh[ib])<<(8-2*uint(l))&0x300
 				e := gridEntry(gridHexIQ2S, idx)
-				iq2Put8(y[32*ib+8*l:], e, db, signs[4*ib+l])
+				iq2Put8(y[32*ib+8*l:], e, &vals[l/2], signs[4*ib+l])
 			}
 		}
 	}

@@ -13,12 +13,20 @@ import (
 // IQ3_S (110 bytes): fp16 d, 64 low index bytes, 8 qh bytes (the 9th index bit), 32 sign
 // bytes, 4 scale bytes (two 4-bit scales each, one per 32 values); x = d*(1+2s) * grid * sign.
 
-// iq3Put4 writes grid entry e's 4 values through coords times db, negating where signs
-// has bits set (bit j of signs for value j) by flipping the float's sign bit.
-func iq3Put4(out []float32, coords *[8]float32, e uint32, db float32, signs uint8) {
+// iq3Values is db times each of a grid's 8 coordinate values, computed once per scale.
+func iq3Values(coords *[8]float32, db float32) (v [8]float32) {
+	for k, c := range coords {
+		v[k] = db * c
+	}
+	return v
+}
+
+// iq3Put4 writes grid entry e's 4 values from vals, negating where signs has bits set (bit
+// j of signs for value j) by flipping the float's sign bit.
+func iq3Put4(out []float32, vals *[8]float32, e uint32, signs uint8) {
 	_ = out[3]
 	for j := 0; j < 4; j++ {
-		v := db * coords[(e>>(4*j))&7]
+		v := vals[(e>>(4*j))&7]
 		out[j] = math.Float32frombits(math.Float32bits(v) ^ uint32(signs>>j&1)<<31)
 	}
 }
@@ -32,12 +40,12 @@ func dequantRowIQ3_XXS(src []byte, dst []float32) {
 		for ib := 0; ib < 8; ib++ {
 			qs := b[2+8*ib : 2+8*ib+8]
 			aux := binary.LittleEndian.Uint32(b[66+4*ib:])
-			db := d * (0.5 + float32(aux>>28)) * 0.5
+			vals := iq3Values(&coords, d*(0.5+float32(aux>>28))*0.5)
 			for l := 0; l < 4; l++ {
 				signs := ksignsIQ2XS(aux >> (7 * uint(l)))
 				out := y[32*ib+8*l:]
-				iq3Put4(out, &coords, gridEntry(gridHexIQ3XXS, int(qs[2*l])), db, signs)
-				iq3Put4(out[4:], &coords, gridEntry(gridHexIQ3XXS, int(qs[2*l+1])), db, signs>>4)
+				iq3Put4(out, &vals, gridEntry(gridHexIQ3XXS, int(qs[2*l])), signs)
+				iq3Put4(out[4:], &vals, gridEntry(gridHexIQ3XXS, int(qs[2*l+1])), signs>>4)
 			}
 		}
 	}
@@ -52,14 +60,14 @@ func dequantRowIQ3_S(src []byte, dst []float32) {
 		qs, qh, signs, scales := b[2:66], b[66:74], b[74:106], b[106:110]
 		for ib := 0; ib < 8; ib++ {
 			s := int32(scales[ib/2]>>(4*uint(ib%2))) & 0x0f
-			db := d * float32(1+2*s)
+			vals := iq3Values(&coords, d*float32(1+2*s))
 			for l := 0; l < 4; l++ {
 				i0 := int(qs[8*ib+2*l]) | int(qh[ib])<<(8-2*uint(l))&256
 				i1 := int(qs[8*ib+2*l+1]) | int(qh[ib])<<(7-2*uint(l))&256
 				sg := signs[4*ib+l]
 				out := y[32*ib+8*l:]
-				iq3Put4(out, &coords, gridEntry(gridHexIQ3S, i0), db, sg)
-				iq3Put4(out[4:], &coords, gridEntry(gridHexIQ3S, i1), db, sg>>4)
+				iq3Put4(out, &vals, gridEntry(gridHexIQ3S, i0), sg)
+				iq3Put4(out[4:], &vals, gridEntry(gridHexIQ3S, i1), sg>>4)
 			}
 		}
 	}

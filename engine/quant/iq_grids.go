@@ -325,12 +325,9 @@ func gridEntry(hex string, i int) uint32 {
 	return hexNibble(s[0])<<4 | hexNibble(s[1]) | (hexNibble(s[2])<<4|hexNibble(s[3]))<<8
 }
 
-func hexNibble(c byte) uint32 {
-	if c >= 'a' {
-		return uint32(c-'a') + 10
-	}
-	return uint32(c - '0')
-}
+// hexNibble decodes a lower-case hex digit without a branch: bit 6 is set only for a-f
+// (0x61-0x66), whose low nibble is 1-6.
+func hexNibble(c byte) uint32 { return uint32(c&0x0f) + 9*uint32(c>>6) }
 
 // iq2Coord maps a 2-bit IQ2 coordinate index to ggml's grid byte.
 func iq2Coord(k uint32) uint8 {
