@@ -42,6 +42,12 @@ type Backend struct {
 	posHost []int32
 	posBuf  cuda.DevicePtr
 	posCap  int
+
+	// q8 remembers which activation rows the "q8 x" scratch holds quantised, so q, k and v
+	// (and the router and the experts) quantise their shared input once.
+	q8 q8Cache
+	// routes holds decode routing results on the device until the next Read.
+	routes routeArena
 }
 
 type devScratch struct {
@@ -183,16 +189,20 @@ func (b *Backend) NewBuf(n int) compute.Buf {
 
 // Write uploads floats.
 func (b *Backend) Write(dst compute.Buf, src []float32) {
+	b.q8.drop()
 	b.err.set(cuda.Upload(b.s, dev(dst), src))
 }
 
-// Read downloads floats, waiting for the work queued before.
+// Read downloads floats, waiting for the work queued before; the routes chosen since the
+// last Read reach the host with them.
 func (b *Backend) Read(src compute.Buf, dst []float32) {
 	b.err.set(cuda.Download(b.s, dst, dev(src)))
+	b.flushRoutes()
 }
 
 // Copy moves n floats on the device.
 func (b *Backend) Copy(dst compute.Buf, dstOff int, src compute.Buf, srcOff int, n int) {
+	b.q8.drop()
 	b.err.set(b.s.CopyDevice(dev(dst).Add(4*dstOff), dev(src).Add(4*srcOff), 4*n))
 }
 
@@ -327,6 +337,7 @@ func (b *Backend) Embed(dst compute.Buf, table compute.Weight, ids []int) error 
 		}
 		ids32[i] = int32(id)
 	}
+	b.q8.drop()
 	p := b.scratchBuf("ids", 4*len(ids))
 	if err := cuda.Upload(b.s, p, ids32); err != nil {
 		return err
@@ -337,17 +348,20 @@ func (b *Backend) Embed(dst compute.Buf, table compute.Weight, ids []int) error 
 // RMSNorm normalises rows of w.Cols() values.
 func (b *Backend) RMSNorm(dst, x compute.Buf, wt compute.Weight, rows int, eps float32) {
 	w := wt.(*Weight)
+	b.q8.drop()
 	b.err.set(b.k.RMSNorm(b.s, dev(x), w.p, dev(dst), rows, w.cols, eps))
 }
 
 // Add accumulates x into dst.
 func (b *Backend) Add(dst, x compute.Buf, n int) {
+	b.q8.drop()
 	b.err.set(b.k.Add(b.s, dev(dst), dev(x), dev(dst), n))
 }
 
 // RoPENeoX rotates every head.
 func (b *Backend) RoPENeoX(x compute.Buf, n, heads, headDim int, positions []int, base float32) {
 	pos := b.positions(positions, 0, n)
+	b.q8.drop()
 	b.err.set(b.k.RopeNeoX(b.s, dev(x), pos, n, heads, headDim, headDim, base))
 }
 
@@ -363,6 +377,7 @@ func (b *Backend) StoreKV(c compute.KV, layer, pos0, n int, k, v compute.Buf) {
 func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.AttentionSpec) {
 	kv := c.(*KV)
 	pos := b.positions(nil, s.Pos0, s.N)
+	b.q8.drop()
 	if s.N == 1 {
 		scratch := cuda.DevicePtr(0)
 		if kv.splits > 1 {

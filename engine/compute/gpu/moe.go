@@ -1,81 +1,185 @@
 package gpu
 
 import (
-	"sort"
+	"fmt"
+	"math"
 
 	"strata/cuda"
 	"strata/engine/compute"
 )
 
-// MoE adds the routed experts' SwiGLU outputs to dst. One token (decode) runs the k experts
-// as one launch per matrix; a batch (prefill) sorts the token slots by expert, gathers their
-// rows, runs one GEMM per expert and matrix, and gathers the results back into slot order.
+// moeChunkTokens bounds the tokens of one grouped MoE pass, so slot counts stay within the
+// kernels' 65535-row launches and the scratch stays modest.
+const moeChunkTokens = 4096
+
+// MoE adds the routed experts' SwiGLU outputs to dst. One token (decode) runs the fused
+// 8-bit kernels on the device's routing result: gate and up in one launch, then down with
+// the router weights and the add into dst in another. A batch (prefill) groups its slots by
+// expert on the host and runs one grouped GEMM launch per matrix for all experts.
 func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r *compute.Routes) {
 	G, U, D := gate.(*Weight), up.(*Weight), down.(*Weight)
-	H, F := G.cols, G.rows
-	slots := r.N * r.K
-	ids := b.scratchBuf("moe ids", 4*slots)
-	weights := b.scratchBuf("moe weights", 4*slots)
-	g := b.scratchBuf("moe gate", 4*slots*F)
-	u := b.scratchBuf("moe up", 4*slots*F)
-	out := b.scratchBuf("moe out", 4*slots*H)
-	if ids == 0 || weights == 0 || g == 0 || u == 0 || out == 0 {
-		return // the allocation error is recorded
+	defer b.q8.dropIfOverlaps(dev(dst), 4*r.N*D.rows)
+	if r.N <= 0 || r.K <= 0 {
+		return
 	}
-	b.err.set(cuda.Upload(b.s, weights, r.Weights))
 	if r.N == 1 {
-		b.err.set(cuda.Upload(b.s, ids, r.IDs))
-		gs, us, ds := G.rows*G.rowBytes, U.rows*U.rowBytes, D.rows*D.rowBytes
-		b.err.set(b.k.MatVecExperts(b.s, cuda.QuantType(G.typ), G.p, gs, ids, slots, dev(x), false, g, F, H))
-		b.err.set(b.k.MatVecExperts(b.s, cuda.QuantType(U.typ), U.p, us, ids, slots, dev(x), false, u, F, H))
-		b.err.set(b.k.SwiGLU(b.s, g, u, g, slots*F))
-		b.err.set(b.k.MatVecExperts(b.s, cuda.QuantType(D.typ), D.p, ds, ids, slots, g, true, out, H, F))
-		b.err.set(b.k.MoECombine(b.s, out, weights, dev(dst), 1, r.K, H, true))
+		b.moeDecode(dev(dst), dev(x), G, U, D, r)
 		return
 	}
-
-	// Sort slots by expert: order[i] is the slot at sorted row i.
-	order := make([]int, slots)
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(i, j int) bool { return r.IDs[order[i]] < r.IDs[order[j]] })
-	tokenOf := make([]int32, slots)   // sorted row -> token, to gather x
-	rowOfSlot := make([]int32, slots) // slot -> sorted row, to gather the outputs back
-	for i, s := range order {
-		tokenOf[i] = int32(s / r.K)
-		rowOfSlot[s] = int32(i)
-	}
-	xs := b.scratchBuf("moe x", 4*slots*H)
-	sorted := b.scratchBuf("moe sorted out", 4*slots*H)
-	if xs == 0 || sorted == 0 {
+	if len(r.IDs) < r.N*r.K || len(r.Weights) < r.N*r.K {
+		b.err.set(fmt.Errorf("gpu: moe: routes hold %d ids and %d weights for %d x %d slots", len(r.IDs), len(r.Weights), r.N, r.K))
 		return
 	}
-	b.err.set(cuda.Upload(b.s, ids, tokenOf))
-	b.err.set(b.k.GetRows(b.s, cuda.F32, dev(x), ids, slots, xs, H))
-	for lo := 0; lo < slots; {
-		e := int(r.IDs[order[lo]])
-		hi := lo
-		for hi < slots && int(r.IDs[order[hi]]) == e {
-			hi++
-		}
-		n := hi - lo
-		b.matmul(G, G.expert(e), xs.Add(4*lo*H), g.Add(4*lo*F), n)
-		b.matmul(U, U.expert(e), xs.Add(4*lo*H), u.Add(4*lo*F), n)
-		b.err.set(b.k.SwiGLU(b.s, g.Add(4*lo*F), u.Add(4*lo*F), g.Add(4*lo*F), n*F))
-		b.matmul(D, D.expert(e), g.Add(4*lo*F), sorted.Add(4*lo*H), n)
-		lo = hi
+	if err := checkIDs(r.IDs[:r.N*r.K], G.exps); err != nil {
+		b.err.set(err)
+		return
 	}
-	// The ids buffer is reused for the second gather only after the first one ran: stream order.
-	b.err.set(cuda.Upload(b.s, ids, rowOfSlot))
-	b.err.set(b.k.GetRows(b.s, cuda.F32, sorted, ids, slots, out, H))
-	b.err.set(b.k.MoECombine(b.s, out, weights, dev(dst), r.N, r.K, H, true))
+	H := G.cols
+	step := max(1, min(moeChunkTokens, 65535/r.K))
+	for t0 := 0; t0 < r.N; t0 += step {
+		n := min(step, r.N-t0)
+		lo, hi := t0*r.K, (t0+n)*r.K
+		b.moePrefill(dev(dst).Add(4*t0*H), dev(x).Add(4*t0*H), G, U, D, n, r.K, r.IDs[lo:hi], r.Weights[lo:hi])
+	}
 }
 
-// Route downloads the router logits and routes on the host. (Routing on the device, so that
-// decode needs no synchronisation per layer, is the next step: RouterTopK exists.)
-func (b *Backend) Route(logits compute.Buf, n, experts, k int, norm bool) *compute.Routes {
-	host := make([]float32, n*experts)
-	b.err.set(cuda.Download(b.s, host, dev(logits)))
-	return compute.RouteHost(host, n, experts, k, norm)
+// fusedGateUp reports whether gate and up can share the fused 8-bit kernel.
+func fusedGateUp(G, U *Weight) bool {
+	return q8Capable(G) && G.typ == U.typ && G.rows == U.rows && G.cols == U.cols && G.rowBytes == U.rowBytes
+}
+
+// moeDecode runs one token's k experts.
+func (b *Backend) moeDecode(dst, x cuda.DevicePtr, G, U, D *Weight, r *compute.Routes) {
+	H, F, K := G.cols, G.rows, r.K
+	ids, weights := b.deviceRoutes(r, G.exps)
+	h := b.scratchBuf("moe gate", 4*K*F)
+	if ids == 0 || weights == 0 || h == 0 {
+		return // the error is recorded
+	}
+	gs, us, ds := G.rows*G.rowBytes, U.rows*U.rowBytes, D.rows*D.rowBytes
+	if fusedGateUp(G, U) {
+		xq := b.quantized(x, 1, H)
+		if xq == 0 {
+			return
+		}
+		b.err.set(b.k.MoEGateUp(b.s, cuda.QuantType(G.typ), G.p, U.p, gs, ids, K, xq, h, F, H))
+	} else {
+		u := b.scratchBuf("moe up", 4*K*F)
+		if u == 0 {
+			return
+		}
+		b.err.set(b.k.MatVecExperts(b.s, cuda.QuantType(G.typ), G.p, gs, ids, K, x, false, h, F, H))
+		b.err.set(b.k.MatVecExperts(b.s, cuda.QuantType(U.typ), U.p, us, ids, K, x, false, u, F, H))
+		b.err.set(b.k.SwiGLU(b.s, h, u, h, K*F))
+	}
+	// h [K][F] -> dst [H]: the down projection, weighted by the router and added into dst.
+	if q8Capable(D) {
+		hq := b.scratchBuf("q8 h", K*cuda.Q8RowBytes(F))
+		if hq == 0 {
+			return
+		}
+		b.err.set(b.k.QuantizeQ8(b.s, h, hq, K, F))
+		b.err.set(b.k.MoEDown(b.s, cuda.QuantType(D.typ), D.p, ds, ids, weights, K, hq, dst, H, F))
+		return
+	}
+	out := b.scratchBuf("moe out", 4*K*H)
+	if out == 0 {
+		return
+	}
+	b.err.set(b.k.MatVecExperts(b.s, cuda.QuantType(D.typ), D.p, ds, ids, K, h, true, out, H, F))
+	b.err.set(b.k.MoECombine(b.s, out, weights, dst, 1, K, H, true))
+}
+
+// moePrefill runs n tokens' k experts each: the n*k slots sorted by expert, one grouped
+// GEMM launch per matrix over every routed expert, the outputs gathered back into slot
+// order and summed with the router weights into dst.
+func (b *Backend) moePrefill(dst, x cuda.DevicePtr, G, U, D *Weight, n, K int, ids []int32, weights []float32) {
+	H, F := G.cols, G.rows
+	plan := groupByExpert(ids, G.exps)
+	slots, groups := len(ids), len(plan.experts)
+
+	// One upload: expert of each group, group offsets, token of each sorted row, sorted
+	// row identity (down reads its own rows), sorted row of each slot, router weights.
+	idx := make([]uint32, 0, groups+(groups+1)+4*slots)
+	for _, e := range plan.experts {
+		idx = append(idx, uint32(e))
+	}
+	for _, o := range plan.offsets {
+		idx = append(idx, uint32(o))
+	}
+	for _, s := range plan.order {
+		idx = append(idx, uint32(int(s)/K))
+	}
+	for i := range slots {
+		idx = append(idx, uint32(i))
+	}
+	for _, r := range plan.rowOfSlot {
+		idx = append(idx, uint32(r))
+	}
+	for _, w := range weights {
+		idx = append(idx, math.Float32bits(w))
+	}
+	ib := b.scratchBuf("moe index", 4*len(idx))
+	g := b.scratchBuf("moe gate", 4*slots*F)
+	u := b.scratchBuf("moe up", 4*slots*F)
+	sorted := b.scratchBuf("moe sorted out", 4*slots*H)
+	out := b.scratchBuf("moe out", 4*slots*H)
+	if ib == 0 || g == 0 || u == 0 || sorted == 0 || out == 0 {
+		return // the allocation error is recorded
+	}
+	if err := cuda.Upload(b.s, ib, idx); err != nil {
+		b.err.set(fmt.Errorf("gpu: moe: upload expert groups: %w", err))
+		return
+	}
+	slotExpert := ib
+	slotOff := slotExpert.Add(4 * groups)
+	rowTok := slotOff.Add(4 * (groups + 1))
+	rowSelf := rowTok.Add(4 * slots)
+	rowOfSlot := rowSelf.Add(4 * slots)
+	wts := rowOfSlot.Add(4 * slots)
+
+	gs, us, ds := G.rows*G.rowBytes, U.rows*U.rowBytes, D.rows*D.rowBytes
+	b.err.set(b.k.GemmExperts(b.s, cuda.QuantType(G.typ), G.p, gs, slotExpert, slotOff, rowTok, groups, plan.maxRows, x, g, F, H))
+	b.err.set(b.k.GemmExperts(b.s, cuda.QuantType(U.typ), U.p, us, slotExpert, slotOff, rowTok, groups, plan.maxRows, x, u, F, H))
+	b.err.set(b.k.SwiGLU(b.s, g, u, g, slots*F))
+	b.err.set(b.k.GemmExperts(b.s, cuda.QuantType(D.typ), D.p, ds, slotExpert, slotOff, rowSelf, groups, plan.maxRows, g, sorted, H, F))
+	b.err.set(b.k.GetRows(b.s, cuda.F32, sorted, rowOfSlot, slots, out, H))
+	b.err.set(b.k.MoECombine(b.s, out, wts, dst, n, K, H, true))
+}
+
+// expertGroups is a batch's slots sorted by expert (stable: slot order within an expert).
+type expertGroups struct {
+	experts   []int32 // the distinct experts, ascending
+	offsets   []int32 // group g is sorted rows offsets[g] .. offsets[g+1]
+	order     []int32 // sorted row -> slot
+	rowOfSlot []int32 // slot -> sorted row
+	maxRows   int     // the largest group
+}
+
+// groupByExpert counting-sorts the slots by expert id (ids already checked in range).
+func groupByExpert(ids []int32, experts int) expertGroups {
+	count := make([]int32, experts+1)
+	for _, e := range ids {
+		count[e+1]++
+	}
+	var g expertGroups
+	for e := range experts {
+		if c := count[e+1]; c > 0 {
+			g.experts = append(g.experts, int32(e))
+			g.offsets = append(g.offsets, count[e])
+			g.maxRows = max(g.maxRows, int(c))
+		}
+		count[e+1] += count[e]
+	}
+	g.offsets = append(g.offsets, int32(len(ids)))
+	g.order = make([]int32, len(ids))
+	g.rowOfSlot = make([]int32, len(ids))
+	next := count[:experts] // next free sorted row of each expert
+	for s, e := range ids {
+		row := next[e]
+		next[e]++
+		g.order[row] = int32(s)
+		g.rowOfSlot[s] = row
+	}
+	return g
 }

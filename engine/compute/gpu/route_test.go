@@ -1,0 +1,136 @@
+package gpu_test
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"strata/engine/compute"
+	"strata/engine/quant"
+	"strata/engine/synth"
+)
+
+// TestRouteMatchesHost compares the device router (decode: ids filled at the next Read;
+// batch: at once) with compute.RouteHost on random logits.
+func TestRouteMatchesHost(t *testing.T) {
+	b := newGPU(t)
+	rng := rand.New(rand.NewPCG(7, 9))
+	for _, c := range []struct {
+		n, experts, k int
+		norm          bool
+	}{{1, 128, 8, true}, {1, 128, 8, false}, {1, 8, 2, true}, {37, 128, 8, true}, {5, 60, 4, false}} {
+		logits := make([]float32, c.n*c.experts)
+		for i := range logits {
+			logits[i] = float32(rng.NormFloat64() * 2)
+		}
+		buf := b.NewBuf(len(logits))
+		b.Write(buf, logits)
+		got := b.Route(buf, c.n, c.experts, c.k, c.norm)
+		// A second decode route before the Read: both must be filled by it.
+		var again *compute.Routes
+		if c.n == 1 {
+			again = b.Route(buf, c.n, c.experts, c.k, c.norm)
+		}
+		sink := make([]float32, 1)
+		b.Read(buf, sink)
+		if err := b.Err(); err != nil {
+			t.Fatal(err)
+		}
+		want := compute.RouteHost(logits, c.n, c.experts, c.k, c.norm)
+		for _, r := range []*compute.Routes{got, again} {
+			if r == nil {
+				continue
+			}
+			for i := range want.IDs {
+				if r.IDs[i] != want.IDs[i] || math.Abs(float64(r.Weights[i]-want.Weights[i])) > 1e-5 {
+					t.Fatalf("n=%d experts=%d k=%d norm=%v: slot %d: expert %d weight %g, want %d %g",
+						c.n, c.experts, c.k, c.norm, i, r.IDs[i], r.Weights[i], want.IDs[i], want.Weights[i])
+				}
+			}
+		}
+	}
+}
+
+type routeLog struct{ layers [][]compute.Routes }
+
+func (o *routeLog) Routes(layer int, r compute.Routes) {
+	for len(o.layers) <= layer {
+		o.layers = append(o.layers, nil)
+	}
+	o.layers[layer] = append(o.layers[layer], r)
+}
+
+// TestDecodeMatchesPrefill runs a prompt through the batch path (grouped expert GEMMs)
+// and token by token through the decode path (8-bit activations, fused MoE kernels,
+// device routing), and compares every position's logits and expert choices.
+func TestDecodeMatchesPrefill(t *testing.T) {
+	b := newGPU(t)
+	for _, qt := range []quant.Type{quant.Q4_K, quant.Q8_0, quant.F16} {
+		t.Run(qt.String(), func(t *testing.T) {
+			spec, err := synth.Preset("tiny")
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec.Quant = qt
+			path := filepath.Join(t.TempDir(), "tiny.gguf")
+			if err := synth.Write(context.Background(), path, spec, nil); err != nil {
+				t.Fatal(err)
+			}
+			net := load(t, path, b).net
+			V := net.H.Vocab
+			prompt := []int{1, 5, 9, 200, 17, 3, 77, 300, 42, 11, 5, 6, 400, 12, 90, 250}
+
+			batch, err := net.NewState(len(prompt), "f16")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := make([]float32, len(prompt)*V)
+			var wantRoutes routeLog
+			if err := net.Forward(batch, prompt, true, want, &wantRoutes); err != nil {
+				t.Fatal(err)
+			}
+
+			step, err := net.NewState(len(prompt), "f16")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]float32, len(prompt)*V)
+			var gotRoutes routeLog
+			for i, id := range prompt {
+				if err := net.Forward(step, []int{id}, false, got[i*V:(i+1)*V], &gotRoutes); err != nil {
+					t.Fatal(err)
+				}
+			}
+			maxAbs, rel := compare(got, want)
+			t.Logf("%s: decode vs batch: max |Δlogit| %.3g, RMS/std %.4f", qt, maxAbs, rel)
+			if rel > 0.03 {
+				t.Errorf("%s: decode logits differ from the batch's: RMS/std %.4f", qt, rel)
+			}
+			same, total := 0, 0
+			for l := range wantRoutes.layers {
+				w := wantRoutes.layers[l][0]
+				for pos, r := range gotRoutes.layers[l] {
+					for j := range r.K {
+						total++
+						if r.IDs[j] == w.IDs[pos*w.K+j] {
+							same++
+						}
+					}
+					var sum float32
+					for _, x := range r.Weights {
+						sum += x
+					}
+					if math.Abs(float64(sum-1)) > 1e-3 {
+						t.Errorf("layer %d position %d: decode route weights %v do not sum to 1", l, pos, r.Weights)
+					}
+				}
+			}
+			t.Logf("%s: decode routes agree with the batch's in %d of %d slots", qt, same, total)
+			if total == 0 || same < total*9/10 {
+				t.Errorf("%s: decode routes agree with the batch's in %d of %d slots", qt, same, total)
+			}
+		})
+	}
+}
