@@ -273,6 +273,60 @@ static inline VD_T void VD(b_iq4_xs)(const uint8_t *b, const int8_t *aq, float a
 	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad), _mm256_cvtepi32_ps(isum), *acc);
 }
 
+// ---- Q4_K/Q5_K against up to four activation rows at once (n > 1): the weight block is
+// decoded once into u (codes) and s (int16 scales), then dotted with each row. (Q6_K gained
+// nothing this way on AVX2: its decode is cheap beside the dots.) ----
+
+// dots8: one activation block (256 values) against the decoded codes and scales.
+static inline VD_T __m256i VD(dots8)(const __m256i u[8], const __m256i s[8], const int8_t *aq) {
+	__m256i isum = _mm256_setzero_si256();
+	for (int j = 0; j < 8; j++) isum = _mm256_add_epi32(isum, VD(dot_us16)(u[j], VD(load)(aq + 32 * j), s[j]));
+	return isum;
+}
+
+static inline VD_T void VD(m_q45_k)(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, int na, const int8_t *const *aq,
+                                    const float *ad, const int16_t *const *bs, __m256 *acc) {
+	uint32_t w[3];
+	memcpy(w, b + 4, 12);
+	const uint32_t sc_lo = w[0] & 0x3f3f3f3fu, m_lo = w[1] & 0x3f3f3f3fu;
+	const uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
+	const uint32_t m_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
+	const __m128i sm = _mm_set_epi32((int)m_hi, (int)m_lo, (int)sc_hi, (int)sc_lo);
+	const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+	const __m256i m32 = _mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8));
+	const __m256i m4 = _mm256_set1_epi8(15);
+	const __m256i hb = qh ? VD(load)(qh) : _mm256_setzero_si256();
+	__m256i u[8], s[8];
+	for (int p = 0; p < 4; p++) {
+		const __m256i q = VD(load)(qs + 32 * p);
+		u[2 * p] = _mm256_and_si256(q, m4);
+		u[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+		if (qh) {
+			u[2 * p] = _mm256_or_si256(u[2 * p], VD(mask_bit)(hb, 1 << (2 * p), 16));
+			u[2 * p + 1] = _mm256_or_si256(u[2 * p + 1], VD(mask_bit)(hb, 2 << (2 * p), 16));
+		}
+		s[2 * p] = VD(shuf16)(sc16, 2 * p, 2 * p);
+		s[2 * p + 1] = VD(shuf16)(sc16, 2 * p + 1, 2 * p + 1);
+	}
+	const float d = VD(f16)(b), dmin = VD(f16)(b + 2);
+	for (int k = 0; k < na; k++) {
+		const __m256i bsp = _mm256_madd_epi16(VD(load)(bs[k]), _mm256_set1_epi16(1));
+		const __m256 mins = _mm256_cvtepi32_ps(_mm256_mullo_epi32(m32, bsp));
+		acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d * ad[k]), _mm256_cvtepi32_ps(VD(dots8)(u, s, aq[k])), acc[k]);
+		acc[k] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * ad[k]), mins, acc[k]);
+	}
+}
+
+static inline VD_T void VD(m_q4_k)(const uint8_t *b, int na, const int8_t *const *aq, const float *ad, const int16_t *const *bs,
+                                   __m256 *acc) {
+	VD(m_q45_k)(b, NULL, b + 16, na, aq, ad, bs, acc);
+}
+
+static inline VD_T void VD(m_q5_k)(const uint8_t *b, int na, const int8_t *const *aq, const float *ad, const int16_t *const *bs,
+                                   __m256 *acc) {
+	VD(m_q45_k)(b, b + 16, b + 48, na, aq, ad, bs, acc);
+}
+
 // ---- row loops: each weight row is dotted with every activation row. ----
 
 #define VD_ROWS32(NAME, BB)                                                                              \
@@ -322,6 +376,32 @@ static inline VD_T void VD(b_iq4_xs)(const uint8_t *b, const int8_t *aq, float a
 		}                                                                                                \
 	}
 
+#define VD_ROWS256X4(NAME, BB)                                                                           \
+	static VD_T void VD(mmx_##NAME)(const uint8_t *w, int64_t rb, const vd_act *a, float *y, int64_t ldy, \
+	                                int64_t r0, int64_t r1) {                                             \
+		const int64_t nb = a->cols / 256;                                                                \
+		for (int64_t r = r0; r < r1; r++) {                                                              \
+			const uint8_t *row = w + r * rb;                                                             \
+			for (int64_t i0 = 0; i0 < a->n; i0 += 4) {                                                   \
+				const int na = a->n - i0 < 4 ? (int)(a->n - i0) : 4;                                    \
+				__m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),         \
+				                 _mm256_setzero_ps()};                                                    \
+				for (int64_t b = 0; b < nb; b++) {                                                       \
+					const int8_t *aq[4];                                                                 \
+					const int16_t *bs[4];                                                                \
+					float ad[4];                                                                         \
+					for (int k = 0; k < na; k++) {                                                       \
+						aq[k] = a->q + (i0 + k) * a->cols + b * 256;                                     \
+						ad[k] = a->d[(i0 + k) * nb + b];                                                 \
+						bs[k] = a->s + ((i0 + k) * nb + b) * 16;                                         \
+					}                                                                                    \
+					VD(m_##NAME)(row + b * BB, na, aq, ad, bs, acc);                                     \
+				}                                                                                        \
+				for (int k = 0; k < na; k++) y[(i0 + k) * ldy + r] = VD(hsum)(acc[k]);                   \
+			}                                                                                            \
+		}                                                                                                \
+	}
+
 VD_ROWS32(q4_0, 18)
 VD_ROWS32(q4_1, 20)
 VD_ROWS32(q5_0, 22)
@@ -335,9 +415,12 @@ VD_ROWS256(q4_k, 144)
 VD_ROWS256(q5_k, 176)
 VD_ROWS256(q6_k, 210)
 VD_ROWS256(iq4_xs, 136)
+VD_ROWS256X4(q4_k, 144)
+VD_ROWS256X4(q5_k, 176)
 
 #undef VD_ROWS32
 #undef VD_ROWS256
+#undef VD_ROWS256X4
 
 // ---- float weights against float activations. ----
 
@@ -413,8 +496,8 @@ static VD_T int VD(run)(int type, const uint8_t *w, int64_t rb, const vd_act *a,
 	case VD_MXFP4: VD(mm_mxfp4)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_Q2_K: VD(mm_q2_k)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_Q3_K: VD(mm_q3_k)(w, rb, a, y, ldy, r0, r1); return 0;
-	case VD_Q4_K: VD(mm_q4_k)(w, rb, a, y, ldy, r0, r1); return 0;
-	case VD_Q5_K: VD(mm_q5_k)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q4_K: (a->n > 1 ? VD(mmx_q4_k) : VD(mm_q4_k))(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q5_K: (a->n > 1 ? VD(mmx_q5_k) : VD(mm_q5_k))(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_Q6_K: VD(mm_q6_k)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_IQ4_XS: VD(mm_iq4_xs)(w, rb, a, y, ldy, r0, r1); return 0;
 	}
