@@ -22,7 +22,7 @@ import (
 // include the OS check (XSAVE state for AVX and AVX-512).
 func vdBestLevel() vdLevel {
 	x := cpu.X86
-	if !x.HasAVX2 || !x.HasFMA {
+	if !x.HasAVX2 || !x.HasFMA || !x.HasF16C {
 		return levelGeneric
 	}
 	if x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI {
