@@ -188,5 +188,8 @@ func size(n int64) string {
 	if n >= gib || n <= -gib {
 		return fmt.Sprintf("%.1f GiB", float64(n)/gib)
 	}
-	return fmt.Sprintf("%d MiB", n>>20)
+	if n >= 1<<20 || n <= -(1<<20) {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
 }
