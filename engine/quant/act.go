@@ -108,11 +108,25 @@ func (a *Activations) Set(i int, x []float32) error {
 		sumsPerBlock = QK_K / 16
 	}
 	sums := a.sums[i*nb*sumsPerBlock : (i+1)*nb*sumsPerBlock]
-	for b := 0; b < nb; b++ {
-		vdQuantizeBlock(x[b*a.block:(b+1)*a.block], qs[b*a.block:(b+1)*a.block], &d[b], sums[b*sumsPerBlock:(b+1)*sumsPerBlock])
+	if vdQuantizeNative(vdBestLevel(), x, a.block, qs, d, sums) {
+		return nil
 	}
+	vdQuantizeRow(x, a.block, qs, d, sums)
 	return nil
 }
+
+// vdQuantizeRow is the Go path of Set: whole blocks of x, sums per len(x)/len(sums) values.
+func vdQuantizeRow(x []float32, block int, qs []int8, d []float32, sums []int16) {
+	nb := len(x) / block
+	per := len(sums) / nb
+	for b := 0; b < nb; b++ {
+		vdQuantizeBlock(x[b*block:(b+1)*block], qs[b*block:(b+1)*block], &d[b], sums[b*per:(b+1)*per])
+	}
+}
+
+// vdTinyBlock: a block whose largest magnitude is below this counts as zero (127/amax
+// would overflow float32 for subnormal amax).
+const vdTinyBlock = 1e-30
 
 // vdQuantizeBlock rounds one block to int8 with a symmetric scale amax/127 (so no value is
 // -128, which the sign trick of the x86 kernels relies on) and fills the group sums, each
@@ -120,26 +134,27 @@ func (a *Activations) Set(i int, x []float32) error {
 func vdQuantizeBlock(x []float32, q []int8, d *float32, sums []int16) {
 	var amax float32
 	for _, v := range x {
-		amax = max(amax, float32(math.Abs(float64(v))))
+		amax = max(amax, float32(math.Abs(float64(v)))) // max keeps a NaN
 	}
-	if amax == 0 || amax != amax || amax > math.MaxFloat32 {
-		// All zero; or NaN/Inf, which no 8-bit code holds: a NaN scale makes every dot with
-		// this block NaN, as the float path would, instead of a quiet wrong number.
+	if amax < vdTinyBlock || amax != amax || amax > math.MaxFloat32 {
+		// All (nearly) zero; or NaN/Inf, which no 8-bit code holds: a NaN scale makes every
+		// dot with this block NaN, as the float path would, instead of a quiet wrong number.
 		*d = 0
-		if amax != 0 {
+		if amax != amax || amax > math.MaxFloat32 {
 			*d = float32(math.NaN())
 		}
 		clear(q)
 		clear(sums)
 		return
 	}
+	// The same float32 steps as the x86 path (vd_quantize), rounding half to even.
 	*d = amax / 127
 	id := 127 / amax
 	g := len(x) / len(sums)
 	for s := range sums {
 		var sum int
 		for j := s * g; j < (s+1)*g; j++ {
-			v := int(math.Round(float64(x[j] * id)))
+			v := int(math.RoundToEven(float64(x[j] * id)))
 			v = min(max(v, -127), 127)
 			q[j] = int8(v)
 			sum += v

@@ -70,3 +70,15 @@ func vdNativeFloatRow(l vdLevel, row []float32, a *Activations, y []float32, ldy
 	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(row))), 4*len(row))
 	return vdNative(l, F32, b, len(b), a, y, ldy, 0, 1)
 }
+
+// vdQuantizeNative runs Activations.Set's rounding in C at level l (whole blocks of x). It
+// reports false when l has no kernel.
+func vdQuantizeNative(l vdLevel, x []float32, block int, qs []int8, d []float32, sums []int16) bool {
+	if l == levelGeneric || len(x) == 0 {
+		return false
+	}
+	rc := C.vd_quantize(C.int(l), (*C.float)(unsafe.Pointer(unsafe.SliceData(x))), C.int64_t(len(x)/block), C.int(block),
+		(*C.int8_t)(unsafe.Pointer(unsafe.SliceData(qs))), (*C.float)(unsafe.Pointer(unsafe.SliceData(d))),
+		(*C.int16_t)(unsafe.Pointer(unsafe.SliceData(sums))))
+	return rc == 0
+}

@@ -11,3 +11,5 @@ func vdLevels() []vdLevel { return []vdLevel{levelGeneric} }
 func vdNative(vdLevel, Type, []byte, int, *Activations, []float32, int, int, int) bool { return false }
 
 func vdNativeFloatRow(vdLevel, []float32, *Activations, []float32, int) bool { return false }
+
+func vdQuantizeNative(vdLevel, []float32, int, []int8, []float32, []int16) bool { return false }

@@ -167,3 +167,19 @@ func vdBenchType(b *testing.B, wt Type, pools []*parallel.Pool) {
 		}
 	}
 }
+
+// BenchmarkMatMulSet quantises one 4096-value activation row (done once per product input).
+func BenchmarkMatMulSet(b *testing.B) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, wt := range []Type{Q8_0, Q4_K} {
+		b.Run(wt.String(), func(b *testing.B) {
+			a, xs := vdRandomActs(b, wt, vdBenchDim, 1, rng)
+			b.SetBytes(4 * vdBenchDim)
+			for b.Loop() {
+				if err := a.Set(0, xs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -457,3 +457,61 @@ func TestMatMulCPUFeatures(t *testing.T) {
 		t.Fatalf("CPUFeatures() = %q", f)
 	}
 }
+
+// TestMatMulSetNativeEqualsGo: the x86 activation quantiser gives the same bytes as the Go
+// one, on random rows, exact rounding ties, zeros, subnormals, NaN and Inf.
+func TestMatMulSetNativeEqualsGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	for _, block := range []int{32, QK_K} {
+		cols := 3 * block
+		rows := [][]float32{}
+		for k := 0; k < 20; k++ {
+			x := make([]float32, cols)
+			for j := range x {
+				x[j] = float32(rng.NormFloat64() * math.Pow(10, float64(rng.IntN(7)-3)))
+			}
+			rows = append(rows, x)
+		}
+		ties := make([]float32, cols) // amax 127 makes the scale 1: halves are exact ties
+		for j := range ties {
+			ties[j] = float32(j%20) - 9.5
+		}
+		ties[0], ties[block], ties[2*block] = 127, -127, 127
+		special := make([]float32, cols)
+		special[1] = 1e-42                     // block 0: subnormal only
+		special[block+2] = float32(math.NaN()) // block 1: NaN
+		special[2*block+3] = float32(math.Inf(-1))
+		rows = append(rows, ties, special, make([]float32, cols))
+		per := 1
+		if block == QK_K {
+			per = 16
+		}
+		for _, l := range vdLevels()[1:] {
+			for ri, x := range rows {
+				nb := cols / block
+				q1, q2 := make([]int8, cols), make([]int8, cols)
+				d1, d2 := make([]float32, nb), make([]float32, nb)
+				s1, s2 := make([]int16, nb*per), make([]int16, nb*per)
+				vdQuantizeRow(x, block, q1, d1, s1)
+				if !vdQuantizeNative(l, x, block, q2, d2, s2) {
+					t.Fatalf("%s: no native quantiser", l)
+				}
+				for b := range d1 {
+					if math.Float32bits(d1[b]) != math.Float32bits(d2[b]) && !(d1[b] != d1[b] && d2[b] != d2[b]) {
+						t.Fatalf("%s block %d row %d: scale %g (Go) vs %g (%s)", l, b, ri, d1[b], d2[b], l)
+					}
+				}
+				for j := range q1 {
+					if q1[j] != q2[j] {
+						t.Fatalf("%s block %d row %d: value %d: %d (Go) vs %d", l, block, ri, j, q1[j], q2[j])
+					}
+				}
+				for j := range s1 {
+					if s1[j] != s2[j] {
+						t.Fatalf("%s block %d row %d: sum %d: %d (Go) vs %d", l, block, ri, j, s1[j], s2[j])
+					}
+				}
+			}
+		}
+	}
+}

@@ -77,3 +77,15 @@ int vd_matmul(int level, int type, const uint8_t *w, int64_t row_bytes, int64_t 
 	}
 	return -1;
 }
+
+int vd_quantize(int level, const float *x, int64_t nb, int bsz, int8_t *q, float *d, int16_t *sums) {
+	switch (level) {
+	case VD_LEVEL_AVX2:
+		vd_quantize_avx2(x, nb, bsz, q, d, sums);
+		return 0;
+	case VD_LEVEL_AVX512VNNI:
+		vd_quantize_vnni(x, nb, bsz, q, d, sums);
+		return 0;
+	}
+	return -1;
+}

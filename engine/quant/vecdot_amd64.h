@@ -15,4 +15,9 @@ int vd_matmul(int level, int type, const uint8_t *w, int64_t row_bytes, int64_t 
               const float *ad, const int16_t *as, const float *af, int64_t n, float *y, int64_t ldy, int64_t r0,
               int64_t r1);
 
+// vd_quantize rounds nb blocks of bsz (32 or 256) floats to int8 with one scale per block
+// and the sums Activations keeps (per 32 values for bsz 32, per 16 for 256), exactly as
+// Activations.Set does in Go. Returns 0, or -1 for an unknown level.
+int vd_quantize(int level, const float *x, int64_t nb, int bsz, int8_t *q, float *d, int16_t *sums);
+
 #endif

@@ -480,6 +480,63 @@ VD_ROWSF(bf16, VD_BF16)
 
 #undef VD_ROWSF
 
+// ---- activation quantisation (Activations.Set): the same float32 operations as the Go
+// path (amax, d = amax/127, id = 127/amax, round half to even), so both give equal bytes. ----
+
+static inline VD_T int VD(hsum_i32)(__m256i v) {
+	__m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+	return _mm_cvtsi128_si32(s);
+}
+
+// quantize: nb blocks of bsz (32 or 256) values; sums per 32 values (bsz 32) or per 16.
+static VD_T void VD(quantize)(const float *x, int64_t nb, int bsz, int8_t *q, float *d, int16_t *sums) {
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+	const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+	for (int64_t b = 0; b < nb; b++) {
+		const float *xb = x + b * bsz;
+		__m256 mx = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+		for (int j = 0; j < bsz; j += 8) {
+			const __m256 v = _mm256_loadu_ps(xb + j);
+			mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v));
+			bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+		}
+		__m128 m = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+		m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+		m = _mm_max_ss(m, _mm_movehdup_ps(m));
+		const float amax = _mm_cvtss_f32(m);
+		int8_t *qb = q + b * bsz;
+		int16_t *sb = bsz == 32 ? sums + b : sums + b * (bsz / 16);
+		const int nonfinite = _mm256_movemask_ps(bad) != 0 || amax > 3.40282346638528859811704183484516925440e+38f;
+		if (nonfinite || amax < 1e-30f) { // as vdQuantizeBlock: NaN scale, or a zero block
+			const uint32_t nan = 0x7fc00000u;
+			float f = 0;
+			if (nonfinite) memcpy(&f, &nan, 4);
+			d[b] = f;
+			memset(qb, 0, (size_t)bsz);
+			memset(sb, 0, sizeof(int16_t) * (size_t)(bsz == 32 ? 1 : bsz / 16));
+			continue;
+		}
+		d[b] = amax / 127;
+		const __m256 id = _mm256_set1_ps(127 / amax);
+		for (int j = 0; j < bsz; j += 32) {
+			const __m256i v0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + j), id));
+			const __m256i v1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + j + 8), id));
+			const __m256i v2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + j + 16), id));
+			const __m256i v3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + j + 24), id));
+			const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(v0, v1), _mm256_packs_epi32(v2, v3));
+			_mm256_storeu_si256((__m256i *)(qb + j), _mm256_permutevar8x32_epi32(p, order));
+			if (bsz == 32) {
+				sb[0] = (int16_t)VD(hsum_i32)(_mm256_add_epi32(_mm256_add_epi32(v0, v1), _mm256_add_epi32(v2, v3)));
+			} else {
+				sb[j / 16] = (int16_t)VD(hsum_i32)(_mm256_add_epi32(v0, v1));
+				sb[j / 16 + 1] = (int16_t)VD(hsum_i32)(_mm256_add_epi32(v2, v3));
+			}
+		}
+	}
+}
+
 // run: the kernel for one GGML type id at this level; -1 when there is none.
 static VD_T int VD(run)(int type, const uint8_t *w, int64_t rb, const vd_act *a, float *y, int64_t ldy, int64_t r0,
                         int64_t r1) {
