@@ -1,12 +1,16 @@
 // Package gpu is the NVIDIA implementation of compute.Backend, built on the cuda package's
 // driver API and kernels. Weights are copied to VRAM at Place; activations, the KV cache and
-// scratch live in VRAM; the host sees only router logits and output logits.
+// scratch live in VRAM; the host sees only the routing result (at the next Read in decode)
+// and the output logits.
 package gpu
 
 import (
 	"errors"
 	"fmt"
+	"math"
+	"os"
 	"sync"
+	"unsafe"
 
 	"strata/cuda"
 	"strata/engine/compute"
@@ -21,6 +25,9 @@ type Options struct {
 	Device int // CUDA ordinal
 	// BudgetBytes caps the VRAM the backend allocates; 0 = no cap.
 	BudgetBytes int64
+	// Graphs replays decode steps as CUDA graphs (see stepGraph). Also switched on by the
+	// environment variable STRATA_CUDA_GRAPHS=1, while the engine has no knob for it.
+	Graphs bool
 }
 
 // Backend runs the forward pass on one GPU.
@@ -48,6 +55,12 @@ type Backend struct {
 	q8 q8Cache
 	// routes holds decode routing results on the device until the next Read.
 	routes routeArena
+	// step replays decode steps as CUDA graphs when enabled.
+	step stepGraph
+	// pin holds a step's small inputs (token id, positions) in pinned host memory, copied
+	// to the device by the step's own work, so a captured graph reads each step's values.
+	pin     *cuda.HostBuffer
+	pinUsed int
 }
 
 type devScratch struct {
@@ -116,7 +129,112 @@ func New(o Options) (*Backend, error) {
 		drv.Close()
 		return nil, fmt.Errorf("gpu: %w", err)
 	}
-	return &Backend{drv: drv, ctx: ctx, k: k, s: s, info: info, budget: o.BudgetBytes, scratch: map[string]devScratch{}}, nil
+	b := &Backend{drv: drv, ctx: ctx, k: k, s: s, info: info, budget: o.BudgetBytes, scratch: map[string]devScratch{}}
+	b.step = stepGraph{
+		enabled: o.Graphs || os.Getenv("STRATA_CUDA_GRAPHS") == "1",
+		capture: b.captureStep,
+		report:  b.err.set,
+	}
+	return b, nil
+}
+
+// do queues one op's work through the step recorder; sig lists every pointer, size and
+// scalar the work is launched with (see stepGraph).
+func (b *Backend) do(fn func() error, sig ...uint64) { b.step.op(fn, sig...) }
+
+// u is a pointer in a signature.
+func u(p cuda.DevicePtr) uint64 { return uint64(p) }
+
+// Op codes, the first word of each op's signature.
+const (
+	opPin uint64 = iota + 1
+	opGetRows
+	opRMSNorm
+	opAdd
+	opRope
+	opKVWrite
+	opAttention
+	opQuantize
+	opMatVecQ8
+	opMatVec
+	opGemm
+	opRoute
+	opGateUp
+	opMatVecExperts
+	opSwiGLU
+	opMoEDown
+	opMoECombine
+	opCopy
+)
+
+// streamGraph is a captured graph launched on the backend's stream.
+type streamGraph struct {
+	g *cuda.Graph
+	s *cuda.Stream
+}
+
+func (g streamGraph) Launch() error  { return g.g.Launch(g.s) }
+func (g streamGraph) Destroy() error { return g.g.Destroy() }
+
+// captureStep records fns into a graph. On failure nothing of fns has run.
+func (b *Backend) captureStep(fns []func() error) (graphRunner, error) {
+	if err := b.s.BeginCapture(); err != nil {
+		return nil, err
+	}
+	var first error
+	for _, fn := range fns {
+		if err := fn(); err != nil && first == nil {
+			first = err
+		}
+	}
+	g, err := b.s.EndCapture()
+	if err != nil {
+		return nil, err
+	}
+	if first != nil {
+		_ = g.Destroy()
+		return nil, first
+	}
+	return streamGraph{g: g, s: b.s}, nil
+}
+
+// pinned copies vals into this step's pinned input area and returns their host address;
+// false when there is no room (the caller then uploads from pageable memory).
+func (b *Backend) pinned(vals []int32) (unsafe.Pointer, bool) {
+	const size = 64 << 10
+	n := 4 * len(vals)
+	if b.pin == nil {
+		hb, err := b.ctx.HostAlloc(size)
+		if err != nil {
+			return nil, false
+		}
+		b.pin = hb
+	}
+	if b.pinUsed+n > len(b.pin.Bytes) {
+		return nil, false
+	}
+	p := unsafe.Pointer(&b.pin.Bytes[b.pinUsed])
+	copy(unsafe.Slice((*int32)(p), len(vals)), vals)
+	b.pinUsed += (n + 15) &^ 15
+	return p, true
+}
+
+// upload copies small int32 inputs to dst: through pinned memory as part of the step
+// when there is room, else from pageable memory (which ends any graph for this step).
+func (b *Backend) upload(dst cuda.DevicePtr, vals []int32) {
+	if src, ok := b.pinned(vals); ok {
+		n := 4 * len(vals)
+		b.do(func() error { return b.s.CopyToDevice(dst, src, n) }, opPin, u(dst), uint64(uintptr(src)), uint64(n))
+		return
+	}
+	b.step.brk()
+	b.err.set(cuda.Upload(b.s, dst, vals))
+}
+
+// GraphStats reports how many decode-step graphs were captured, how many steps were
+// launched as a graph, and how many held steps ran op by op after all.
+func (b *Backend) GraphStats() (captures, replays, fallbacks int) {
+	return b.step.Captures, b.step.Replays, b.step.Fallbacks
 }
 
 // Name is the device's name.
@@ -132,7 +250,8 @@ func (b *Backend) Close() error {
 		errs = append(errs, b.ctx.Free(p))
 	}
 	b.allocs = nil
-	errs = append(errs, b.s.Destroy(), b.k.Unload(), b.ctx.Close())
+	b.step.disable()
+	errs = append(errs, b.pin.Free(), b.s.Destroy(), b.k.Unload(), b.ctx.Close())
 	b.drv.Close()
 	return errors.Join(errs...)
 }
@@ -190,12 +309,15 @@ func (b *Backend) NewBuf(n int) compute.Buf {
 // Write uploads floats.
 func (b *Backend) Write(dst compute.Buf, src []float32) {
 	b.q8.drop()
+	b.step.brk()
 	b.err.set(cuda.Upload(b.s, dev(dst), src))
 }
 
 // Read downloads floats, waiting for the work queued before; the routes chosen since the
 // last Read reach the host with them.
 func (b *Backend) Read(src compute.Buf, dst []float32) {
+	b.step.end()
+	b.pinUsed = 0 // the Download below waits for every copy out of the pinned area
 	b.err.set(cuda.Download(b.s, dst, dev(src)))
 	b.flushRoutes()
 }
@@ -203,7 +325,8 @@ func (b *Backend) Read(src compute.Buf, dst []float32) {
 // Copy moves n floats on the device.
 func (b *Backend) Copy(dst compute.Buf, dstOff int, src compute.Buf, srcOff int, n int) {
 	b.q8.drop()
-	b.err.set(b.s.CopyDevice(dev(dst).Add(4*dstOff), dev(src).Add(4*srcOff), 4*n))
+	d, s := dev(dst).Add(4*dstOff), dev(src).Add(4*srcOff)
+	b.do(func() error { return b.s.CopyDevice(d, s, 4*n) }, opCopy, u(d), u(s), uint64(n))
 }
 
 // Weight is a tensor in VRAM.
@@ -220,9 +343,6 @@ func (w *Weight) Type() quant.Type { return w.typ }
 func (w *Weight) Rows() int        { return w.rows }
 func (w *Weight) Cols() int        { return w.cols }
 func (w *Weight) Experts() int     { return w.exps }
-
-// expert is the device address of expert e's matrix.
-func (w *Weight) expert(e int) cuda.DevicePtr { return w.p.Add(e * w.rows * w.rowBytes) }
 
 // Place copies a tensor to VRAM. Vectors (norm weights) become float32; types the kernels
 // cannot read are dequantised to float16 on the host first.
@@ -250,6 +370,7 @@ func (b *Backend) Place(spec compute.WeightSpec) (compute.Weight, error) {
 		}
 	}
 	rb, _ := quant.RowBytes(typ, spec.Cols)
+	b.step.brk()
 	p, err := b.alloc(len(data), "tensor "+spec.Name)
 	if err != nil {
 		return nil, err
@@ -322,7 +443,7 @@ func (b *Backend) positions(list []int, pos0, n int) cuda.DevicePtr {
 		}
 		b.posBuf, b.posCap = p, n
 	}
-	b.err.set(cuda.Upload(b.s, b.posBuf, want))
+	b.upload(b.posBuf, want)
 	b.posHost = want
 	return b.posBuf
 }
@@ -339,38 +460,48 @@ func (b *Backend) Embed(dst compute.Buf, table compute.Weight, ids []int) error 
 	}
 	b.q8.drop()
 	p := b.scratchBuf("ids", 4*len(ids))
-	if err := cuda.Upload(b.s, p, ids32); err != nil {
-		return err
+	if p == 0 {
+		return b.err.take()
 	}
-	return b.k.GetRows(b.s, cuda.QuantType(w.typ), w.p, p, len(ids), dev(dst), w.cols)
+	b.upload(p, ids32)
+	t, out, n := cuda.QuantType(w.typ), dev(dst), len(ids)
+	b.do(func() error { return b.k.GetRows(b.s, t, w.p, p, n, out, w.cols) }, opGetRows, uint64(t), u(w.p), u(p), uint64(n), u(out), uint64(w.cols))
+	return nil
 }
 
 // RMSNorm normalises rows of w.Cols() values.
 func (b *Backend) RMSNorm(dst, x compute.Buf, wt compute.Weight, rows int, eps float32) {
 	w := wt.(*Weight)
 	b.q8.drop()
-	b.err.set(b.k.RMSNorm(b.s, dev(x), w.p, dev(dst), rows, w.cols, eps))
+	xp, yp := dev(x), dev(dst)
+	b.do(func() error { return b.k.RMSNorm(b.s, xp, w.p, yp, rows, w.cols, eps) },
+		opRMSNorm, u(xp), u(w.p), u(yp), uint64(rows), uint64(w.cols), uint64(math.Float32bits(eps)))
 }
 
 // Add accumulates x into dst.
 func (b *Backend) Add(dst, x compute.Buf, n int) {
 	b.q8.drop()
-	b.err.set(b.k.Add(b.s, dev(dst), dev(x), dev(dst), n))
+	d, xp := dev(dst), dev(x)
+	b.do(func() error { return b.k.Add(b.s, d, xp, d, n) }, opAdd, u(d), u(xp), uint64(n))
 }
 
 // RoPENeoX rotates every head.
 func (b *Backend) RoPENeoX(x compute.Buf, n, heads, headDim int, positions []int, base float32) {
 	pos := b.positions(positions, 0, n)
 	b.q8.drop()
-	b.err.set(b.k.RopeNeoX(b.s, dev(x), pos, n, heads, headDim, headDim, base))
+	xp := dev(x)
+	b.do(func() error { return b.k.RopeNeoX(b.s, xp, pos, n, heads, headDim, headDim, base) },
+		opRope, u(xp), u(pos), uint64(n), uint64(heads), uint64(headDim), uint64(math.Float32bits(base)))
 }
 
 // StoreKV converts and writes keys and values.
 func (b *Backend) StoreKV(c compute.KV, layer, pos0, n int, k, v compute.Buf) {
 	kv := c.(*KV)
 	pos := b.positions(nil, pos0, n)
-	b.err.set(b.k.KVWrite(b.s, dev(k), kv.k[layer], pos, n, kv.row))
-	b.err.set(b.k.KVWrite(b.s, dev(v), kv.v[layer], pos, n, kv.row))
+	for _, w := range [2][2]cuda.DevicePtr{{dev(k), kv.k[layer]}, {dev(v), kv.v[layer]}} {
+		src, cache := w[0], w[1]
+		b.do(func() error { return b.k.KVWrite(b.s, src, cache, pos, n, kv.row) }, opKVWrite, u(src), u(cache), u(pos), uint64(n), uint64(kv.row))
+	}
 }
 
 // Attention: the split-K decode kernel for one token, the tiled kernel for a batch.
@@ -383,9 +514,14 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 		if kv.splits > 1 {
 			scratch = b.scratchBuf("attention", cuda.AttentionDecodeScratchBytes(s.Heads, s.HeadDim, kv.splits))
 		}
-		b.err.set(b.k.AttentionDecode(b.s, dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), pos, s.Heads, s.KVHeads, s.HeadDim, s.Scale, kv.splits, scratch))
+		qp, kc, vc, out, splits := dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), kv.splits
+		b.do(func() error {
+			return b.k.AttentionDecode(b.s, qp, kc, vc, out, pos, s.Heads, s.KVHeads, s.HeadDim, s.Scale, splits, scratch)
+		}, opAttention, u(qp), u(kc), u(vc), u(out), u(pos), uint64(s.Heads), uint64(s.KVHeads), uint64(s.HeadDim),
+			uint64(math.Float32bits(s.Scale)), uint64(splits), u(scratch))
 		return
 	}
+	b.step.brk()
 	b.err.set(b.k.AttentionPrefill(b.s, dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), pos, s.N, s.Heads, s.KVHeads, s.HeadDim, s.Scale))
 }
 

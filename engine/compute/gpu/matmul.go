@@ -43,13 +43,14 @@ func (b *Backend) quantized(x cuda.DevicePtr, rows, cols int) cuda.DevicePtr {
 	if xq == 0 {
 		return 0
 	}
-	if err := b.k.QuantizeQ8(b.s, x, xq, rows, cols); err != nil {
-		b.err.set(err)
-		b.q8.drop()
-		return 0
-	}
+	b.quantize(x, xq, rows, cols)
 	b.q8 = q8Cache{x: x, rows: rows, cols: cols, xq: xq}
 	return xq
+}
+
+// quantize queues QuantizeQ8 of rows x cols floats at x into xq.
+func (b *Backend) quantize(x, xq cuda.DevicePtr, rows, cols int) {
+	b.do(func() error { return b.k.QuantizeQ8(b.s, x, xq, rows, cols) }, opQuantize, u(x), u(xq), uint64(rows), uint64(cols))
 }
 
 // q8Capable reports whether w's products can take 8-bit activations (MatVecQ8, the fused
@@ -75,13 +76,16 @@ func (b *Backend) matmul(w *Weight, wp, x, y cuda.DevicePtr, n int) {
 	if n == 1 {
 		if q8Capable(w) {
 			if xq := b.quantized(x, 1, w.cols); xq != 0 {
-				b.err.set(b.k.MatVecQ8(b.s, t, wp, xq, y, w.rows, w.cols))
+				b.do(func() error { return b.k.MatVecQ8(b.s, t, wp, xq, y, w.rows, w.cols) },
+					opMatVecQ8, uint64(t), u(wp), u(xq), u(y), uint64(w.rows), uint64(w.cols))
 			}
 			return
 		}
-		b.err.set(b.k.MatVec(b.s, t, wp, x, y, w.rows, w.cols))
+		b.do(func() error { return b.k.MatVec(b.s, t, wp, x, y, w.rows, w.cols) },
+			opMatVec, uint64(t), u(wp), u(x), u(y), uint64(w.rows), uint64(w.cols))
 		return
 	}
+	b.step.brk() // batches are prefill: no graph
 	need := cuda.GemmScratchBytes(t, w.rows, w.cols)
 	if need > gemmScratchLimit {
 		b.err.set(b.k.GemmQ(b.s, t, wp, x, y, w.rows, n, w.cols))

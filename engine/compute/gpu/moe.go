@@ -26,6 +26,7 @@ func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r *comp
 		b.moeDecode(dev(dst), dev(x), G, U, D, r)
 		return
 	}
+	b.step.brk() // batches are prefill: no graph
 	if len(r.IDs) < r.N*r.K || len(r.Weights) < r.N*r.K {
 		b.err.set(fmt.Errorf("gpu: moe: routes hold %d ids and %d weights for %d x %d slots", len(r.IDs), len(r.Weights), r.N, r.K))
 		return
@@ -62,15 +63,17 @@ func (b *Backend) moeDecode(dst, x cuda.DevicePtr, G, U, D *Weight, r *compute.R
 		if xq == 0 {
 			return
 		}
-		b.err.set(b.k.MoEGateUp(b.s, cuda.QuantType(G.typ), G.p, U.p, gs, ids, K, xq, h, F, H))
+		t := cuda.QuantType(G.typ)
+		b.do(func() error { return b.k.MoEGateUp(b.s, t, G.p, U.p, gs, ids, K, xq, h, F, H) },
+			opGateUp, uint64(t), u(G.p), u(U.p), uint64(gs), u(ids), uint64(K), u(xq), u(h), uint64(F), uint64(H))
 	} else {
-		u := b.scratchBuf("moe up", 4*K*F)
-		if u == 0 {
+		up := b.scratchBuf("moe up", 4*K*F)
+		if up == 0 {
 			return
 		}
-		b.err.set(b.k.MatVecExperts(b.s, cuda.QuantType(G.typ), G.p, gs, ids, K, x, false, h, F, H))
-		b.err.set(b.k.MatVecExperts(b.s, cuda.QuantType(U.typ), U.p, us, ids, K, x, false, u, F, H))
-		b.err.set(b.k.SwiGLU(b.s, h, u, h, K*F))
+		b.matVecExperts(G, gs, ids, K, x, false, h)
+		b.matVecExperts(U, us, ids, K, x, false, up)
+		b.do(func() error { return b.k.SwiGLU(b.s, h, up, h, K*F) }, opSwiGLU, u(h), u(up), uint64(K*F))
 	}
 	// h [K][F] -> dst [H]: the down projection, weighted by the router and added into dst.
 	if q8Capable(D) {
@@ -78,16 +81,30 @@ func (b *Backend) moeDecode(dst, x cuda.DevicePtr, G, U, D *Weight, r *compute.R
 		if hq == 0 {
 			return
 		}
-		b.err.set(b.k.QuantizeQ8(b.s, h, hq, K, F))
-		b.err.set(b.k.MoEDown(b.s, cuda.QuantType(D.typ), D.p, ds, ids, weights, K, hq, dst, H, F))
+		b.quantize(h, hq, K, F)
+		t := cuda.QuantType(D.typ)
+		b.do(func() error { return b.k.MoEDown(b.s, t, D.p, ds, ids, weights, K, hq, dst, H, F) },
+			opMoEDown, uint64(t), u(D.p), uint64(ds), u(ids), u(weights), uint64(K), u(hq), u(dst), uint64(H), uint64(F))
 		return
 	}
 	out := b.scratchBuf("moe out", 4*K*H)
 	if out == 0 {
 		return
 	}
-	b.err.set(b.k.MatVecExperts(b.s, cuda.QuantType(D.typ), D.p, ds, ids, K, h, true, out, H, F))
-	b.err.set(b.k.MoECombine(b.s, out, weights, dst, 1, K, H, true))
+	b.matVecExperts(D, ds, ids, K, h, true, out)
+	b.do(func() error { return b.k.MoECombine(b.s, out, weights, dst, 1, K, H, true) },
+		opMoECombine, u(out), u(weights), u(dst), uint64(K), uint64(H))
+}
+
+// matVecExperts queues MatVecExperts over w's k routed experts (f32 activations).
+func (b *Backend) matVecExperts(w *Weight, stride int, ids cuda.DevicePtr, k int, x cuda.DevicePtr, xPerExpert bool, y cuda.DevicePtr) {
+	t := cuda.QuantType(w.typ)
+	per := uint64(0)
+	if xPerExpert {
+		per = 1
+	}
+	b.do(func() error { return b.k.MatVecExperts(b.s, t, w.p, stride, ids, k, x, xPerExpert, y, w.rows, w.cols) },
+		opMatVecExperts, uint64(t), u(w.p), uint64(stride), u(ids), uint64(k), u(x), per, u(y), uint64(w.rows), uint64(w.cols))
 }
 
 // moePrefill runs n tokens' k experts each: the n*k slots sorted by expert, one grouped

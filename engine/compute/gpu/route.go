@@ -45,6 +45,7 @@ func routerTopKFits(experts, k int) bool {
 // downloaded at once, since grouping its rows by expert happens on the host.
 func (b *Backend) Route(logits compute.Buf, n, experts, k int, norm bool) *compute.Routes {
 	if !routerTopKFits(experts, k) {
+		b.step.brk()
 		host := make([]float32, n*experts)
 		b.err.set(cuda.Download(b.s, host, dev(logits)))
 		return compute.RouteHost(host, n, experts, k, norm)
@@ -52,6 +53,7 @@ func (b *Backend) Route(logits compute.Buf, n, experts, k int, norm bool) *compu
 	slots := n * k
 	r := &compute.Routes{N: n, K: k, IDs: make([]int32, slots), Weights: make([]float32, slots)}
 	if n > 1 {
+		b.step.brk()
 		ids := b.scratchBuf("route ids", 4*slots)
 		ws := b.scratchBuf("route weights", 4*slots)
 		if ids == 0 || ws == 0 {
@@ -71,10 +73,12 @@ func (b *Backend) Route(logits compute.Buf, n, experts, k int, norm bool) *compu
 	}
 	a := &b.routes
 	d := &devRoutes{owner: b, ids: a.p.Add(4 * off), weights: a.p.Add(4 * (a.cap + off)), gen: a.gen}
-	if err := b.k.RouterTopK(b.s, dev(logits), d.ids, d.weights, n, experts, k, norm); err != nil {
-		b.err.set(fmt.Errorf("gpu: route: %w", err))
-		return r
+	lp, renorm := dev(logits), uint64(0)
+	if norm {
+		renorm = 1
 	}
+	b.do(func() error { return b.k.RouterTopK(b.s, lp, d.ids, d.weights, n, experts, k, norm) },
+		opRoute, u(lp), u(d.ids), u(d.weights), uint64(n), uint64(experts), uint64(k), renorm)
 	r.Dev = d
 	a.pending = append(a.pending, pendingRoute{r: r, off: off})
 	return r
@@ -106,6 +110,7 @@ func (b *Backend) routeSlots(n int) (int, bool) {
 // their host slices and recycles the arena.
 func (b *Backend) flushRoutes() {
 	a := &b.routes
+	b.step.brk()
 	if len(a.pending) == 0 {
 		a.used = 0
 		return
@@ -145,6 +150,7 @@ func (b *Backend) deviceRoutes(r *compute.Routes, experts int) (ids, weights cud
 		b.err.set(err)
 		return 0, 0
 	}
+	b.step.brk()
 	ids = b.scratchBuf("moe ids", 4*slots)
 	weights = b.scratchBuf("moe weights", 4*slots)
 	if ids == 0 || weights == 0 {
