@@ -30,6 +30,13 @@ typedef struct {
 	int64_t cols, n;
 } vd_act;
 
+// vd_dec32 is one decoded 32-value weight block (see VD_ROWS32X4 in vecdot_kern.h).
+typedef struct {
+	__m256i u;  // unsigned codes, or |w| for signed types
+	__m256i sg; // signed types: w, whose signs go onto the activations
+	float d, m; // scale, and min (Q4_1, Q5_1)
+} vd_dec32;
+
 // vd_e8m0_half: MXFP4's exponent byte as 2^(e-128) (E8M0ToFP32Half).
 static inline float vd_e8m0_half(uint8_t e) {
 	const uint32_t bits = e < 2 ? (0x00200000u << e) : ((uint32_t)(e - 1) << 23);

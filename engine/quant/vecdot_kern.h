@@ -327,6 +327,42 @@ static inline VD_T void VD(m_q5_k)(const uint8_t *b, int na, const int8_t *const
 	VD(m_q45_k)(b, b + 16, b + 48, na, aq, ad, bs, acc);
 }
 
+// ---- 32-value blocks against up to four activation rows at once (n > 1): each block is
+// decoded once into codes u (for signed types |w|, with the signs in sg) and scales. ----
+
+static inline VD_T vd_dec32 VD(d_q4_0)(const uint8_t *b) {
+	const __m256i w = _mm256_sub_epi8(VD(nib32)(b + 2), _mm256_set1_epi8(8));
+	return (vd_dec32){_mm256_sign_epi8(w, w), w, VD(f16)(b), 0};
+}
+
+static inline VD_T vd_dec32 VD(d_q5_0)(const uint8_t *b) {
+	const __m256i w = _mm256_sub_epi8(_mm256_or_si256(VD(nib32)(b + 6), VD(bits32)(b + 2)), _mm256_set1_epi8(16));
+	return (vd_dec32){_mm256_sign_epi8(w, w), w, VD(f16)(b), 0};
+}
+
+static inline VD_T vd_dec32 VD(d_q8_0)(const uint8_t *b) {
+	const __m256i w = VD(load)(b + 2);
+	return (vd_dec32){_mm256_sign_epi8(w, w), w, VD(f16)(b), 0};
+}
+
+static inline VD_T vd_dec32 VD(d_iq4_nl)(const uint8_t *b) {
+	const __m256i w = _mm256_shuffle_epi8(VD(lut16)(vd_kv_iq4nl), VD(nib32)(b + 2));
+	return (vd_dec32){_mm256_sign_epi8(w, w), w, VD(f16)(b), 0};
+}
+
+static inline VD_T vd_dec32 VD(d_mxfp4)(const uint8_t *b) {
+	const __m256i w = _mm256_shuffle_epi8(VD(lut16)(vd_kv_mxfp4), VD(nib32)(b + 1));
+	return (vd_dec32){_mm256_sign_epi8(w, w), w, vd_e8m0_half(b[0]), 0};
+}
+
+static inline VD_T vd_dec32 VD(d_q4_1)(const uint8_t *b) {
+	return (vd_dec32){VD(nib32)(b + 4), _mm256_setzero_si256(), VD(f16)(b), VD(f16)(b + 2)};
+}
+
+static inline VD_T vd_dec32 VD(d_q5_1)(const uint8_t *b) {
+	return (vd_dec32){_mm256_or_si256(VD(nib32)(b + 8), VD(bits32)(b + 4)), _mm256_setzero_si256(), VD(f16)(b), VD(f16)(b + 2)};
+}
+
 // ---- row loops: each weight row is dotted with every activation row. ----
 
 #define VD_ROWS32(NAME, BB)                                                                              \
@@ -402,6 +438,34 @@ static inline VD_T void VD(m_q5_k)(const uint8_t *b, int na, const int8_t *const
 		}                                                                                                \
 	}
 
+// VD_ROWS32X4: SIGNED types carry their signs in sg; the others (Q4_1, Q5_1) add m * sum(a).
+#define VD_ROWS32X4(NAME, BB, SIGNED)                                                                    \
+	static VD_T void VD(mmx_##NAME)(const uint8_t *w, int64_t rb, const vd_act *a, float *y, int64_t ldy, \
+	                                int64_t r0, int64_t r1) {                                             \
+		const int64_t nb = a->cols / 32;                                                                 \
+		for (int64_t r = r0; r < r1; r++) {                                                              \
+			const uint8_t *row = w + r * rb;                                                             \
+			for (int64_t i0 = 0; i0 < a->n; i0 += 4) {                                                   \
+				const int na = a->n - i0 < 4 ? (int)(a->n - i0) : 4;                                    \
+				__m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),         \
+				                 _mm256_setzero_ps()};                                                    \
+				float corr[4] = {0, 0, 0, 0};                                                            \
+				for (int64_t b = 0; b < nb; b++) {                                                       \
+					const vd_dec32 dw = VD(d_##NAME)(row + b * BB);                                      \
+					for (int k = 0; k < na; k++) {                                                       \
+						const int64_t ib = (i0 + k) * nb + b;                                            \
+						__m256i av = VD(load)(a->q + (i0 + k) * a->cols + b * 32);                       \
+						if (SIGNED) av = _mm256_sign_epi8(av, dw.sg);                                    \
+						const float s = dw.d * a->d[ib];                                                 \
+						acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(VD(dot_us)(dw.u, av)), acc[k]); \
+						if (!SIGNED) corr[k] += dw.m * a->d[ib] * (float)a->s[ib];                       \
+					}                                                                                    \
+				}                                                                                        \
+				for (int k = 0; k < na; k++) y[(i0 + k) * ldy + r] = VD(hsum)(acc[k]) + corr[k];          \
+			}                                                                                            \
+		}                                                                                                \
+	}
+
 VD_ROWS32(q4_0, 18)
 VD_ROWS32(q4_1, 20)
 VD_ROWS32(q5_0, 22)
@@ -409,6 +473,13 @@ VD_ROWS32(q5_1, 24)
 VD_ROWS32(q8_0, 34)
 VD_ROWS32(iq4_nl, 18)
 VD_ROWS32(mxfp4, 17)
+VD_ROWS32X4(q4_0, 18, 1)
+VD_ROWS32X4(q4_1, 20, 0)
+VD_ROWS32X4(q5_0, 22, 1)
+VD_ROWS32X4(q5_1, 24, 0)
+VD_ROWS32X4(q8_0, 34, 1)
+VD_ROWS32X4(iq4_nl, 18, 1)
+VD_ROWS32X4(mxfp4, 17, 1)
 VD_ROWS256(q2_k, 84)
 VD_ROWS256(q3_k, 110)
 VD_ROWS256(q4_k, 144)
@@ -419,6 +490,7 @@ VD_ROWS256X4(q4_k, 144)
 VD_ROWS256X4(q5_k, 176)
 
 #undef VD_ROWS32
+#undef VD_ROWS32X4
 #undef VD_ROWS256
 #undef VD_ROWS256X4
 
@@ -544,13 +616,13 @@ static VD_T int VD(run)(int type, const uint8_t *w, int64_t rb, const vd_act *a,
 	case VD_F32: VD(mm_f32)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_F16: VD(mm_f16)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_BF16: VD(mm_bf16)(w, rb, a, y, ldy, r0, r1); return 0;
-	case VD_Q4_0: VD(mm_q4_0)(w, rb, a, y, ldy, r0, r1); return 0;
-	case VD_Q4_1: VD(mm_q4_1)(w, rb, a, y, ldy, r0, r1); return 0;
-	case VD_Q5_0: VD(mm_q5_0)(w, rb, a, y, ldy, r0, r1); return 0;
-	case VD_Q5_1: VD(mm_q5_1)(w, rb, a, y, ldy, r0, r1); return 0;
-	case VD_Q8_0: VD(mm_q8_0)(w, rb, a, y, ldy, r0, r1); return 0;
-	case VD_IQ4_NL: VD(mm_iq4_nl)(w, rb, a, y, ldy, r0, r1); return 0;
-	case VD_MXFP4: VD(mm_mxfp4)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q4_0: (a->n > 1 ? VD(mmx_q4_0) : VD(mm_q4_0))(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q4_1: (a->n > 1 ? VD(mmx_q4_1) : VD(mm_q4_1))(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q5_0: (a->n > 1 ? VD(mmx_q5_0) : VD(mm_q5_0))(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q5_1: (a->n > 1 ? VD(mmx_q5_1) : VD(mm_q5_1))(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q8_0: (a->n > 1 ? VD(mmx_q8_0) : VD(mm_q8_0))(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_IQ4_NL: (a->n > 1 ? VD(mmx_iq4_nl) : VD(mm_iq4_nl))(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_MXFP4: (a->n > 1 ? VD(mmx_mxfp4) : VD(mm_mxfp4))(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_Q2_K: VD(mm_q2_k)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_Q3_K: VD(mm_q3_k)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_Q4_K: (a->n > 1 ? VD(mmx_q4_k) : VD(mm_q4_k))(w, rb, a, y, ldy, r0, r1); return 0;
