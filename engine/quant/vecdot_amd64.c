@@ -54,7 +54,9 @@ static inline float vd_bf16(uint16_t h) {
 
 // VD_PREFETCH: how far ahead in the weight row the loops ask for cache lines. Prefetching
 // past the end of a row (or of the weights) is harmless: prefetches never fault.
+#ifndef VD_PREFETCH
 #define VD_PREFETCH 1024
+#endif
 
 #define VD_T __attribute__((target("avx2,fma,f16c")))
 #define VD(x) vd_##x##_avx2
