@@ -190,7 +190,10 @@ func TestSynthModelGPUMatchesCPU(t *testing.T) {
 			gl, gg, ggen := load(t, path, b).run(t, prompt, 12, "f16")
 			maxAbs, rel := compare(append(gl, gg...), append(wl, wg...))
 			t.Logf("%s: GPU vs CPU float path: max |Δlogit| %.3g, RMS/std %.4f", qt, maxAbs, rel)
-			if rel > 0.02 {
+			// Decode dots 8-bit activations with the weights (MatVecQ8, the fused MoE kernels):
+			// the fixtures' bound for such a path against a float path is RMS/std 0.03
+			// (tolerances.int8_activations in qwen3moe-tiny/reference.json).
+			if rel > 0.03 {
 				t.Errorf("%s: GPU logits differ from the CPU float path: RMS/std %.4f", qt, rel)
 			}
 			same := 0
