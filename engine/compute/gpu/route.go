@@ -89,6 +89,7 @@ func (b *Backend) Route(logits compute.Buf, n, experts, k int, norm bool) *compu
 func (b *Backend) routeSlots(n int) (int, bool) {
 	a := &b.routes
 	if a.used+n > a.cap {
+		b.step.brk() // the flush downloads mid-step
 		b.flushRoutes()
 	}
 	if n > a.cap {
@@ -107,10 +108,9 @@ func (b *Backend) routeSlots(n int) (int, bool) {
 }
 
 // flushRoutes downloads the pending routes (ids and the weights in use, one copy) into
-// their host slices and recycles the arena.
+// their host slices and recycles the arena. Callers mid-step end the step's graph first.
 func (b *Backend) flushRoutes() {
 	a := &b.routes
-	b.step.brk()
 	if len(a.pending) == 0 {
 		a.used = 0
 		return

@@ -78,13 +78,16 @@ func (g *stepGraph) runHeld() {
 	g.holding = false
 }
 
-// brk is called before work that synchronises with the host or cannot be captured.
+// brk is called before work that synchronises with the host or cannot be captured; it
+// opens the step if no op has yet, so that the step is not learnt either way.
 func (g *stepGraph) brk() {
-	if !g.enabled || !g.started {
+	if !g.enabled {
 		return
 	}
-	g.runHeld()
-	g.broken = true
+	if g.started {
+		g.runHeld()
+	}
+	g.started, g.broken = true, true
 }
 
 // end closes the step (the backend's Read): launch the graph or capture it when every op

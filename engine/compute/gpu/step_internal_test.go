@@ -128,6 +128,15 @@ func TestStepGraphBreak(t *testing.T) {
 	if h.g.Captures != 0 || h.g.target != nil {
 		t.Errorf("a broken step was captured (%d) or targeted (%v)", h.g.Captures, h.g.target)
 	}
+	// A step that synchronises before its first op is not learnt either.
+	h2 := newStepHarness(false)
+	for range 4 {
+		h2.g.brk()
+		h2.step("a", "b")
+	}
+	if h2.g.Captures != 0 || h2.g.target != nil {
+		t.Errorf("a step broken before its first op was captured (%d) or targeted (%v)", h2.g.Captures, h2.g.target)
+	}
 }
 
 // TestStepGraphCaptureFails: a refused capture runs the step op by op and turns graphs off.
