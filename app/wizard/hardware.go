@@ -77,15 +77,20 @@ type Model struct {
 	KVBytesPerToken int64
 }
 
-// ModelFromInfo takes what the decision needs from engine.Inspect's answer. ModelInfo does not
-// carry the KV cache shape, so KVBytesPerToken is left to the estimate.
+// ModelFromInfo takes what the decision needs from engine.Inspect's answer. The KV cache per
+// token is f16 K and V for every layer; models that give only some layers full attention
+// (Qwen3-Next, gpt-oss's sliding windows) need less, so the plan errs on the safe side.
 func ModelFromInfo(mi engine.ModelInfo) Model {
 	name := mi.Name
 	if name == "" {
 		name = mi.Path
 	}
-	return Model{
+	m := Model{
 		Name: name, FileBytes: mi.FileBytes, ExpertBytes: mi.ExpertBytes, NonExpertBytes: mi.NonExpertBytes,
 		Layers: mi.Layers, Experts: mi.Experts, ExpertsUsed: mi.ExpertsUsed, ContextLength: mi.ContextLength,
 	}
+	if mi.Layers > 0 && mi.KVHeads > 0 && mi.HeadDim > 0 {
+		m.KVBytesPerToken = int64(mi.Layers) * int64(mi.KVHeads) * int64(mi.HeadDim) * 2 * 2
+	}
+	return m
 }

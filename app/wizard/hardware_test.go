@@ -41,6 +41,10 @@ func TestModelFromInfo(t *testing.T) {
 	if m != want {
 		t.Errorf("got %+v, want %+v", m, want)
 	}
+	mi.KVHeads, mi.HeadDim = 4, 128 // Qwen3-30B-A3B: 48 layers x 4 KV heads x 128 x K,V x f16
+	if got := ModelFromInfo(mi).KVBytesPerToken; got != 98304 {
+		t.Errorf("KV bytes per token %d, want 98304", got)
+	}
 	mi.Name = "Qwen3-30B-A3B"
 	if got := ModelFromInfo(mi).Name; got != "Qwen3-30B-A3B" {
 		t.Errorf("name %q", got)
