@@ -190,10 +190,15 @@ func readProbe(ctx context.Context, path string, size int64, opt DriveOptions) R
 				if i >= chunks {
 					return
 				}
+				// Every read lies inside the file: a read that ends past EOF comes back short, and
+				// ReadAt would retry the rest at an unaligned offset, which unbuffered files refuse.
 				off := i * chunk
-				want := int64(roundUp(int(min(chunk, limit-off)), align))
+				want := min(chunk, limit-off) / int64(align) * int64(align)
+				if want == 0 {
+					return
+				}
 				k, err := f.ReadAt(buf[:want], off)
-				total.Add(int64(min(int64(k), limit-off)))
+				total.Add(int64(k))
 				if err != nil && !errors.Is(err, io.EOF) {
 					mu.Lock()
 					readErr = fmt.Errorf("read at offset %d: %w", off, err)

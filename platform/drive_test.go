@@ -51,7 +51,7 @@ func TestProbeDriveMeasuresAndCaches(t *testing.T) {
 		}
 	}
 	r := d.Read
-	if r.Bytes != size || r.MBps <= 0 || r.Cached {
+	if r.Bytes != size/DirectIOAlign*DirectIOAlign || r.MBps <= 0 || r.Cached { // the last partial sector is skipped
 		t.Fatalf("probe: %+v", r)
 	}
 	if r.Direct && r.Class != ClassifyDrive(r.MBps) {

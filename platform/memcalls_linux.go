@@ -50,8 +50,10 @@ func madvise(b []byte, advice int, name string) error {
 }
 
 // OpenUnbuffered opens path for reading around the page cache (O_DIRECT). Buffers, offsets
-// and lengths must be multiples of the returned alignment (use AlignedAlloc). Filesystems
-// without direct I/O (tmpfs, some overlays) fail here with EINVAL.
+// and lengths must be multiples of the returned alignment (use AlignedAlloc), and reads should
+// not run past the end of the file: os.File.ReadAt retries a short read at an unaligned
+// offset, which Windows refuses. Filesystems without direct I/O (tmpfs, some overlays) fail
+// here with EINVAL.
 func OpenUnbuffered(path string) (f *os.File, align int, err error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -90,7 +90,9 @@ func AdviseDontNeed(b []byte) error {
 }
 
 // OpenUnbuffered opens path for reading around the file cache (FILE_FLAG_NO_BUFFERING).
-// Buffers, offsets and lengths must be multiples of the returned alignment (use AlignedAlloc).
+// Buffers, offsets and lengths must be multiples of the returned alignment (use AlignedAlloc),
+// and reads should not run past the end of the file: os.File.ReadAt retries a short read at
+// an unaligned offset, which fails with ERROR_INVALID_PARAMETER.
 func OpenUnbuffered(path string) (f *os.File, align int, err error) {
 	p, err := windows.UTF16PtrFromString(path)
 	if err != nil {
