@@ -53,9 +53,11 @@ static inline float vd_bf16(uint16_t h) {
 }
 
 // VD_PREFETCH: how far ahead in the weight row the loops ask for cache lines. Prefetching
-// past the end of a row (or of the weights) is harmless: prefetches never fault.
+// past the end of a row (or of the weights) is harmless: prefetches never fault. 4096 beat
+// 256 and 1024 on a 16-core Xeon VM (4096x4096 matvec, 1 GiB of weights, 16 threads: Q4_K
+// 74-79 vs 69 GB/s, Q6_K 92-98 vs 75, Q8_0 95-98 vs 79-85; MXFP4 about even, 47-50 vs 53).
 #ifndef VD_PREFETCH
-#define VD_PREFETCH 1024
+#define VD_PREFETCH 4096
 #endif
 
 #define VD_T __attribute__((target("avx2,fma,f16c")))
