@@ -2,7 +2,8 @@
 //   VD_T     the target attribute of every function (e.g. target("avx2,fma,f16c")),
 //   VD(x)    the name of x at this level (vd_x_avx2, vd_x_vnni),
 //   VD_VNNI  defined when the AVX-512 VNNI int8 dot may be used.
-// No include guard on purpose. Every function is static; vecdot_amd64.c exposes vd_matmul.
+// No include guard on purpose. Every function is static; vecdot_amd64.c exposes vd_matmul
+// and vd_quantize.
 
 static inline VD_T float VD(hsum)(__m256 v) {
 	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
