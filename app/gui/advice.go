@@ -25,7 +25,22 @@ type Advice struct {
 func hostAdvice(ctx context.Context, model engine.ModelInfo) (Advice, error) {
 	host := platform.Probe(ctx)
 	rec := wizard.Recommend(wizard.HardwareFromHost(host, nil), wizard.ModelFromInfo(model))
-	return adviceFrom(host, rec), nil
+	a := adviceFrom(host, rec)
+	if model.FileBytes == 0 {
+		machineOnly(&a, host)
+	}
+	return a, nil
+}
+
+// machineOnly rewords advice made without a model: the wizard's reason and warnings are
+// about a model's sizes, which are unknown until one is picked.
+func machineOnly(a *Advice, h platform.Host) {
+	a.Warnings = nil
+	if len(h.GPUs.Devices) == 0 {
+		a.Reason = "No NVIDIA graphics card was found, so models run on the processor; Strata keeps the experts a model uses most in RAM and reads the rest from the SSD."
+		return
+	}
+	a.Reason = fmt.Sprintf("Strata will keep a model's shared weights and its most-used experts on the %s and size its caches for each model when you load it.", h.GPUs.Devices[0].Name)
 }
 
 // adviceFrom puts a host and the wizard's recommendation in plain words.

@@ -12,6 +12,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"strata/engine"
+	"strata/platform"
 )
 
 func TestSplitBlocks(t *testing.T) {
@@ -138,5 +139,25 @@ func TestMarkdownKeepsAngleBrackets(t *testing.T) {
 		if got := strings.Join(strings.Fields(rt.String()), " "); got != tc.want {
 			t.Errorf("%q rendered as %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+func TestMachineWords(t *testing.T) {
+	h := platform.Host{
+		CPU:  platform.CPU{Model: "Ryzen 7 7700", PhysicalCores: 8, LogicalCores: 16, AVX2: true, AVX512: true, VNNI: true},
+		RAM:  platform.Memory{TotalBytes: 32 << 30, AvailableBytes: 20 << 30},
+		GPUs: platform.GPUs{Devices: []platform.GPU{{Name: "NVIDIA GeForce RTX 4070", VRAMTotalBytes: 12 << 30, DisplayActive: true, PCIeGen: 4, PCIeWidth: 16}}},
+		WSL:  platform.WSL{WSL2: true},
+	}
+	got := strings.Join(machineWords(h), "\n")
+	want := "Ryzen 7 7700 with 8 cores (16 threads), AVX-512 and VNNI.\n32.0 GiB of RAM, 20.0 GiB free now.\n" +
+		"NVIDIA GeForce RTX 4070 with 12.0 GiB of VRAM, driving your screen, PCIe 4 x16.\nRunning inside WSL2 on Windows."
+	if got != want {
+		t.Errorf("machineWords:\n got %q\nwant %q", got, want)
+	}
+	a := Advice{Warnings: []string{"about a model"}}
+	machineOnly(&a, h)
+	if a.Warnings != nil || !strings.Contains(a.Reason, "RTX 4070") {
+		t.Errorf("machineOnly: %+v", a)
 	}
 }
