@@ -16,8 +16,11 @@ sleep 1
 for s in $screens; do
 	log="$tmp/$s.log"
 	: >"$log"
+	data="$tmp/data"
+	# The loading screen starts without a demo model, so it shows making one as well.
+	[ "$s" = loading ] && data="$tmp/data-fresh"
 	DISPLAY=$disp LIBGL_ALWAYS_SOFTWARE=1 LANG=C.UTF-8 \
-		XDG_CONFIG_HOME="$tmp/config" XDG_DATA_HOME="$tmp/data" \
+		XDG_CONFIG_HOME="$tmp/config" XDG_DATA_HOME="$data" \
 		STRATA_SCREENSHOT=$s "$bin" >"$log" 2>&1 &
 	app=$!
 	n=0
