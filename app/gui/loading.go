@@ -2,6 +2,7 @@ package gui
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -18,6 +19,7 @@ type loadingView struct {
 	bar      *widget.ProgressBar
 	wait     *widget.ProgressBarInfinite
 	detail   *widget.Label
+	history  *widget.Label
 	errText  *widget.Label
 	cancel   *widget.Button
 	back     *widget.Button
@@ -33,6 +35,8 @@ func (a *App) newLoadingView() *loadingView {
 	v.wait = widget.NewProgressBarInfinite()
 	v.wait.Hide()
 	v.detail = widget.NewLabel("")
+	v.history = widget.NewLabel("")
+	v.history.Importance = widget.LowImportance
 	v.errText = widget.NewLabel("")
 	v.errText.Wrapping = fyne.TextWrapWord
 	v.errText.Importance = widget.DangerImportance
@@ -42,7 +46,7 @@ func (a *App) newLoadingView() *loadingView {
 	v.back.Hide()
 	v.settings = widget.NewButtonWithIcon("Open settings", theme.SettingsIcon(), a.showSettingsAlone)
 	v.settings.Hide()
-	body := container.NewVBox(title, v.phase, container.NewStack(v.bar, v.wait), v.detail, v.errText,
+	body := container.NewVBox(title, v.phase, container.NewStack(v.bar, v.wait), v.detail, v.history, v.errText,
 		container.NewHBox(layoutSpacer(), v.back, v.settings, v.cancel))
 	v.root = container.NewCenter(container.NewGridWrap(fyne.NewSize(600, 300), body))
 	return v
@@ -50,6 +54,7 @@ func (a *App) newLoadingView() *loadingView {
 
 // update redraws from the controller's state; a finished load moves on to the chat.
 func (v *loadingView) update(st LoadState) {
+	v.history.SetText(phaseHistory(st.Progress.Finished))
 	switch {
 	case st.Loading:
 		v.phase.SetText(phaseLabel(st.Progress.Phase))
@@ -104,6 +109,19 @@ func progressDetail(p loadProgress) string {
 		s += fmt.Sprintf(" · %.0f MB/s", p.MBps)
 	}
 	return s
+}
+
+// phaseHistory lists the finished phases with their time and speed.
+func phaseHistory(done []phaseDone) string {
+	var b strings.Builder
+	for _, p := range done {
+		fmt.Fprintf(&b, "✓ %s: %.1f s", phaseLabel(p.Phase), p.Took.Seconds())
+		if p.MBps > 0 {
+			fmt.Fprintf(&b, ", %.0f MB/s", p.MBps)
+		}
+		b.WriteString("\n")
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // readyText says how long loading took.

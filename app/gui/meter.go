@@ -9,6 +9,14 @@ type phaseMeter struct {
 	start      time.Time
 	startBytes int64
 	last       loadProgress
+	done       []phaseDone
+}
+
+// phaseDone is a finished phase: how long it took and how fast it went.
+type phaseDone struct {
+	Phase string
+	Took  time.Duration
+	MBps  float64
 }
 
 // loadProgress is the loading screen's view of one moment of Open.
@@ -18,14 +26,18 @@ type loadProgress struct {
 	MBps     float64 // bytes per second in this phase, in MB (10^6)
 	Done     int64
 	Total    int64
+	Finished []phaseDone // the phases before this one
 }
 
 // update takes one report from the engine at time now.
 func (m *phaseMeter) update(phase string, done, total int64, now time.Time) loadProgress {
 	if phase != m.phase {
+		if m.phase != "" {
+			m.done = append(m.done, phaseDone{Phase: m.phase, Took: now.Sub(m.start), MBps: m.last.MBps})
+		}
 		m.phase, m.start, m.startBytes = phase, now, done
 	}
-	p := loadProgress{Phase: phase, Done: done, Total: total, Fraction: -1}
+	p := loadProgress{Phase: phase, Done: done, Total: total, Fraction: -1, Finished: append([]phaseDone(nil), m.done...)}
 	if total > 0 {
 		p.Fraction = min(1, max(0, float64(done)/float64(total)))
 	}
@@ -42,7 +54,7 @@ func phaseLabel(phase string) string {
 	case "":
 		return "Starting…"
 	case "demo":
-		return "Making the demo model…"
+		return "Making the demo model"
 	case "mapping":
 		return "Mapping the model file"
 	case "weights":

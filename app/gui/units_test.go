@@ -105,6 +105,12 @@ func TestPhaseMeter(t *testing.T) {
 	if p.Fraction != -1 || p.MBps != 0 {
 		t.Fatalf("new phase with unknown total: %+v", p)
 	}
+	if len(p.Finished) != 1 || p.Finished[0] != (phaseDone{Phase: "vram-fill", Took: 3 * time.Second, MBps: 250}) {
+		t.Fatalf("finished phases %+v", p.Finished)
+	}
+	if got := phaseHistory(p.Finished); got != "✓ Filling the GPU expert cache: 3.0 s, 250 MB/s" {
+		t.Errorf("phaseHistory: %q", got)
+	}
 	if got := progressDetail(loadProgress{Done: 512 << 20, Total: 1 << 30, MBps: 812}); got != "512.0 MiB of 1.0 GiB · 812 MB/s" {
 		t.Errorf("progressDetail: %q", got)
 	}
