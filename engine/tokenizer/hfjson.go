@@ -111,8 +111,10 @@ func parseHFJSON(s *jscan) (*Tokenizer, error) {
 		modelType                          = ""
 		merges                             [][2][]byte
 		ignoreMerges, byteFallback, hasVoc bool
-		vocab                              []vocabEntry
+		filling                            bool // the vocabulary goroutine runs
 		unsupported                        []string
+		b                                  *builder
+		vocabDone                          = make(chan error, 1)
 	)
 	sub := func(dst any) error {
 		raw, err := s.skip()
@@ -142,9 +144,32 @@ func parseHFJSON(s *jscan) (*Tokenizer, error) {
 				case "byte_fallback":
 					return sub(&byteFallback)
 				case "vocab":
+					if hasVoc {
+						return fmt.Errorf("two vocab sections")
+					}
 					hasVoc = true
-					vocab, err = readVocab(s)
-					return err
+					vocab, err := readVocab(s)
+					if err != nil {
+						return err
+					}
+					// Fill the vocabulary table while the merges are being read.
+					size := 0
+					for _, v := range vocab {
+						size = max(size, v.id+1)
+					}
+					b = newBuilder(size, 0)
+					filling = true
+					go func() {
+						for _, v := range vocab {
+							if v.id < 0 {
+								vocabDone <- fmt.Errorf("vocab: token %q has negative id %d", v.tok, v.id)
+								return
+							}
+							addNormal(b, v.tok, v.id)
+						}
+						vocabDone <- nil
+					}()
+					return nil
 				case "merges":
 					merges, err = readMerges(s)
 					return err
@@ -165,6 +190,11 @@ func parseHFJSON(s *jscan) (*Tokenizer, error) {
 		_, err := s.skip()
 		return err
 	})
+	if filling { // the vocabulary goroutine must be done before b is touched or dropped
+		if verr := <-vocabDone; err == nil {
+			err = verr
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -189,21 +219,10 @@ func parseHFJSON(s *jscan) (*Tokenizer, error) {
 		return nil, err
 	}
 
-	size := len(vocab)
-	for _, a := range added {
-		size = max(size, a.ID+1)
-	}
-	b := newBuilder(size, len(merges))
 	b.t.nfc = nfc
 	b.t.pre = pre
 	b.t.pretok = pre.String()
 	b.t.model.ignoreMerges = ignoreMerges
-	for _, v := range vocab {
-		if v.id < 0 {
-			return nil, fmt.Errorf("vocab: token %q has negative id %d", v.tok, v.id)
-		}
-		addNormal(b, v.tok, v.id)
-	}
 	addMerges(b, merges)
 	if b.skipped > 0 {
 		slog.Debug("tokenizer: merges naming unknown tokens were skipped", "count", b.skipped)

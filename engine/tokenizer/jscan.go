@@ -21,9 +21,13 @@ type jscan struct {
 
 // has reports whether byte i exists, waiting for it if the input is still arriving.
 func (s *jscan) has(i int) bool {
-	if i < len(s.b) {
-		return true
-	}
+	return i < len(s.b) || s.refill(i)
+}
+
+// refill is has's slow path, kept out of line so that has inlines.
+//
+//go:noinline
+func (s *jscan) refill(i int) bool {
 	if s.fill == nil {
 		return false
 	}

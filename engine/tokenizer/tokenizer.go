@@ -309,6 +309,9 @@ func addMerges[T string | []byte](b *builder, pairs [][2]T) {
 		id  int32
 		ok  bool
 	}
+	if b.t.model.merges.n == 0 { // size the table now that the count is known
+		b.t.model.merges = newPairTable(len(pairs))
+	}
 	res := make([]resolved, len(pairs))
 	workers := min(runtime.GOMAXPROCS(0), 4, len(pairs)/4096+1)
 	var wg sync.WaitGroup
