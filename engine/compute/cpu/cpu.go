@@ -5,7 +5,6 @@ package cpu
 import (
 	"fmt"
 	"math"
-	"sync"
 
 	"strata/engine/compute"
 	"strata/engine/kv"
@@ -25,36 +24,11 @@ type Options struct {
 type Backend struct {
 	pool  *parallel.Pool
 	float bool
-	err   stickyErr
-}
-
-// stickyErr keeps the first error of concurrent operations.
-type stickyErr struct {
-	mu  sync.Mutex
-	err error
-}
-
-func (s *stickyErr) set(err error) {
-	if err == nil {
-		return
-	}
-	s.mu.Lock()
-	if s.err == nil {
-		s.err = err
-	}
-	s.mu.Unlock()
-}
-
-func (s *stickyErr) take() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	err := s.err
-	s.err = nil
-	return err
+	err   compute.StickyErr
 }
 
 // Err returns and clears the first error since the last call.
-func (b *Backend) Err() error { return b.err.take() }
+func (b *Backend) Err() error { return b.err.Take() }
 
 // New starts the CPU backend's worker pool.
 func New(o Options) *Backend {

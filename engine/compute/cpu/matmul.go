@@ -55,7 +55,7 @@ func (b *Backend) matmulSegments(segs []segment) {
 				break
 			}
 			for r := range s.n {
-				b.err.set(a.Set(r, s.xs[r*s.w.cols:(r+1)*s.w.cols]))
+				b.err.Set(a.Set(r, s.xs[r*s.w.cols:(r+1)*s.w.cols]))
 			}
 			s.acts, done[k] = a, a
 		}
@@ -82,7 +82,7 @@ func (b *Backend) matmulSegments(segs []segment) {
 				err = quant.MatMul(s.w.typ, data, s.w.cols, s.acts, s.y, s.w.rows, r0, r1)
 			}
 			if err != nil {
-				b.err.set(fmt.Errorf("cpu: matmul %q: %w", s.w.name, err))
+				b.err.Set(fmt.Errorf("cpu: matmul %q: %w", s.w.name, err))
 			}
 			i += r1 - r0
 		}

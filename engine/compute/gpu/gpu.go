@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"sync"
 	"unsafe"
 
 	"strata/cuda"
@@ -41,7 +40,7 @@ type Backend struct {
 	budget, used int64
 	allocs       []cuda.DevicePtr
 
-	err stickyErr
+	err compute.StickyErr
 
 	// Reusable device scratch, grown on demand.
 	scratch map[string]devScratch
@@ -66,30 +65,6 @@ type Backend struct {
 type devScratch struct {
 	p cuda.DevicePtr
 	n int
-}
-
-type stickyErr struct {
-	mu  sync.Mutex
-	err error
-}
-
-func (s *stickyErr) set(err error) {
-	if err == nil {
-		return
-	}
-	s.mu.Lock()
-	if s.err == nil {
-		s.err = err
-	}
-	s.mu.Unlock()
-}
-
-func (s *stickyErr) take() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	err := s.err
-	s.err = nil
-	return err
 }
 
 // New opens the driver, the device's context, the kernels and a stream.
@@ -133,7 +108,7 @@ func New(o Options) (*Backend, error) {
 	b.step = stepGraph{
 		enabled: o.Graphs || os.Getenv("STRATA_CUDA_GRAPHS") == "1",
 		capture: b.captureStep,
-		report:  b.err.set,
+		report:  b.err.Set,
 	}
 	return b, nil
 }
@@ -228,7 +203,7 @@ func (b *Backend) upload(dst cuda.DevicePtr, vals []int32) {
 		return
 	}
 	b.step.brk()
-	b.err.set(cuda.Upload(b.s, dst, vals))
+	b.err.Set(cuda.Upload(b.s, dst, vals))
 }
 
 // GraphStats reports how many decode-step graphs were captured, how many steps were
@@ -257,7 +232,7 @@ func (b *Backend) Close() error {
 }
 
 // Err returns and clears the first error since the last call.
-func (b *Backend) Err() error { return b.err.take() }
+func (b *Backend) Err() error { return b.err.Take() }
 
 // alloc takes n bytes of VRAM within the budget; freed at Close.
 func (b *Backend) alloc(n int, what string) (cuda.DevicePtr, error) {
@@ -282,7 +257,7 @@ func (b *Backend) scratchBuf(name string, n int) cuda.DevicePtr {
 	}
 	p, err := b.alloc(n, "scratch "+name)
 	if err != nil {
-		b.err.set(err)
+		b.err.Set(err)
 		return 0
 	}
 	b.scratch[name] = devScratch{p, n} // the old one stays allocated until Close (rare growth)
@@ -302,7 +277,7 @@ func dev(x compute.Buf) cuda.DevicePtr { return x.(*buf).p }
 // buffer, so the forward pass reports it at its next check.
 func (b *Backend) NewBuf(n int) compute.Buf {
 	p, err := b.alloc(4*n, "activations")
-	b.err.set(err)
+	b.err.Set(err)
 	return &buf{p: p, n: n}
 }
 
@@ -310,7 +285,7 @@ func (b *Backend) NewBuf(n int) compute.Buf {
 func (b *Backend) Write(dst compute.Buf, src []float32) {
 	b.q8.drop()
 	b.step.brk()
-	b.err.set(cuda.Upload(b.s, dev(dst), src))
+	b.err.Set(cuda.Upload(b.s, dev(dst), src))
 }
 
 // Read downloads floats, waiting for the work queued before; the routes chosen since the
@@ -318,7 +293,7 @@ func (b *Backend) Write(dst compute.Buf, src []float32) {
 func (b *Backend) Read(src compute.Buf, dst []float32) {
 	b.step.end()
 	b.pinUsed = 0 // the Download below waits for every copy out of the pinned area
-	b.err.set(cuda.Download(b.s, dst, dev(src)))
+	b.err.Set(cuda.Download(b.s, dst, dev(src)))
 	b.flushRoutes()
 }
 
@@ -438,7 +413,7 @@ func (b *Backend) positions(list []int, pos0, n int) cuda.DevicePtr {
 	if n > b.posCap {
 		p, err := b.alloc(4*n, "positions")
 		if err != nil {
-			b.err.set(err)
+			b.err.Set(err)
 			return 0
 		}
 		b.posBuf, b.posCap = p, n
@@ -461,7 +436,7 @@ func (b *Backend) Embed(dst compute.Buf, table compute.Weight, ids []int) error 
 	b.q8.drop()
 	p := b.scratchBuf("ids", 4*len(ids))
 	if p == 0 {
-		return b.err.take()
+		return b.err.Take()
 	}
 	b.upload(p, ids32)
 	t, out, n := cuda.QuantType(w.typ), dev(dst), len(ids)
@@ -522,7 +497,7 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 		return
 	}
 	b.step.brk()
-	b.err.set(b.k.AttentionPrefill(b.s, dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), pos, s.N, s.Heads, s.KVHeads, s.HeadDim, s.Scale))
+	b.err.Set(b.k.AttentionPrefill(b.s, dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), pos, s.N, s.Heads, s.KVHeads, s.HeadDim, s.Scale))
 }
 
 // FreeBytes is the device's free memory now.

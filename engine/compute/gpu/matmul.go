@@ -102,7 +102,7 @@ func (b *Backend) matmul(w *Weight, wp, x, y cuda.DevicePtr, n int) {
 	b.step.brk() // batches are prefill: no graph
 	need := cuda.GemmScratchBytes(t, w.rows, w.cols)
 	if need > gemmScratchLimit {
-		b.err.set(b.k.GemmQ(b.s, t, wp, x, y, w.rows, n, w.cols))
+		b.err.Set(b.k.GemmQ(b.s, t, wp, x, y, w.rows, n, w.cols))
 		return
 	}
 	scratch := cuda.DevicePtr(0)
@@ -112,7 +112,7 @@ func (b *Backend) matmul(w *Weight, wp, x, y cuda.DevicePtr, n int) {
 			return // the allocation error is recorded
 		}
 	}
-	b.err.set(b.k.Gemm(b.s, t, wp, x, y, w.rows, n, w.cols, scratch))
+	b.err.Set(b.k.Gemm(b.s, t, wp, x, y, w.rows, n, w.cols, scratch))
 }
 
 func f32Bytes(f []float32) []byte {

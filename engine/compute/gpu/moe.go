@@ -28,11 +28,11 @@ func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r *comp
 	}
 	b.step.brk() // batches are prefill: no graph
 	if len(r.IDs) < r.N*r.K || len(r.Weights) < r.N*r.K {
-		b.err.set(fmt.Errorf("gpu: moe: routes hold %d ids and %d weights for %d x %d slots", len(r.IDs), len(r.Weights), r.N, r.K))
+		b.err.Set(fmt.Errorf("gpu: moe: routes hold %d ids and %d weights for %d x %d slots", len(r.IDs), len(r.Weights), r.N, r.K))
 		return
 	}
 	if err := checkIDs(r.IDs[:r.N*r.K], G.exps); err != nil {
-		b.err.set(err)
+		b.err.Set(err)
 		return
 	}
 	H := G.cols
@@ -145,7 +145,7 @@ func (b *Backend) moePrefill(dst, x cuda.DevicePtr, G, U, D *Weight, n, K int, i
 		return // the allocation error is recorded
 	}
 	if err := cuda.Upload(b.s, ib, idx); err != nil {
-		b.err.set(fmt.Errorf("gpu: moe: upload expert groups: %w", err))
+		b.err.Set(fmt.Errorf("gpu: moe: upload expert groups: %w", err))
 		return
 	}
 	slotExpert := ib
@@ -156,12 +156,12 @@ func (b *Backend) moePrefill(dst, x cuda.DevicePtr, G, U, D *Weight, n, K int, i
 	wts := rowOfSlot.Add(4 * slots)
 
 	gs, us, ds := G.rows*G.rowBytes, U.rows*U.rowBytes, D.rows*D.rowBytes
-	b.err.set(b.k.GemmExperts(b.s, cuda.QuantType(G.typ), G.p, gs, slotExpert, slotOff, rowTok, groups, plan.maxRows, x, g, F, H))
-	b.err.set(b.k.GemmExperts(b.s, cuda.QuantType(U.typ), U.p, us, slotExpert, slotOff, rowTok, groups, plan.maxRows, x, u, F, H))
-	b.err.set(b.k.SwiGLU(b.s, g, u, g, slots*F))
-	b.err.set(b.k.GemmExperts(b.s, cuda.QuantType(D.typ), D.p, ds, slotExpert, slotOff, rowSelf, groups, plan.maxRows, g, sorted, H, F))
-	b.err.set(b.k.GetRows(b.s, cuda.F32, sorted, rowOfSlot, slots, out, H))
-	b.err.set(b.k.MoECombine(b.s, out, wts, dst, n, K, H, true))
+	b.err.Set(b.k.GemmExperts(b.s, cuda.QuantType(G.typ), G.p, gs, slotExpert, slotOff, rowTok, groups, plan.maxRows, x, g, F, H))
+	b.err.Set(b.k.GemmExperts(b.s, cuda.QuantType(U.typ), U.p, us, slotExpert, slotOff, rowTok, groups, plan.maxRows, x, u, F, H))
+	b.err.Set(b.k.SwiGLU(b.s, g, u, g, slots*F))
+	b.err.Set(b.k.GemmExperts(b.s, cuda.QuantType(D.typ), D.p, ds, slotExpert, slotOff, rowSelf, groups, plan.maxRows, g, sorted, H, F))
+	b.err.Set(b.k.GetRows(b.s, cuda.F32, sorted, rowOfSlot, slots, out, H))
+	b.err.Set(b.k.MoECombine(b.s, out, wts, dst, n, K, H, true))
 }
 
 // expertGroups is a batch's slots sorted by expert (stable: slot order within an expert).

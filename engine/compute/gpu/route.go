@@ -47,7 +47,7 @@ func (b *Backend) Route(logits compute.Buf, n, experts, k int, norm bool) *compu
 	if !routerTopKFits(experts, k) {
 		b.step.brk()
 		host := make([]float32, n*experts)
-		b.err.set(cuda.Download(b.s, host, dev(logits)))
+		b.err.Set(cuda.Download(b.s, host, dev(logits)))
 		return compute.RouteHost(host, n, experts, k, norm)
 	}
 	slots := n * k
@@ -60,11 +60,11 @@ func (b *Backend) Route(logits compute.Buf, n, experts, k int, norm bool) *compu
 			return r // the allocation error is recorded
 		}
 		if err := b.k.RouterTopK(b.s, dev(logits), ids, ws, n, experts, k, norm); err != nil {
-			b.err.set(fmt.Errorf("gpu: route %d tokens: %w", n, err))
+			b.err.Set(fmt.Errorf("gpu: route %d tokens: %w", n, err))
 			return r
 		}
-		b.err.set(cuda.Download(b.s, r.IDs, ids))
-		b.err.set(cuda.Download(b.s, r.Weights, ws))
+		b.err.Set(cuda.Download(b.s, r.IDs, ids))
+		b.err.Set(cuda.Download(b.s, r.Weights, ws))
 		return r
 	}
 	off, ok := b.routeSlots(slots)
@@ -96,7 +96,7 @@ func (b *Backend) routeSlots(n int) (int, bool) {
 		c := max(routeArenaSlots, 2*a.cap, n)
 		p, err := b.alloc(8*c, "routing")
 		if err != nil {
-			b.err.set(err)
+			b.err.Set(err)
 			return 0, false
 		}
 		a.p, a.cap, a.used = p, c, 0 // the old arena stays allocated until Close (rare growth)
@@ -118,7 +118,7 @@ func (b *Backend) flushRoutes() {
 	raw := make([]uint32, a.cap+a.used)
 	err := cuda.Download(b.s, raw, a.p)
 	if err != nil {
-		b.err.set(fmt.Errorf("gpu: download routes: %w", err))
+		b.err.Set(fmt.Errorf("gpu: download routes: %w", err))
 	}
 	for _, pr := range a.pending {
 		n := len(pr.r.IDs)
@@ -143,11 +143,11 @@ func (b *Backend) deviceRoutes(r *compute.Routes, experts int) (ids, weights cud
 	}
 	slots := r.N * r.K
 	if len(r.IDs) < slots || len(r.Weights) < slots {
-		b.err.set(fmt.Errorf("gpu: moe: routes hold %d ids and %d weights for %d x %d slots", len(r.IDs), len(r.Weights), r.N, r.K))
+		b.err.Set(fmt.Errorf("gpu: moe: routes hold %d ids and %d weights for %d x %d slots", len(r.IDs), len(r.Weights), r.N, r.K))
 		return 0, 0
 	}
 	if err := checkIDs(r.IDs[:slots], experts); err != nil {
-		b.err.set(err)
+		b.err.Set(err)
 		return 0, 0
 	}
 	b.step.brk()
@@ -156,8 +156,8 @@ func (b *Backend) deviceRoutes(r *compute.Routes, experts int) (ids, weights cud
 	if ids == 0 || weights == 0 {
 		return 0, 0
 	}
-	b.err.set(cuda.Upload(b.s, ids, r.IDs[:slots]))
-	b.err.set(cuda.Upload(b.s, weights, r.Weights[:slots]))
+	b.err.Set(cuda.Upload(b.s, ids, r.IDs[:slots]))
+	b.err.Set(cuda.Upload(b.s, weights, r.Weights[:slots]))
 	return ids, weights
 }
 
