@@ -36,7 +36,6 @@ func (a *App) newLoadingView() *loadingView {
 	v.wait.Hide()
 	v.detail = widget.NewLabel("")
 	v.history = widget.NewLabel("")
-	v.history.Importance = widget.LowImportance
 	v.errText = widget.NewLabel("")
 	v.errText.Wrapping = fyne.TextWrapWord
 	v.errText.Importance = widget.DangerImportance
