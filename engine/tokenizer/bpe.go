@@ -18,7 +18,10 @@ type bpe struct {
 
 type merge struct{ rank, id int32 }
 
-const maxCache = 1 << 16
+const (
+	maxCache      = 1 << 16 // cached pre-tokens
+	maxCachedWord = 256     // longer pre-tokens go through mergeLong
+)
 
 func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
 
@@ -60,6 +63,12 @@ func (m *bpe) encode(word string, out []int) []int {
 	}
 	if len(word) == 1 {
 		if id := m.byteTok[word[0]]; id >= 0 {
+			out = append(out, int(id))
+		}
+		return out
+	}
+	if len(word) > maxCachedWord { // long words: not worth caching, and need O(n log n)
+		for _, id := range m.mergeLong(word) {
 			out = append(out, int(id))
 		}
 		return out
@@ -129,4 +138,107 @@ func (m *bpe) merge(word string) []int32 {
 		}
 	}
 	return syms
+}
+
+// mergeLong is merge for long words in O(n log n): the symbols form a linked list and the
+// candidate pairs a heap ordered by (rank, position), so the lowest rank merges first and,
+// among equal ranks, the leftmost, exactly as merge does. A popped pair whose symbols
+// have changed since it was pushed is stale and skipped.
+func (m *bpe) mergeLong(word string) []int32 {
+	var sym, prev, next []int32
+	for i := 0; i < len(word); i++ {
+		if id := m.byteTok[word[i]]; id >= 0 {
+			sym = append(sym, id)
+		}
+	}
+	n := len(sym)
+	prev, next = make([]int32, n), make([]int32, n)
+	for i := range sym {
+		prev[i], next[i] = int32(i-1), int32(i+1)
+	}
+	h := &pairHeap{}
+	push := func(i int32) {
+		if i < 0 || next[i] >= int32(n) {
+			return
+		}
+		j := next[i]
+		if mg, ok := m.merges.get(pairKey(sym[i], sym[j])); ok {
+			h.push(pairCand{mg.rank, i, sym[i], sym[j], mg.id})
+		}
+	}
+	for i := 0; i < n-1; i++ {
+		push(int32(i))
+	}
+	for h.len() > 0 {
+		c := h.pop()
+		j := next[c.pos]
+		if sym[c.pos] != c.left || j >= int32(n) || sym[j] != c.right {
+			continue // stale
+		}
+		sym[c.pos] = c.id
+		sym[j] = -1 // removed
+		next[c.pos] = next[j]
+		if next[j] < int32(n) {
+			prev[next[j]] = c.pos
+		}
+		push(prev[c.pos])
+		push(c.pos)
+	}
+	out := make([]int32, 0, n)
+	for i := int32(0); i < int32(n) && n > 0; i = next[i] {
+		out = append(out, sym[i])
+	}
+	return out
+}
+
+type pairCand struct {
+	rank, pos   int32
+	left, right int32
+	id          int32
+}
+
+// pairHeap is a binary min-heap of merge candidates by (rank, pos).
+type pairHeap struct{ a []pairCand }
+
+func (h *pairHeap) len() int { return len(h.a) }
+
+func (h *pairHeap) less(i, j int) bool {
+	if h.a[i].rank != h.a[j].rank {
+		return h.a[i].rank < h.a[j].rank
+	}
+	return h.a[i].pos < h.a[j].pos
+}
+
+func (h *pairHeap) push(c pairCand) {
+	h.a = append(h.a, c)
+	for i := len(h.a) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			break
+		}
+		h.a[i], h.a[p] = h.a[p], h.a[i]
+		i = p
+	}
+}
+
+func (h *pairHeap) pop() pairCand {
+	top := h.a[0]
+	last := len(h.a) - 1
+	h.a[0] = h.a[last]
+	h.a = h.a[:last]
+	for i := 0; ; {
+		l, r, small := 2*i+1, 2*i+2, i
+		if l < last && h.less(l, small) {
+			small = l
+		}
+		if r < last && h.less(r, small) {
+			small = r
+		}
+		if small == i {
+			break
+		}
+		h.a[i], h.a[small] = h.a[small], h.a[i]
+		i = small
+	}
+	return top
 }

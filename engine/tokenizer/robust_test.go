@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -190,5 +191,35 @@ func TestLoadFileMissing(t *testing.T) {
 	}
 	if _, err := LoadFile(path); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestMergeLongMatchesMerge: the heap-based BPE for long words gives the same ids as the
+// plain one on every fixture pre-token, and a 1 MB word encodes in reasonable time.
+func TestMergeLongMatchesMerge(t *testing.T) {
+	for _, name := range []string{"qwen3", "llama3_1"} {
+		tk := testSet().get(t, name)
+		checked := 0
+		for _, c := range readCases(t) {
+			if c.Tokenizer != name {
+				continue
+			}
+			for _, p := range c.Pretokens {
+				want := tk.model.merge(p)
+				if got := tk.model.mergeLong(p); !slices.Equal(got, want) {
+					t.Errorf("%s %s: mergeLong(%q) = %v, merge = %v", name, c.ID, p, got, want)
+				}
+				checked++
+			}
+		}
+		if checked < 1000 {
+			t.Errorf("%s: only %d pre-tokens checked", name, checked)
+		}
+	}
+	tk := testSet().get(t, "qwen3")
+	long := strings.Repeat("abcdefghij", 100_000)
+	ids := tk.Encode(long, false)
+	if got := tk.Decode(ids); got != long {
+		t.Errorf("1 MB word does not round-trip (%d ids)", len(ids))
 	}
 }
