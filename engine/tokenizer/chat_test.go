@@ -102,6 +102,12 @@ func TestHFConfigAndStyle(t *testing.T) {
 	if id, _ := gpt.ID("<|end|>"); gpt.IsEndOfGeneration(id) {
 		t.Error("gptoss: <|end|> closes the analysis message, not the turn")
 	}
+	if got := ReasoningStyle("", gpt); got != StyleHarmony {
+		t.Errorf("gptoss vocabulary without template: style %s", got)
+	}
+	if got := ReasoningStyle("", qwen); got != StyleThink {
+		t.Errorf("qwen3 vocabulary without template: style %s", got)
+	}
 	open := `{{ messages[0].content }}{% if add_generation_prompt %}<|im_start|>assistant
 <think>
 {% endif %}`
