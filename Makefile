@@ -75,3 +75,35 @@ kernels:
 
 clean:
 	rm -rf bin dist
+
+# --- Packaging (packaging/README.md) ---
+# make dist: dist/Strata-Setup-VERSION.exe (NSIS, strata.exe + strata-cli.exe) and
+# dist/Strata-x86_64.AppImage. make dist-test: their smoke tests (wine64 + Xvfb for the
+# installer, Xvfb for the AppImage). STRATA_REV=HEAD packages the last commit instead of the
+# working tree.
+DIST_PKGS    := nsis wine64 xvfb xauth imagemagick libgl1-mesa-dri jq squashfs-tools zstd libsquashfuse-dev libfuse3-dev fuse3 libzstd-dev liblzma-dev liblz4-dev liblzo2-dev zlib1g-dev
+DIST_VERSION := $(shell sed -n 's/^Version *= *"\(.*\)"/\1/p' FyneApp.toml)
+SETUP_EXE    := dist/Strata-Setup-$(DIST_VERSION).exe
+APPIMAGE     := dist/Strata-x86_64.AppImage
+
+.PHONY: dist-deps installer appimage dist dist-test
+
+dist-deps:
+	@missing=""; for p in $(DIST_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $$missing; \
+	fi
+
+installer: deps dist-deps
+	GO=$(GO) sh packaging/windows/build.sh
+	sh packaging/windows/installer.sh
+
+appimage: deps dist-deps
+	GO=$(GO) sh packaging/linux/appimage.sh
+
+dist: installer appimage
+
+dist-test: dist
+	sh packaging/windows/test/smoke.sh $(SETUP_EXE)
+	sh packaging/linux/smoke.sh $(APPIMAGE)

@@ -193,6 +193,16 @@ static void exec_apprun(const char *image, const char *appdir, int argc, char **
 	die(image, apprun, strerror(errno));
 }
 
+// child_pid is the app extract_and_run waits for; forward hands it the signals the runtime
+// gets, so `kill RUNTIME` stops the app and the runtime still removes the folder. (A signal
+// handler can only reach a static.)
+static volatile sig_atomic_t child_pid;
+
+static void forward(int sig) {
+	if (child_pid > 0)
+		kill((pid_t)child_pid, sig);
+}
+
 // extract_and_run extracts into a fresh temporary folder, runs AppRun there, removes the
 // folder and returns AppRun's exit status.
 static int extract_and_run(const char *image, off_t offset, const char *argv0, int argc, char **argv) {
@@ -208,7 +218,13 @@ static int extract_and_run(const char *image, off_t offset, const char *argv0, i
 		die(image, "fork", strerror(errno));
 	if (pid == 0)
 		exec_apprun(image, dir, argc, argv);
-	// The app handles Ctrl-C itself; the runtime stays to clean up.
+	// The app gets the runtime's signals (Ctrl-C reaches both); the runtime stays to clean up.
+	child_pid = pid;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = forward;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGINT, SIG_IGN);
 	int status = 0;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
