@@ -1,7 +1,6 @@
 package model_test
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"math"
 	"os"
@@ -11,8 +10,8 @@ import (
 	"strata/engine/compute"
 	"strata/engine/compute/cpu"
 	"strata/engine/fixtures"
-	"strata/engine/gguf"
 	"strata/engine/model"
+	"strata/engine/model/modeltest"
 	"strata/engine/sample"
 )
 
@@ -52,32 +51,6 @@ func loadReference(t *testing.T, dir string) reference {
 	return r
 }
 
-func readF32(t *testing.T, path string) []float32 {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]float32, len(b)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return out
-}
-
-func readI32(t *testing.T, path string) []int32 {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]int32, len(b)/4)
-	for i := range out {
-		out[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return out
-}
-
 // routeRecorder keeps every layer's routes of one forward pass.
 type routeRecorder struct{ byLayer map[int]compute.Routes }
 
@@ -85,56 +58,18 @@ func (r *routeRecorder) Routes(layer int, rt compute.Routes) { r.byLayer[layer] 
 
 type engineUnderTest struct {
 	net *model.Model
-	b   *cpu.Backend
-	f   *gguf.File
 }
 
 func open(t *testing.T, path string, float bool) engineUnderTest {
 	t.Helper()
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	b := cpu.New(cpu.Options{Threads: 2, FloatPath: float})
-	net, err := model.Load(f, b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close(); f.Close() })
-	return engineUnderTest{net: net, b: b, f: f}
+	t.Cleanup(func() { b.Close() })
+	return engineUnderTest{net: modeltest.Load(t, path, b)}
 }
 
-// run evaluates the prompt in one pass (all logits), then greedily decodes n tokens one by
-// one, returning prompt logits, per-step logits and the generated tokens.
 func (e engineUnderTest) run(t *testing.T, prompt []int, n int, kvType string, obs model.Observer) (promptLogits, genLogits []float32, gen []int) {
 	t.Helper()
-	V := e.net.H.Vocab
-	st, err := e.net.NewState(len(prompt)+n+1, kvType)
-	if err != nil {
-		t.Fatal(err)
-	}
-	promptLogits = make([]float32, len(prompt)*V)
-	if err := e.net.Forward(st, prompt, true, promptLogits, obs); err != nil {
-		t.Fatal(err)
-	}
-	logits := append([]float32(nil), promptLogits[(len(prompt)-1)*V:]...)
-	for range n {
-		genLogits = append(genLogits, logits...)
-		id := sample.Argmax(logits)
-		gen = append(gen, id)
-		if err := e.net.Forward(st, []int{id}, false, logits, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return promptLogits, genLogits, gen
-}
-
-func maxAbsDiff(a, b []float32) float64 {
-	var m float64
-	for i := range a {
-		m = math.Max(m, math.Abs(float64(a[i])-float64(b[i])))
-	}
-	return m
+	return modeltest.Greedy(t, e.net, prompt, n, kvType, obs)
 }
 
 // TestQwen3MoeFloatPathMatchesTransformers: every variant, every prompt, every position, on
@@ -149,8 +84,8 @@ func TestQwen3MoeFloatPathMatchesTransformers(t *testing.T) {
 			for _, p := range v.Prompts {
 				rec := &routeRecorder{byLayer: map[int]compute.Routes{}}
 				pl, gl, gen := e.run(t, p.Tokens, len(p.Generated), "f32", rec)
-				dp := maxAbsDiff(pl, readF32(t, filepath.Join(dir, p.Files["logits"].File)))
-				dg := maxAbsDiff(gl, readF32(t, filepath.Join(dir, p.Files["gen_logits"].File)))
+				dp := modeltest.MaxAbsDiff(pl, modeltest.ReadF32(t, filepath.Join(dir, p.Files["logits"].File)))
+				dg := modeltest.MaxAbsDiff(gl, modeltest.ReadF32(t, filepath.Join(dir, p.Files["gen_logits"].File)))
 				t.Logf("%s: max |Δlogit| prompt %.2g, decode %.2g", p.Name, dp, dg)
 				if dp > 1e-4 || dg > 1e-4 {
 					t.Errorf("%s: logits differ by %.3g (prompt) / %.3g (decode), limit 1e-4", p.Name, dp, dg)
@@ -158,8 +93,8 @@ func TestQwen3MoeFloatPathMatchesTransformers(t *testing.T) {
 				if !equalInts(gen, p.Generated) {
 					t.Errorf("%s: greedy tokens %v, want %v", p.Name, gen, p.Generated)
 				}
-				ids := readI32(t, filepath.Join(dir, p.Files["router_ids"].File))
-				ws := readF32(t, filepath.Join(dir, p.Files["router_weights"].File))
+				ids := modeltest.ReadI32(t, filepath.Join(dir, p.Files["router_ids"].File))
+				ws := modeltest.ReadF32(t, filepath.Join(dir, p.Files["router_weights"].File))
 				k := p.Files["router_ids"].Shape[2]
 				n := len(p.Tokens)
 				for l := range e.net.H.Layers {
@@ -175,7 +110,7 @@ func TestQwen3MoeFloatPathMatchesTransformers(t *testing.T) {
 				}
 				// The same with a float16 cache.
 				pl16, gl16, gen16 := e.run(t, p.Tokens, len(p.Generated), "f16", nil)
-				d16 := math.Max(maxAbsDiff(pl16, pl), maxAbsDiff(gl16, gl))
+				d16 := math.Max(modeltest.MaxAbsDiff(pl16, pl), modeltest.MaxAbsDiff(gl16, gl))
 				t.Logf("%s: f16 cache moves logits by %.2g", p.Name, d16)
 				if d := d16; d > 1e-2 {
 					t.Errorf("%s: f16 cache moves logits by %.3g (limit 1e-2)", p.Name, d)
@@ -199,7 +134,7 @@ func TestQwen3Moe8BitActivations(t *testing.T) {
 			for _, p := range v.Prompts {
 				pl, gl, gen := e.run(t, p.Tokens, len(p.Generated), "f16", nil)
 				V := e.net.H.Vocab
-				want := append(readF32(t, filepath.Join(dir, p.Files["logits"].File)), readF32(t, filepath.Join(dir, p.Files["gen_logits"].File))...)
+				want := append(modeltest.ReadF32(t, filepath.Join(dir, p.Files["logits"].File)), modeltest.ReadF32(t, filepath.Join(dir, p.Files["gen_logits"].File))...)
 				got := append(pl, gl...)
 				margins := append(append([]float64(nil), p.Margins.Prompt...), p.Margins.Greedy...)
 				var se, ss, mean float64
@@ -210,7 +145,7 @@ func TestQwen3Moe8BitActivations(t *testing.T) {
 				over := 0
 				rows := len(want) / V
 				for r := range rows {
-					d := maxAbsDiff(got[r*V:(r+1)*V], want[r*V:(r+1)*V])
+					d := modeltest.MaxAbsDiff(got[r*V:(r+1)*V], want[r*V:(r+1)*V])
 					if d > 0.25 {
 						over++
 					}
@@ -250,7 +185,7 @@ func TestQwen3MoeDeterministicAndIncremental(t *testing.T) {
 			V := e.net.H.Vocab
 			a, _, _ := e.run(t, p.Tokens, 0, "f16", nil)
 			b, _, _ := e.run(t, p.Tokens, 0, "f16", nil)
-			if d := maxAbsDiff(a, b); d != 0 {
+			if d := modeltest.MaxAbsDiff(a, b); d != 0 {
 				t.Errorf("%s float=%v: repeated run differs by %g", name, float, d)
 			}
 			st, err := e.net.NewState(len(p.Tokens), "f16")
@@ -263,7 +198,7 @@ func TestQwen3MoeDeterministicAndIncremental(t *testing.T) {
 				if err := e.net.Forward(st, []int{id}, false, one, nil); err != nil {
 					t.Fatal(err)
 				}
-				worst = math.Max(worst, maxAbsDiff(one, a[i*V:(i+1)*V]))
+				worst = math.Max(worst, modeltest.MaxAbsDiff(one, a[i*V:(i+1)*V]))
 			}
 			if worst > 1e-3 {
 				t.Errorf("%s float=%v: one-at-a-time differs from batched by %.3g", name, float, worst)

@@ -2,10 +2,8 @@ package gpu_test
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,8 +14,8 @@ import (
 	"strata/engine/fixtures"
 	"strata/engine/gguf"
 	"strata/engine/model"
+	"strata/engine/model/modeltest"
 	"strata/engine/quant"
-	"strata/engine/sample"
 	"strata/engine/synth"
 )
 
@@ -42,69 +40,17 @@ type runner struct {
 // run evaluates the prompt in one batch, then decodes n tokens greedily one at a time.
 func (r runner) run(t *testing.T, prompt []int, n int, kvType string) (promptLogits, genLogits []float32, gen []int) {
 	t.Helper()
-	V := r.net.H.Vocab
-	st, err := r.net.NewState(len(prompt)+n+1, kvType)
-	if err != nil {
-		t.Fatal(err)
-	}
-	promptLogits = make([]float32, len(prompt)*V)
-	if err := r.net.Forward(st, prompt, true, promptLogits, nil); err != nil {
-		t.Fatal(err)
-	}
-	logits := append([]float32(nil), promptLogits[(len(prompt)-1)*V:]...)
-	for range n {
-		genLogits = append(genLogits, logits...)
-		id := sample.Argmax(logits)
-		gen = append(gen, id)
-		if err := r.net.Forward(st, []int{id}, false, logits, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return promptLogits, genLogits, gen
+	return modeltest.Greedy(t, r.net, prompt, n, kvType, nil)
 }
 
 func load(t *testing.T, path string, b compute.Backend) runner {
 	t.Helper()
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	net, err := model.Load(f, b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return runner{net: net}
+	return runner{net: modeltest.Load(t, path, b)}
 }
 
-func readF32(t *testing.T, path string) []float32 {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]float32, len(b)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return out
-}
+func readF32(t *testing.T, path string) []float32 { return modeltest.ReadF32(t, path) }
 
-// compare returns max |Δ| and RMS(Δ)/std(want).
-func compare(got, want []float32) (maxAbs, rel float64) {
-	var mean, se, ss float64
-	for _, w := range want {
-		mean += float64(w)
-	}
-	mean /= float64(len(want))
-	for i := range want {
-		d := float64(got[i]) - float64(want[i])
-		maxAbs = math.Max(maxAbs, math.Abs(d))
-		se += d * d
-		ss += (float64(want[i]) - mean) * (float64(want[i]) - mean)
-	}
-	return maxAbs, math.Sqrt(se / ss)
-}
+func compare(got, want []float32) (maxAbs, rel float64) { return modeltest.Compare(got, want) }
 
 // TestFixtureModelOnGPU runs every fixture variant whose head size the GPU kernels handle
 // against transformers' logits and greedy continuations.
