@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"strata/engine/kv"
 	"strata/engine/model"
 	"strata/engine/sample"
+	"strata/platform"
 )
 
 // Model is an opened GGUF model with its weights placed on the backends. One Session
@@ -92,7 +91,7 @@ func open(ctx context.Context, f *gguf.File, cfg Config, report func(Progress)) 
 		}
 	}
 	if cfg.MaxContext == 0 {
-		cfg.MaxContext, err = kv.ContextFor(0, net.H.Context, net.H.Layers, net.H.KVHeads, net.H.HeadDim, kvType(cfg), kvBudget())
+		cfg.MaxContext, err = kv.ContextFor(0, net.H.Context, net.H.Layers, net.H.KVHeads, net.H.HeadDim, kvType(cfg), kvBudget(ctx, b, cfg))
 		if err != nil {
 			b.Close()
 			return nil, err
@@ -114,9 +113,18 @@ func kvType(cfg Config) kv.Type {
 	return t
 }
 
-// kvBudget is the host memory the default context may take: a quarter of what is available.
-func kvBudget() int64 {
-	if avail := availableRAM(); avail > 0 {
+// kvBudget is the memory the default context's KV cache may take: on a GPU, what is free
+// after the weights, less the reserve and room for activations; on the CPU, a quarter of the
+// available RAM.
+func kvBudget(ctx context.Context, b compute.Backend, cfg Config) int64 {
+	if g, ok := b.(*gpu.Backend); ok {
+		free := g.FreeBytes() - int64(cfg.VRAMReserveMiB)<<20 - 512<<20
+		if cfg.VRAMBudgetMiB > 0 {
+			free = min(free, int64(cfg.VRAMBudgetMiB)<<20-g.UsedBytes()-512<<20)
+		}
+		return max(free, 1)
+	}
+	if avail := platform.ProbeMemory(ctx).AvailableBytes; avail > 0 {
 		return avail / 4
 	}
 	return 4 << 30
@@ -365,23 +373,4 @@ func commonPrefix(a, b []int) int {
 		n++
 	}
 	return n
-}
-
-// availableRAM reads MemAvailable; 0 when unknown. (The platform package has the full probe;
-// the engine needs only this one number for the default context.)
-func availableRAM() int64 {
-	if runtime.GOOS != "linux" {
-		return 0
-	}
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		var kb int64
-		if _, err := fmt.Sscanf(line, "MemAvailable: %d kB", &kb); err == nil {
-			return kb << 10
-		}
-	}
-	return 0
 }

@@ -102,3 +102,7 @@ func within[T any](ctx context.Context, d time.Duration, probe func(context.Cont
 		return zero, fmt.Errorf("gave up after %v: %w", d, context.Cause(ctx))
 	}
 }
+
+// ProbeMemory reads RAM total and available now (cheap: no GPU or drive probes), within its
+// timeout; zero values carry a Reason.
+func ProbeMemory(ctx context.Context) Memory { return probeMemoryWithin(ctx) }
