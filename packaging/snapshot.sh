@@ -8,6 +8,9 @@ dest=$1
 mkdir -p "$dest"
 if [ -n "${STRATA_REV:-}" ]; then
 	git archive --format=tar "$STRATA_REV" | tar -xf - -C "$dest"
+elif ! git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+	# Not a git checkout (a source tarball): everything but build outputs.
+	tar --exclude=./dist --exclude=./bin --exclude=./.git -cf - . | tar -xf - -C "$dest"
 else
 	git ls-files -co --exclude-standard -z |
 		xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh |
