@@ -20,7 +20,7 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/strata-appimage-test.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 # The app's settings and chats, and the runtime's folders, stay in the test's folder.
-export LANG=en_US.UTF-8 TMPDIR="$work/tmp" XDG_CONFIG_HOME="$work/config" XDG_DATA_HOME="$work/data" XDG_CACHE_HOME="$work/cache"
+export LANG=C.UTF-8 TMPDIR="$work/tmp" XDG_CONFIG_HOME="$work/config" XDG_DATA_HOME="$work/data" XDG_CACHE_HOME="$work/cache"
 mkdir -p "$TMPDIR"
 fail() {
 	echo "smoke (appimage): FAIL: $*" >&2
