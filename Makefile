@@ -81,7 +81,7 @@ clean:
 # dist/Strata-x86_64.AppImage. make dist-test: their smoke tests (wine64 + Xvfb for the
 # installer, Xvfb for the AppImage). STRATA_REV=HEAD packages the last commit instead of the
 # working tree.
-DIST_PKGS    := nsis wine64 xvfb xauth imagemagick libgl1-mesa-dri jq squashfs-tools zstd libsquashfuse-dev libfuse3-dev fuse3 libzstd-dev liblzma-dev liblz4-dev liblzo2-dev zlib1g-dev
+DIST_PKGS    := nsis wine wine64 xvfb xauth imagemagick libgl1-mesa-dri jq squashfs-tools zstd libsquashfuse-dev libfuse3-dev fuse3 libzstd-dev liblzma-dev liblz4-dev liblzo2-dev zlib1g-dev
 DIST_VERSION := $(shell sed -n 's/^Version *= *"\(.*\)"/\1/p' FyneApp.toml)
 SETUP_EXE    := dist/Strata-Setup-$(DIST_VERSION).exe
 APPIMAGE     := dist/Strata-x86_64.AppImage
