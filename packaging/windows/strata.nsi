@@ -68,22 +68,23 @@ Section "${APP} (required)" SecApp
   SetOutPath "$INSTDIR"
   File "${BINDIR}/strata.exe"
   File "${BINDIR}/strata-cli.exe"
+  ; The multi-size icon (16-256 px) for shortcuts and Explorer; the exe holds only 256 px.
   File "/oname=strata.ico" "../../assets/icon.ico"
   WriteUninstaller "$INSTDIR\uninstall.exe"
 
-  CreateShortCut "$SMPROGRAMS\${APP}.lnk" "$INSTDIR\strata.exe" "" "$INSTDIR\strata.exe" 0
+  CreateShortCut "$SMPROGRAMS\${APP}.lnk" "$INSTDIR\strata.exe" "" "$INSTDIR\strata.ico" 0
 
   WriteRegStr HKCU "Software\${APP}" "InstallDir" "$INSTDIR"
 
   ; "Open with Strata" for .gguf files: a ProgID listed under OpenWithProgids (it does not
   ; take over the default program) and a named verb on every .gguf file.
   WriteRegStr HKCU "Software\Classes\${PROGID}" "" "GGUF model"
-  WriteRegStr HKCU "Software\Classes\${PROGID}\DefaultIcon" "" "$INSTDIR\strata.exe,0"
+  WriteRegStr HKCU "Software\Classes\${PROGID}\DefaultIcon" "" "$INSTDIR\strata.ico"
   WriteRegStr HKCU "Software\Classes\${PROGID}\shell\open" "" "Open with ${APP}"
   WriteRegStr HKCU "Software\Classes\${PROGID}\shell\open\command" "" '"$INSTDIR\strata.exe" "%1"'
   WriteRegStr HKCU "Software\Classes\.gguf\OpenWithProgids" "${PROGID}" ""
   WriteRegStr HKCU "Software\Classes\SystemFileAssociations\.gguf\shell\${APP}" "" "Open with ${APP}"
-  WriteRegStr HKCU "Software\Classes\SystemFileAssociations\.gguf\shell\${APP}" "Icon" "$INSTDIR\strata.exe,0"
+  WriteRegStr HKCU "Software\Classes\SystemFileAssociations\.gguf\shell\${APP}" "Icon" "$INSTDIR\strata.ico"
   WriteRegStr HKCU "Software\Classes\SystemFileAssociations\.gguf\shell\${APP}\command" "" '"$INSTDIR\strata.exe" "%1"'
   WriteRegStr HKCU "Software\Classes\Applications\strata.exe\SupportedTypes" ".gguf" ""
   WriteRegStr HKCU "Software\Classes\Applications\strata.exe\shell\open\command" "" '"$INSTDIR\strata.exe" "%1"'
@@ -93,7 +94,7 @@ Section "${APP} (required)" SecApp
   WriteRegStr HKCU "${UNINST_KEY}" "DisplayName" "${APP}"
   WriteRegStr HKCU "${UNINST_KEY}" "DisplayVersion" "${VERSION}"
   WriteRegStr HKCU "${UNINST_KEY}" "Publisher" "${PUBLISHER}"
-  WriteRegStr HKCU "${UNINST_KEY}" "DisplayIcon" "$INSTDIR\strata.exe,0"
+  WriteRegStr HKCU "${UNINST_KEY}" "DisplayIcon" "$INSTDIR\strata.ico"
   WriteRegStr HKCU "${UNINST_KEY}" "InstallLocation" "$INSTDIR"
   WriteRegStr HKCU "${UNINST_KEY}" "UninstallString" '"$INSTDIR\uninstall.exe"'
   WriteRegStr HKCU "${UNINST_KEY}" "QuietUninstallString" '"$INSTDIR\uninstall.exe" /S'
@@ -105,7 +106,7 @@ Section "${APP} (required)" SecApp
 SectionEnd
 
 Section "Desktop shortcut" SecDesktop
-  CreateShortCut "$DESKTOP\${APP}.lnk" "$INSTDIR\strata.exe" "" "$INSTDIR\strata.exe" 0
+  CreateShortCut "$DESKTOP\${APP}.lnk" "$INSTDIR\strata.exe" "" "$INSTDIR\strata.ico" 0
 SectionEnd
 
 !insertmacro MUI_FUNCTION_DESCRIPTION_BEGIN
