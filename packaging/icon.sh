@@ -6,6 +6,7 @@ set -eu
 out=${1:-assets}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM HUP # so the EXIT trap cleans up when stopped too
 convert -size 256x256 xc:'#1f3a5f' \
 	-fill '#f2c14e' -draw "path 'M0,92 C64,60 128,110 256,70 L256,256 L0,256 Z'" \
 	-fill '#e07a2e' -draw "path 'M0,136 C72,108 150,150 256,118 L256,256 L0,256 Z'" \

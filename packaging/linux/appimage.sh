@@ -10,6 +10,7 @@ CC=${CC:-gcc}
 OUT=${OUT:-dist/Strata-x86_64.AppImage}
 work=$(mktemp -d "${TMPDIR:-/tmp}/strata-appimage.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM HUP # so the EXIT trap cleans up when stopped too
 
 app=$work/AppDir
 mkdir -p "$app/usr/bin" "$app/usr/share/applications" "$app/usr/share/icons/hicolor/256x256/apps"

@@ -19,6 +19,7 @@ fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/strata-appimage-test.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM HUP # so the EXIT trap cleans up when stopped too
 # The app's settings and chats, and the runtime's folders, stay in the test's folder.
 export LANG=C.UTF-8 TMPDIR="$work/tmp" XDG_CONFIG_HOME="$work/config" XDG_DATA_HOME="$work/data" XDG_CACHE_HOME="$work/cache"
 mkdir -p "$TMPDIR"

@@ -20,6 +20,7 @@ build=$(sed -n 's/^Build *= *\([0-9]*\)/\1/p' FyneApp.toml)
 
 src=$(mktemp -d "${TMPDIR:-/tmp}/strata-win.XXXXXX")
 trap 'rm -rf "$src"' EXIT
+trap 'exit 130' INT TERM HUP # so the EXIT trap cleans up when stopped too
 sh packaging/snapshot.sh "$src"
 mkdir -p "$OUT"
 out=$(cd "$OUT" && pwd)

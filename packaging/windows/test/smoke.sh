@@ -31,6 +31,7 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM HUP # so the EXIT trap cleans up when stopped too
 fail() {
 	echo "smoke (windows): FAIL: $*" >&2
 	exit 1
