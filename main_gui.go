@@ -4,5 +4,5 @@ package main
 
 import "strata/app/gui"
 
-// openApp runs the desktop app until its window closes.
-func openApp() int { return gui.Main() }
+// openApp runs the desktop app until its window closes; model ("" for none) is shown first.
+func openApp(model string) int { return gui.Main(model) }

@@ -40,6 +40,8 @@ type Options struct {
 	Advise func(ctx context.Context, model engine.ModelInfo) (Advice, error)
 	// MakeDemo writes the tiny synthetic demo model into dir and returns its path.
 	MakeDemo func(ctx context.Context, dir string, progress func(done, total int64)) (string, error)
+	// OpenModel is a model file to show in the picker at start ("Open with Strata").
+	OpenModel string
 
 	// post runs a function on the UI goroutine; fyne.Do unless a test sets its own loop.
 	post func(func())
@@ -57,6 +59,7 @@ type App struct {
 
 	// holdLoading keeps the loading screen up after the load (screenshots only).
 	holdLoading bool
+	openModel   string
 
 	screen   string
 	picker   *pickerView
@@ -91,7 +94,7 @@ func New(fy fyne.App, opts Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &App{fy: fy, ctl: ctl, files: opts.Files, advise: opts.Advise, post: opts.post}
+	a := &App{fy: fy, ctl: ctl, files: opts.Files, advise: opts.Advise, post: opts.post, openModel: opts.OpenModel}
 	a.win = fy.NewWindow("Strata")
 	a.win.Resize(fyne.NewSize(1100, 720))
 	a.win.SetOnClosed(ctl.Close)
@@ -112,9 +115,14 @@ func (a *App) Controller() *Controller { return a.ctl }
 
 // Start shows the first screen: the welcome page on a first run, else the model picker.
 func (a *App) Start() {
-	if a.ctl.Settings().WizardDone {
+	switch {
+	case a.openModel != "":
+		// Opened on a file: its card in the picker, one click from loading.
+		a.ctl.Inspect(a.openModel)
 		a.Show(ScreenPicker)
-	} else {
+	case a.ctl.Settings().WizardDone:
+		a.Show(ScreenPicker)
+	default:
 		a.Show(ScreenWelcome)
 	}
 	if err := a.ctl.SettingsProblem(); err != nil {

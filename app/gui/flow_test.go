@@ -295,3 +295,34 @@ func TestSettingsPanelRefusesBadValues(t *testing.T) {
 		t.Fatalf("saved %+v, %v (status %q)", s.Config, err, status)
 	}
 }
+
+// TestOpenWithModelShowsItsCard: "Open with Strata" on a .gguf starts on the picker with
+// that model's card, whatever the first-run state.
+func TestOpenWithModelShowsItsCard(t *testing.T) {
+	test.NewTempApp(t)
+	dir := t.TempDir()
+	model := filepath.Join(dir, "demo.gguf")
+	if _, err := makeDemo(context.Background(), dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	matches, _ := filepath.Glob(filepath.Join(dir, "*.gguf"))
+	if len(matches) == 0 {
+		t.Fatal("the demo model was not written")
+	}
+	model = matches[0]
+	a, g := newTestApp(t, Options{DataDir: filepath.Join(dir, "data"), ConfigDir: filepath.Join(dir, "config"),
+		Advise: testAdvice, OpenModel: model})
+	g.ui.do(a.Start)
+	if a.screen != ScreenPicker {
+		t.Fatalf("opened %q, want the picker", a.screen)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, info, err := a.ctl.Card(); err == nil && info.Architecture == "qwen3moe" {
+			break
+		} else if err != nil || time.Now().After(deadline) {
+			t.Fatalf("card: %+v, %v", info, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

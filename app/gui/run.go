@@ -17,15 +17,16 @@ import (
 const appID = "org.strata.desktop"
 
 // Main opens the desktop app and returns when its window is closed: the entry point for
-// `strata` with no arguments. STRATA_SCREENSHOT=<screen> opens that screen with the demo
-// model (for `make screenshots`).
-func Main() int {
+// `strata` with no arguments, or with one model file ("Open with Strata" on a .gguf), which
+// the picker then shows. STRATA_SCREENSHOT=<screen> opens that screen with the demo model
+// (for `make screenshots`).
+func Main(model string) int {
 	cfgDir, err := store.ConfigDir()
 	if err == nil {
 		var dataDir string
 		dataDir, err = store.DataDir()
 		if err == nil {
-			return run(Options{DataDir: dataDir, ConfigDir: cfgDir}, os.Getenv("STRATA_SCREENSHOT"))
+			return run(Options{DataDir: dataDir, ConfigDir: cfgDir, OpenModel: model}, os.Getenv("STRATA_SCREENSHOT"))
 		}
 	}
 	fmt.Fprintf(os.Stderr, "strata: %v\n", err)
