@@ -301,15 +301,10 @@ func TestSettingsPanelRefusesBadValues(t *testing.T) {
 func TestOpenWithModelShowsItsCard(t *testing.T) {
 	test.NewTempApp(t)
 	dir := t.TempDir()
-	model := filepath.Join(dir, "demo.gguf")
-	if _, err := makeDemo(context.Background(), dir, nil); err != nil {
+	model, err := makeDemo(context.Background(), dir, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	matches, _ := filepath.Glob(filepath.Join(dir, "*.gguf"))
-	if len(matches) == 0 {
-		t.Fatal("the demo model was not written")
-	}
-	model = matches[0]
 	a, g := newTestApp(t, Options{DataDir: filepath.Join(dir, "data"), ConfigDir: filepath.Join(dir, "config"),
 		Advise: testAdvice, OpenModel: model})
 	g.ui.do(a.Start)
