@@ -108,7 +108,7 @@ func (t *task) run() {
 func (p *Pool) Size() int { return p.n }
 
 // For splits [0, n) into chunks of at least grain items and runs fn on each, returning when
-// all have finished. There are about four chunks per worker, claimed dynamically, so uneven
+// all have finished. There are about sixteen chunks per worker, claimed dynamically, so uneven
 // chunks balance out while scheduling stays cheap. fn runs concurrently on different chunks;
 // it may call For again (see Pool). After Close, For runs everything on the caller.
 func (p *Pool) For(n, grain int, fn func(lo, hi int)) {
@@ -118,7 +118,7 @@ func (p *Pool) For(n, grain int, fn func(lo, hi int)) {
 	if grain < 1 {
 		grain = 1
 	}
-	chunks := p.n * 4
+	chunks := p.n * 16
 	if c := (n + grain - 1) / grain; c < chunks {
 		chunks = c
 	}
