@@ -79,6 +79,9 @@ type Backend interface {
 	RMSNorm(dst, x Buf, w Weight, rows int, eps float32)
 	// MatMul: dst[n x w.Rows()] = x[n x w.Cols()] · wᵀ.
 	MatMul(dst Buf, w Weight, x Buf, n int)
+	// MatMuls is MatMul for several weights that read the same input (q, k and v), which a
+	// backend can run as one parallel pass over one quantised copy of x.
+	MatMuls(dst []Buf, w []Weight, x Buf, n int)
 	// RoPENeoX rotates n rows of heads x headDim values in place; row t is at positions[t].
 	RoPENeoX(x Buf, n, heads, headDim int, positions []int, base float32)
 	// StoreKV writes n rows of k and v (KVHeads x HeadDim each) at pos0.. of layer.

@@ -223,9 +223,7 @@ func (m *Model) Forward(s *State, tokens []int, allLogits bool, logits []float32
 	for l, L := range m.layers {
 		// Attention: norm, projections, per-head q/k norm, RoPE, cache, attend, project, add.
 		b.RMSNorm(sb.xn, sb.x, L.attnNorm, n, h.Eps)
-		b.MatMul(sb.q, L.q, sb.xn, n)
-		b.MatMul(sb.k, L.k, sb.xn, n)
-		b.MatMul(sb.v, L.v, sb.xn, n)
+		b.MatMuls([]compute.Buf{sb.q, sb.k, sb.v}, []compute.Weight{L.q, L.k, L.v}, sb.xn, n)
 		b.RMSNorm(sb.q, sb.q, L.qNorm, n*h.Heads, h.Eps)
 		b.RMSNorm(sb.k, sb.k, L.kNorm, n*h.KVHeads, h.Eps)
 		b.RoPENeoX(sb.q, n, h.Heads, h.HeadDim, positions, h.RopeBase)

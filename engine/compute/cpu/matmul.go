@@ -16,6 +16,16 @@ func (b *Backend) MatMul(dst compute.Buf, wt compute.Weight, x compute.Buf, n in
 	b.matmulSegments([]segment{{w: w, expert: 0, xs: f32(x)[:n*w.cols], n: n, y: f32(dst)}})
 }
 
+// MatMuls runs products that share their input as one parallel pass.
+func (b *Backend) MatMuls(dst []compute.Buf, ws []compute.Weight, x compute.Buf, n int) {
+	segs := make([]segment, len(ws))
+	for i, wt := range ws {
+		w := wt.(*Weight)
+		segs[i] = segment{w: w, expert: 0, xs: f32(x)[:n*w.cols], n: n, y: f32(dst[i])}
+	}
+	b.matmulSegments(segs)
+}
+
 // segment is one matrix product in a batch of them: the rows of one (expert) matrix times
 // n activation rows, written to y with a row stride of the matrix's row count.
 type segment struct {

@@ -80,6 +80,13 @@ func (b *Backend) MatMul(dst compute.Buf, wt compute.Weight, x compute.Buf, n in
 	b.q8.dropIfOverlaps(dev(dst), 4*n*w.rows)
 }
 
+// MatMuls runs the products one after another; they share one quantised copy of x.
+func (b *Backend) MatMuls(dst []compute.Buf, ws []compute.Weight, x compute.Buf, n int) {
+	for i, w := range ws {
+		b.MatMul(dst[i], w, x, n)
+	}
+}
+
 // matmul multiplies n rows of x by one matrix at wp (a plain weight or one expert). One
 // row (decode) takes the 8-bit-activation matvec where the type has one (about twice the
 // f32-activation kernel's speed on the H200, cuda/BENCH.md); a batch takes the tensor-core
