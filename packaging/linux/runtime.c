@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -235,6 +236,25 @@ static int extract_and_run(const char *image, off_t offset, const char *argv0, i
 	return WEXITSTATUS(status);
 }
 
+// detach_and_remove makes sure the mount point is gone. The app may still be tearing down its
+// mappings of files on the mount when this process learns it has exited, so the plain unmount
+// above can fail with EBUSY and leave a dead mount behind; a lazy detach (umount2 as root,
+// fusermount3 -uz otherwise) always succeeds, after which the empty folder can be removed.
+static void detach_and_remove(const char *mnt) {
+	for (int i = 0; i < 50 && rmdir(mnt) != 0; i++) {
+		if (umount2(mnt, MNT_DETACH) != 0) {
+			pid_t pid = fork();
+			if (pid == 0) {
+				execlp("fusermount3", "fusermount3", "-u", "-z", mnt, (char *)NULL);
+				_exit(127);
+			}
+			if (pid > 0)
+				waitpid(pid, NULL, 0);
+		}
+		usleep(100 * 1000);
+	}
+}
+
 // serve_fuse runs in the child: it mounts the image at mnt, tells the parent through ready
 // ('1' mounted, '0' failed) and serves requests until the parent (the app) exits.
 static void serve_fuse(const char *image, off_t offset, const char *mnt, int ready, pid_t parent) {
@@ -278,9 +298,9 @@ static void serve_fuse(const char *image, off_t offset, const char *mnt, int rea
 	(void)!write(ready, "1", 1);
 	close(ready);
 	fuse_session_loop(ch.session);
-	fuse_remove_signal_handlers(ch.session);
-	sqfs_ll_unmount(&ch, mnt);
-	rmdir(mnt);
+	// Detach first and leave the rest to _exit: the library's own unmount-and-free path
+	// sometimes left a dead mount behind here (the process gone, the folder still mounted).
+	detach_and_remove(mnt);
 	_exit(0);
 }
 
