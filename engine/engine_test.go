@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -63,7 +64,7 @@ func TestGenerateGreedyMatchesReference(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s %s: %v", name, p.Name, err)
 				}
-				if !equal(res.Tokens, p.Generated) {
+				if !slices.Equal(res.Tokens, p.Generated) {
 					t.Errorf("%s %s float=%v: tokens %v, want %v", name, p.Name, float, res.Tokens, p.Generated)
 				}
 				if res.Stop != engine.StopMaxTokens {
@@ -172,16 +173,4 @@ func TestInspectDescribesTheModel(t *testing.T) {
 	if info.Quantization != "Q4_K" && info.Quantization != "Q6_K" {
 		t.Errorf("quantization %q", info.Quantization)
 	}
-}
-
-func equal(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"strata/engine/compute"
 	"strata/engine/gguf"
@@ -60,7 +61,7 @@ func Load(f *gguf.File, b compute.Backend, progress func(done, total int64)) (*M
 		if rows == 1 && experts <= 1 {
 			want = want[:1]
 		}
-		if !sameShape(t.Ne, want) {
+		if !slices.Equal(t.Ne, want) {
 			return nil, fmt.Errorf("model: %s: tensor %q has shape %v, want %v", f.Path, name, t.Ne, want)
 		}
 		if !quant.CanDequantize(t.Type) {
@@ -114,18 +115,6 @@ func Load(f *gguf.File, b compute.Backend, progress func(done, total int64)) (*M
 		return nil, err
 	}
 	return m, nil
-}
-
-func sameShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Observer receives intermediate results of a forward pass (for the expert profile, the tier

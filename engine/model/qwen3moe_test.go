@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"strata/engine/compute"
@@ -90,7 +91,7 @@ func TestQwen3MoeFloatPathMatchesTransformers(t *testing.T) {
 				if dp > 1e-4 || dg > 1e-4 {
 					t.Errorf("%s: logits differ by %.3g (prompt) / %.3g (decode), limit 1e-4", p.Name, dp, dg)
 				}
-				if !equalInts(gen, p.Generated) {
+				if !slices.Equal(gen, p.Generated) {
 					t.Errorf("%s: greedy tokens %v, want %v", p.Name, gen, p.Generated)
 				}
 				ids := modeltest.ReadI32(t, filepath.Join(dir, p.Files["router_ids"].File))
@@ -115,7 +116,7 @@ func TestQwen3MoeFloatPathMatchesTransformers(t *testing.T) {
 				if d := d16; d > 1e-2 {
 					t.Errorf("%s: f16 cache moves logits by %.3g (limit 1e-2)", p.Name, d)
 				}
-				if !equalInts(gen16, p.Generated) {
+				if !slices.Equal(gen16, p.Generated) {
 					t.Errorf("%s: f16 cache greedy tokens %v, want %v", p.Name, gen16, p.Generated)
 				}
 			}
@@ -165,7 +166,7 @@ func TestQwen3Moe8BitActivations(t *testing.T) {
 				if float64(over) > 0.1*float64(rows) {
 					t.Errorf("%s: %d of %d rows off by more than 0.25", p.Name, over, rows)
 				}
-				if !equalInts(gen, p.Generated) {
+				if !slices.Equal(gen, p.Generated) {
 					t.Errorf("%s: greedy tokens %v, want %v", p.Name, gen, p.Generated)
 				}
 			}
@@ -205,16 +206,4 @@ func TestQwen3MoeDeterministicAndIncremental(t *testing.T) {
 			}
 		}
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
