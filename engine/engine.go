@@ -29,7 +29,10 @@ type Model struct {
 	net     *model.Model
 	text    *textCodec
 	stats   *routeStats
-	mu      sync.Mutex // one forward pass at a time
+
+	mu      sync.Mutex   // one forward pass at a time; guards the two fields below
+	kvState *model.State // the one KV cache, allocated on first use
+	kvOwner *Session     // the session whose tokens it holds
 }
 
 // Open maps the model file, checks it, places the weights and returns when the first token
@@ -196,26 +199,37 @@ func (m *Model) Config() Config { return m.cfg }
 // Backend names the compute backend, e.g. "cpu (avx2)".
 func (m *Model) Backend() string { return m.backend.Name() }
 
-// Session is one conversation's state (its KV cache).
+// Session is one conversation: the tokens its KV cache holds. The model has one KV cache
+// (a full context of it can take gigabytes of VRAM or RAM); the session that generates takes
+// it, and a session whose cache was taken by another one re-reads its prompt next time.
 type Session struct {
 	m      *Model
 	opts   SessionOptions
-	state  *model.State
-	tokens []int // what the cache holds, position by position
+	state  *model.State // the model's cache while this session owns it, else nil
+	tokens []int        // what the cache holds for this session, position by position
 }
 
-// NewSession starts an empty conversation. The KV cache is allocated on first use.
+// NewSession starts an empty conversation. It takes the KV cache on first use.
 func (m *Model) NewSession(opts SessionOptions) *Session { return &Session{m: m, opts: opts} }
 
-func (s *Session) ensureState() error {
-	if s.state != nil {
+// acquireState gives s the model's KV cache, allocating it once. Callers hold m.mu.
+func (s *Session) acquireState() error {
+	m := s.m
+	if m.kvOwner == s && s.state != nil {
 		return nil
 	}
-	st, err := s.m.net.NewState(s.m.cfg.MaxContext, string(kvType(s.m.cfg)))
-	if err != nil {
-		return fmt.Errorf("engine: kv cache of %d tokens: %w", s.m.cfg.MaxContext, err)
+	if m.kvState == nil {
+		st, err := m.net.NewState(m.cfg.MaxContext, string(kvType(m.cfg)))
+		if err != nil {
+			return fmt.Errorf("engine: kv cache of %d tokens: %w", m.cfg.MaxContext, err)
+		}
+		m.kvState = st
 	}
-	s.state = st
+	if prev := m.kvOwner; prev != nil && prev != s {
+		prev.state, prev.tokens = nil, nil
+	}
+	m.kvState.Rewind(0)
+	s.state, s.tokens, m.kvOwner = m.kvState, s.tokens[:0], s
 	return nil
 }
 
@@ -229,11 +243,11 @@ func (s *Session) prefillBatch() int {
 
 // Eval runs tokens from an empty cache and hands the logits of every position to fn.
 func (s *Session) Eval(ctx context.Context, tokens []int, fn func(pos int, logits []float32)) error {
-	if err := s.ensureState(); err != nil {
-		return err
-	}
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
+	if err := s.acquireState(); err != nil {
+		return err
+	}
 	s.state.Rewind(0)
 	s.tokens = s.tokens[:0]
 	V := s.m.net.H.Vocab
@@ -267,11 +281,11 @@ func (s *Session) generate(ctx context.Context, prompt []int, sp Sampling, onTok
 	if len(prompt) == 0 {
 		return Result{}, errors.New("engine: empty prompt")
 	}
-	if err := s.ensureState(); err != nil {
-		return Result{}, err
-	}
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
+	if err := s.acquireState(); err != nil {
+		return Result{}, err
+	}
 	capacity := s.state.Capacity()
 	if len(prompt) >= capacity {
 		return Result{}, fmt.Errorf("engine: the prompt is %d tokens but the context holds %d; shorten it or raise --max-context", len(prompt), capacity)

@@ -174,3 +174,32 @@ func TestInspectDescribesTheModel(t *testing.T) {
 		t.Errorf("quantization %q", info.Quantization)
 	}
 }
+
+// TestSessionsShareOneCache: a second conversation takes the model's KV cache, and the first
+// one still answers correctly afterwards (it re-reads its prompt), so switching chats never
+// allocates another full-context cache.
+func TestSessionsShareOneCache(t *testing.T) {
+	_, files, prompts := qwenVariants(t)
+	cfg := engine.DefaultConfig()
+	cfg.Backend, cfg.MaxContext = "cpu", 128
+	m, err := engine.Open(context.Background(), files["f32"], cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	p := prompts["f32"][2]
+	sp := engine.Sampling{MaxTokens: len(p.Generated), IgnoreEOS: true}
+	a, b := m.NewSession(engine.SessionOptions{}), m.NewSession(engine.SessionOptions{})
+	for i, s := range []*engine.Session{a, b, a, a} {
+		res, err := s.Generate(context.Background(), p.Tokens, sp, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(res.Tokens, p.Generated) {
+			t.Fatalf("call %d: tokens %v, want %v", i, res.Tokens, p.Generated)
+		}
+		if i == 3 && res.Timings.PromptTokens != 1 {
+			t.Errorf("the same prompt again re-read %d tokens, want 1 (the cached prefix reused)", res.Timings.PromptTokens)
+		}
+	}
+}

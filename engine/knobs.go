@@ -6,11 +6,12 @@ import (
 )
 
 // refuseUnbuilt names every knob this build cannot honour yet, so no flag is silently ignored.
-// The expert tiers need a GPU backend; until it exists they are refused, not dropped.
+// The expert tiers (split placement across VRAM, RAM and SSD) are not built: until they are,
+// their knobs are refused, not dropped.
 func refuseUnbuilt(cfg Config) error {
 	var errs []error
 	no := func(flag, why string) { errs = append(errs, fmt.Errorf("--%s: %s", flag, why)) }
-	const tiers = "the GPU expert tiers are not in this build yet (CPU backend only)"
+	const tiers = "the expert tiers are not in this build yet: a model runs wholly on the CPU or wholly on one GPU"
 	if cfg.ExpertCache != Auto && cfg.ExpertCache != 0 {
 		no("expert-cache", tiers)
 	}
