@@ -54,28 +54,8 @@ func quantRowQ4_K(src []float32, dst []byte) {
 	for i := range len(src) / QK_K {
 		x := (*[QK_K]float32)(src[i*QK_K:])
 		b := (*[144]byte)(dst[i*144:])
-		var (
-			L       [QK_K]uint8
-			laux    [32]uint8
-			weights [32]float32
-			scales  [8]float32
-			mins    [8]float32
-		)
-		var maxScale, maxMin float32
-		for j := 0; j < 8; j++ {
-			xs := x[32*j : 32*j+32]
-			var sumX2 float32
-			for _, v := range xs {
-				sumX2 += v * v
-			}
-			avX := sqrt32(sumX2 / 32)
-			for l, v := range xs {
-				weights[l] = avX + absF32(v)
-			}
-			scales[j], mins[j] = makeQKX2Quants(15, xs, weights[:], L[32*j:32*j+32], laux[:], -1, 0.1, 20, false)
-			maxScale = max(maxScale, scales[j])
-			maxMin = max(maxMin, mins[j])
-		}
+		var L [QK_K]uint8
+		scales, mins, maxScale, maxMin := kGroupScaleMins(x, &L, 15, -1, 20)
 		putKScales(b[:], x[:], &L, &scales, &mins, maxScale, maxMin, 15)
 		for g := 0; g < 4; g++ {
 			for l := 0; l < 32; l++ {
@@ -116,4 +96,29 @@ func putKScales(b []byte, x []float32, L *[QK_K]uint8, scales, mins *[8]float32,
 			L[32*j+l] = uint8(clampInt(nearestInt((x[32*j+l]+dm)/dj), 0, nmax))
 		}
 	}
+}
+
+// kGroupScaleMins is the first step Q4_K and Q5_K share: for each group of 32 values a
+// weighted scale-and-min search (weights avX + |x|) into L, with nmax levels and the
+// search's rmin and nstep; it returns the scales, the mins and their largest values.
+func kGroupScaleMins(x *[QK_K]float32, L *[QK_K]uint8, nmax int, rmin float32, nstep int) (scales, mins [8]float32, maxScale, maxMin float32) {
+	var (
+		laux    [32]uint8
+		weights [32]float32
+	)
+	for j := 0; j < 8; j++ {
+		xs := x[32*j : 32*j+32]
+		var sumX2 float32
+		for _, v := range xs {
+			sumX2 += v * v
+		}
+		avX := sqrt32(sumX2 / 32)
+		for l, v := range xs {
+			weights[l] = avX + absF32(v)
+		}
+		scales[j], mins[j] = makeQKX2Quants(nmax, xs, weights[:], L[32*j:32*j+32], laux[:], rmin, 0.1, nstep, false)
+		maxScale = max(maxScale, scales[j])
+		maxMin = max(maxMin, mins[j])
+	}
+	return scales, mins, maxScale, maxMin
 }

@@ -33,28 +33,8 @@ func quantRowQ5_K(src []float32, dst []byte) {
 	for i := range len(src) / QK_K {
 		x := (*[QK_K]float32)(src[i*QK_K:])
 		b := (*[176]byte)(dst[i*176:])
-		var (
-			L       [QK_K]uint8
-			laux    [32]uint8
-			weights [32]float32
-			scales  [8]float32
-			mins    [8]float32
-		)
-		var maxScale, maxMin float32
-		for j := 0; j < 8; j++ {
-			xs := x[32*j : 32*j+32]
-			var sumX2 float32
-			for _, v := range xs {
-				sumX2 += v * v
-			}
-			avX := sqrt32(sumX2 / 32)
-			for l, v := range xs {
-				weights[l] = avX + absF32(v)
-			}
-			scales[j], mins[j] = makeQKX2Quants(31, xs, weights[:], L[32*j:32*j+32], laux[:], -0.5, 0.1, 15, false)
-			maxScale = max(maxScale, scales[j])
-			maxMin = max(maxMin, mins[j])
-		}
+		var L [QK_K]uint8
+		scales, mins, maxScale, maxMin := kGroupScaleMins(x, &L, 31, -0.5, 15)
 		putKScales(b[:], x[:], &L, &scales, &mins, maxScale, maxMin, 31)
 		qh := b[16:48]
 		clear(qh)
