@@ -1,0 +1,334 @@
+package experts
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// PlanInput is everything the planner weighs: the model's sizes, the memory the machine
+// has, the knobs, and the profile's order of the experts.
+type PlanInput struct {
+	Shape           Shape
+	NonExpertBytes  int64 // attention, norms, router, embeddings, output: on the GPU when there is one
+	KVBytesPerToken int64 // all layers, K and V
+	MinContext      int   // the smallest KV cache worth running (tokens); it must fit
+	ModelContext    int   // the most context worth planning for (the model's, or --max-context); 0 = MinContext
+	ActivationBytes int64 // scratch for activations
+
+	GPUFreeBytes     int64 // 0 = no usable GPU
+	VRAMReserveBytes int64 // left free for other apps
+	VRAMBudgetBytes  int64 // cap on what Strata takes; 0 = no cap
+	ExpertCache      int   // VRAM slots asked for; -1 = auto (as many as fit)
+
+	HostAvailBytes   int64 // RAM available now
+	HostBudgetBytes  int64 // pinned tier in tiered mode; 0 = auto (HostAvailBytes - HostReserveBytes)
+	HostReserveBytes int64 // RAM kept free for the rest of the PC
+
+	Tiered, Resident    bool
+	ResidentBudgetBytes int64 // cap on the resident arena; 0 = no cap
+
+	Rank []ID // hottest first (Profile.Rank); nil = the neutral order
+}
+
+// AutoSlots asks MakePlan for as many VRAM slots as fit.
+const AutoSlots = -1
+
+// Plan is the tier of every expert and what it costs.
+type Plan struct {
+	Shape Shape
+	Slots int    // VRAM expert cache slots on the main GPU
+	Tier  []Tier // [layer*Experts + expert]
+	Rank  []ID   // the order the tiers were given in, hottest first
+
+	Bytes           map[Tier]int64 // expert bytes per tier
+	NonExpertBytes  int64
+	KVBytes         int64 // the KV cache for Context positions
+	ActivationBytes int64
+	VRAMLimit       int64 // what Strata may take of the GPU; 0 without one
+	Context         int   // positions the KV cache gets
+	Notes           []string
+}
+
+// Counts is the number of experts in each tier.
+func (p Plan) Counts() map[Tier]int {
+	c := map[Tier]int{}
+	for _, t := range p.Tier {
+		c[t]++
+	}
+	return c
+}
+
+// VRAMUsed is what the plan puts on the GPU: non-expert weights, the expert slots, the KV
+// cache and activations. 0 without a GPU.
+func (p Plan) VRAMUsed() int64 {
+	if p.VRAMLimit == 0 {
+		return 0
+	}
+	return p.NonExpertBytes + p.Bytes[TierVRAM] + p.KVBytes + p.ActivationBytes
+}
+
+const mib = 1 << 20
+
+func mibs(b int64) string { return fmt.Sprintf("%d MiB", b/mib) }
+
+// MakePlan gives every expert a tier. It is a pure function of its input: the same input
+// always gives the same plan. Inputs no plan can satisfy are errors that say what to change.
+func MakePlan(in PlanInput) (Plan, error) {
+	s := in.Shape
+	if err := checkInput(in); err != nil {
+		return Plan{}, err
+	}
+	rank := in.Rank
+	if rank == nil {
+		rank = NeutralRank(s)
+	}
+	if err := checkRank(s, rank); err != nil {
+		return Plan{}, err
+	}
+	blob := s.BlobBytes()
+	p := Plan{
+		Shape: s, Tier: make([]Tier, s.Count()), Rank: rank, Bytes: map[Tier]int64{},
+		NonExpertBytes: in.NonExpertBytes, ActivationBytes: in.ActivationBytes,
+	}
+	modelCtx := in.ModelContext
+	if modelCtx <= 0 {
+		modelCtx = in.MinContext
+	}
+	minCtx := min(in.MinContext, modelCtx)
+	note := func(format string, args ...any) { p.Notes = append(p.Notes, fmt.Sprintf(format, args...)) }
+
+	if in.GPUFreeBytes <= 0 {
+		if in.ExpertCache > 0 {
+			return Plan{}, fmt.Errorf("plan: --expert-cache %d asks for VRAM slots but there is no usable GPU; use --expert-cache auto (or 0) to run on the CPU", in.ExpertCache)
+		}
+		for i := range p.Tier {
+			p.Tier[i] = TierCPU
+		}
+		p.Bytes[TierCPU] = int64(s.Count()) * blob
+		// The CPU engine gives the KV cache a quarter of the available RAM.
+		p.Context = modelCtx
+		if in.HostAvailBytes > 0 && in.KVBytesPerToken > 0 {
+			p.Context = int(min(int64(modelCtx), in.HostAvailBytes/4/in.KVBytesPerToken))
+		}
+		p.KVBytes = int64(p.Context) * in.KVBytesPerToken
+		note("no usable GPU: every expert is computed on the CPU from the mapped model file")
+		if in.Tiered || in.Resident {
+			note("--tiered-experts and --resident-experts place experts around a GPU cache; without a GPU they change nothing")
+		}
+		return p, nil
+	}
+
+	// The VRAM Strata may take, and what must fit in it before any expert.
+	limit := in.GPUFreeBytes - in.VRAMReserveBytes
+	budgetBinds := in.VRAMBudgetBytes > 0 && in.VRAMBudgetBytes < limit
+	if budgetBinds {
+		limit = in.VRAMBudgetBytes
+	}
+	minKV := int64(minCtx) * in.KVBytesPerToken
+	need := in.NonExpertBytes + minKV + in.ActivationBytes
+	if limit < need {
+		return Plan{}, vramError(in, limit, need, minCtx, minKV)
+	}
+	p.VRAMLimit = limit
+	left := limit - need
+	fit := int(min(left/blob, int64(s.Count())))
+	switch {
+	case in.ExpertCache == AutoSlots:
+		p.Slots = fit
+		if budgetBinds && fit < s.Count() {
+			note("--vram-budget-mib %d caps the expert cache at %d of %d experts", in.VRAMBudgetBytes/mib, fit, s.Count())
+		}
+	case in.ExpertCache > s.Count():
+		if s.Count() > fit {
+			return Plan{}, fmt.Errorf("plan: --expert-cache %d: at most %d slots fit (%s left after %s of weights, %s of KV cache for %d tokens and %s of activations; one expert is %s)",
+				in.ExpertCache, fit, mibs(left), mibs(in.NonExpertBytes), mibs(minKV), minCtx, mibs(in.ActivationBytes), fmt.Sprintf("%.1f MiB", float64(blob)/mib))
+		}
+		p.Slots = s.Count()
+		note("--expert-cache %d is more than the model's %d experts; the cache holds all of them", in.ExpertCache, s.Count())
+	case in.ExpertCache > fit:
+		return Plan{}, fmt.Errorf("plan: --expert-cache %d: at most %d slots fit (%s left after %s of weights, %s of KV cache for %d tokens and %s of activations; one expert is %s); lower --expert-cache or use auto, or raise --vram-budget-mib / lower --vram-reserve-mib",
+			in.ExpertCache, fit, mibs(left), mibs(in.NonExpertBytes), mibs(minKV), minCtx, mibs(in.ActivationBytes), fmt.Sprintf("%.1f MiB", float64(blob)/mib))
+	default:
+		p.Slots = in.ExpertCache
+	}
+
+	// What the slots leave goes to the KV cache, up to the context worth having.
+	kvRoom := limit - in.NonExpertBytes - in.ActivationBytes - int64(p.Slots)*blob
+	p.Context = modelCtx
+	if in.KVBytesPerToken > 0 {
+		p.Context = int(min(int64(modelCtx), kvRoom/in.KVBytesPerToken))
+	}
+	p.KVBytes = int64(p.Context) * in.KVBytesPerToken
+
+	for i := range p.Tier {
+		p.Tier[i] = TierCold
+	}
+	for _, id := range rank[:p.Slots] {
+		p.Tier[s.Index(id)] = TierVRAM
+	}
+	rest := rank[p.Slots:]
+	hostRoom := in.HostAvailBytes - in.HostReserveBytes
+	switch {
+	case in.Tiered:
+		budget := in.HostBudgetBytes
+		if budget == 0 {
+			budget = max(hostRoom, 0)
+		}
+		n := pinFirst(&p, rest, budget, blob)
+		if n < len(rest) {
+			note("the pinned tier is capped by the host budget (%s): %d experts pinned, %d cold on the SSD", humanBytes(budget), n, len(rest)-n)
+		}
+		if in.HostBudgetBytes > 0 && in.HostAvailBytes > 0 && int64(n)*blob > hostRoom {
+			note("--host-budget-gib %.2f pins %s but only %s of RAM are available beyond the %s reserve", float64(in.HostBudgetBytes)/(1<<30), humanBytes(int64(n)*blob), humanBytes(max(hostRoom, 0)), humanBytes(in.HostReserveBytes))
+		}
+	case in.Resident:
+		budget := in.ResidentBudgetBytes
+		if budget == 0 {
+			budget = int64(len(rest)) * blob
+		}
+		n := pinFirst(&p, rest, budget, blob)
+		if n < len(rest) {
+			note("--resident-budget-gib %.2f caps the RAM arena: %d experts resident, %d cold on the SSD", float64(in.ResidentBudgetBytes)/(1<<30), n, len(rest)-n)
+		}
+		if in.HostAvailBytes > 0 && int64(n)*blob > hostRoom {
+			note("the resident arena (%s) is larger than the available RAM beyond the reserve (%s); set --resident-budget-gib or use --tiered-experts", humanBytes(int64(n)*blob), humanBytes(max(hostRoom, 0)))
+		}
+	}
+	if !in.Tiered && in.HostBudgetBytes > 0 {
+		note("--host-budget-gib sizes the pinned tier of --tiered-experts; without it the budget is unused")
+	}
+	if !in.Resident && in.ResidentBudgetBytes > 0 {
+		note("--resident-budget-gib caps the arena of --resident-experts; without it the budget is unused")
+	}
+	for _, t := range p.Tier {
+		p.Bytes[t] += blob
+	}
+	if p.Slots == s.Count() {
+		note("every expert fits in VRAM")
+	}
+	return p, nil
+}
+
+// pinFirst makes the first experts of ids pinned while they fit in budget and returns how
+// many it pinned.
+func pinFirst(p *Plan, ids []ID, budget, blob int64) int {
+	n := int(min(max(budget, 0)/blob, int64(len(ids))))
+	for _, id := range ids[:n] {
+		p.Tier[p.Shape.Index(id)] = TierPinned
+	}
+	return n
+}
+
+// vramError says why the GPU cannot hold the non-expert part and what to change.
+func vramError(in PlanInput, limit, need int64, minCtx int, minKV int64) error {
+	var from string
+	if in.VRAMBudgetBytes > 0 && in.VRAMBudgetBytes <= in.GPUFreeBytes-in.VRAMReserveBytes {
+		from = fmt.Sprintf("the --vram-budget-mib %d cap", in.VRAMBudgetBytes/mib)
+	} else {
+		from = fmt.Sprintf("%s free less the --vram-reserve-mib %d", mibs(in.GPUFreeBytes), in.VRAMReserveBytes/mib)
+	}
+	return fmt.Errorf("plan: the GPU has %s for Strata (%s) but it needs %s before any expert: %s of non-expert weights, %s of KV cache for %d tokens, %s of activations; raise --vram-budget-mib, lower --vram-reserve-mib or --max-context, close other GPU apps, or use --backend cpu",
+		mibs(max(limit, 0)), from, mibs(need), mibs(in.NonExpertBytes), mibs(minKV), minCtx, mibs(in.ActivationBytes))
+}
+
+// checkInput rejects numbers no machine or model has.
+func checkInput(in PlanInput) error {
+	s := in.Shape
+	var errs []error
+	if s.Layers <= 0 || s.Experts <= 0 {
+		errs = append(errs, fmt.Errorf("shape of %d layers x %d experts", s.Layers, s.Experts))
+	}
+	if s.GateBytes < 0 || s.UpBytes < 0 || s.DownBytes < 0 || s.BlobBytes() <= 0 {
+		errs = append(errs, fmt.Errorf("expert of %d+%d+%d bytes", s.GateBytes, s.UpBytes, s.DownBytes))
+	}
+	for _, v := range []struct {
+		name string
+		n    int64
+	}{
+		{"non-expert bytes", in.NonExpertBytes}, {"KV bytes per token", in.KVBytesPerToken},
+		{"minimum context", int64(in.MinContext)}, {"model context", int64(in.ModelContext)},
+		{"activation bytes", in.ActivationBytes}, {"free VRAM", in.GPUFreeBytes},
+		{"--vram-reserve-mib", in.VRAMReserveBytes}, {"--vram-budget-mib", in.VRAMBudgetBytes},
+		{"available RAM", in.HostAvailBytes}, {"--host-budget-gib", in.HostBudgetBytes},
+		{"--host-reserve-gib", in.HostReserveBytes}, {"--resident-budget-gib", in.ResidentBudgetBytes},
+	} {
+		if v.n < 0 {
+			errs = append(errs, fmt.Errorf("%s is negative (%d)", v.name, v.n))
+		}
+	}
+	if in.ExpertCache < AutoSlots {
+		errs = append(errs, fmt.Errorf("--expert-cache %d: give a slot count or auto", in.ExpertCache))
+	}
+	if in.Tiered && in.Resident {
+		errs = append(errs, errors.New("--tiered-experts and --resident-experts cannot be combined; pick one"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	return nil
+}
+
+// checkRank requires every expert exactly once.
+func checkRank(s Shape, rank []ID) error {
+	if len(rank) != s.Count() {
+		return fmt.Errorf("plan: the rank lists %d experts, the model has %d", len(rank), s.Count())
+	}
+	seen := make([]bool, s.Count())
+	for i, id := range rank {
+		if id.Layer < 0 || id.Layer >= s.Layers || id.Expert < 0 || id.Expert >= s.Experts {
+			return fmt.Errorf("plan: rank entry %d (%v) is outside the model's %d layers x %d experts", i, id, s.Layers, s.Experts)
+		}
+		if seen[s.Index(id)] {
+			return fmt.Errorf("plan: rank entry %d (%v) is listed twice", i, id)
+		}
+		seen[s.Index(id)] = true
+	}
+	return nil
+}
+
+// Summary is a human table of the plan: tiers, slots, bytes, KV cache and what is left.
+func (p Plan) Summary() string {
+	var b strings.Builder
+	counts := p.Counts()
+	total := p.Shape.Count()
+	fmt.Fprintf(&b, "experts: %d layers x %d experts = %d, %.1f MiB each\n", p.Shape.Layers, p.Shape.Experts, total, float64(p.Shape.BlobBytes())/mib)
+	if p.VRAMLimit > 0 {
+		fmt.Fprintf(&b, "VRAM expert cache: %d slots\n", p.Slots)
+	}
+	fmt.Fprintf(&b, "\n%-8s %8s %7s %12s\n", "tier", "experts", "share", "bytes")
+	for _, t := range []Tier{TierVRAM, TierHelper, TierPinned, TierCold, TierCPU} {
+		if counts[t] == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "%-8s %8d %6.1f%% %12s\n", t, counts[t], 100*float64(counts[t])/float64(max(total, 1)), humanBytes(p.Bytes[t]))
+	}
+	fmt.Fprintln(&b)
+	if p.VRAMLimit > 0 {
+		fmt.Fprintf(&b, "VRAM for Strata:   %12s\n", humanBytes(p.VRAMLimit))
+		fmt.Fprintf(&b, "  weights:         %12s (non-expert)\n", humanBytes(p.NonExpertBytes))
+		fmt.Fprintf(&b, "  expert cache:    %12s\n", humanBytes(p.Bytes[TierVRAM]))
+		fmt.Fprintf(&b, "  KV cache:        %12s (%d tokens)\n", humanBytes(p.KVBytes), p.Context)
+		fmt.Fprintf(&b, "  activations:     %12s\n", humanBytes(p.ActivationBytes))
+		fmt.Fprintf(&b, "  left:            %12s\n", humanBytes(p.VRAMLimit-p.VRAMUsed()))
+	} else {
+		fmt.Fprintf(&b, "RAM: weights %s (non-expert), KV cache %s (%d tokens), activations %s\n",
+			humanBytes(p.NonExpertBytes), humanBytes(p.KVBytes), p.Context, humanBytes(p.ActivationBytes))
+	}
+	for _, n := range p.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	return b.String()
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,175 @@
+package experts
+
+import (
+	"strings"
+	"testing"
+)
+
+// planShape: 2 layers x 4 experts of 1 MiB each.
+var planShape = Shape{Layers: 2, Experts: 4, GateBytes: 256 << 10, UpBytes: 256 << 10, DownBytes: 512 << 10}
+
+// planRank is a profile order that is not the neutral one.
+var planRank = []ID{{1, 3}, {0, 0}, {1, 0}, {0, 2}, {0, 1}, {1, 1}, {0, 3}, {1, 2}}
+
+// basePlanInput needs 112 MiB of VRAM before any expert: 100 MiB of weights, 2 MiB of KV for
+// 2048 tokens, 10 MiB of activations.
+func basePlanInput() PlanInput {
+	return PlanInput{
+		Shape: planShape, NonExpertBytes: 100 << 20, KVBytesPerToken: 1 << 10,
+		MinContext: 2048, ModelContext: 4096, ActivationBytes: 10 << 20,
+		GPUFreeBytes: 1 << 30, ExpertCache: AutoSlots,
+		HostAvailBytes: 64 << 30, HostReserveBytes: 8 << 30,
+		Rank: planRank,
+	}
+}
+
+// tierLetters writes the plan's tiers in rank order, one letter each (V, H, P, C, U=cpu).
+func tierLetters(p Plan) string {
+	var b strings.Builder
+	for _, id := range p.Rank {
+		b.WriteByte("VHPCU"[p.Tier[p.Shape.Index(id)]])
+	}
+	return b.String()
+}
+
+func TestMakePlan(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		edit    func(*PlanInput)
+		tiers   string // in rank order
+		slots   int
+		context int
+		note    string // a piece of one note, if any
+	}{
+		{"no GPU", func(in *PlanInput) { in.GPUFreeBytes = 0 }, "UUUUUUUU", 0, 4096, "no usable GPU"},
+		{"no GPU, small RAM caps the context", func(in *PlanInput) { in.GPUFreeBytes, in.HostAvailBytes = 0, 4<<20 }, "UUUUUUUU", 0, 1024, ""},
+		{"no GPU, tiered changes nothing", func(in *PlanInput) { in.GPUFreeBytes, in.Tiered = 0, true }, "UUUUUUUU", 0, 4096, "without a GPU they change nothing"},
+		{"no GPU, zero slots asked", func(in *PlanInput) { in.GPUFreeBytes, in.ExpertCache = 0, 0 }, "UUUUUUUU", 0, 4096, ""},
+		{"auto, all fit", func(*PlanInput) {}, "VVVVVVVV", 8, 4096, "every expert fits"},
+		{"auto, budget caps", func(in *PlanInput) { in.VRAMBudgetBytes = 115 << 20 }, "VVVCCCCC", 3, 2048, "caps the expert cache at 3 of 8"},
+		{"auto, reserve caps", func(in *PlanInput) { in.GPUFreeBytes, in.VRAMReserveBytes = 300<<20, 185<<20 }, "VVVCCCCC", 3, 2048, ""},
+		{"auto, rest of VRAM to KV", func(in *PlanInput) { in.VRAMBudgetBytes = 115<<20 + 700<<10 }, "VVVCCCCC", 3, 2748, ""},
+		{"auto, nothing fits but the minimum", func(in *PlanInput) { in.VRAMBudgetBytes = 112 << 20 }, "CCCCCCCC", 0, 2048, ""},
+		{"explicit slots leave KV room", func(in *PlanInput) { in.VRAMBudgetBytes, in.ExpertCache = 115<<20, 2 }, "VVCCCCCC", 2, 3072, ""},
+		{"zero slots", func(in *PlanInput) { in.ExpertCache = 0 }, "CCCCCCCC", 0, 4096, ""},
+		{"more slots than experts", func(in *PlanInput) { in.ExpertCache = 20 }, "VVVVVVVV", 8, 4096, "more than the model's 8 experts"},
+		{"neutral rank", func(in *PlanInput) { in.Rank, in.ExpertCache = nil, 2 }, "VVCCCCCC", 2, 4096, ""},
+		{"tiered, auto host budget", func(in *PlanInput) {
+			in.VRAMBudgetBytes, in.Tiered, in.HostAvailBytes, in.HostReserveBytes = 115<<20, true, 10<<20, 7<<20
+		}, "VVVPPPCC", 3, 2048, "capped by the host budget"},
+		{"tiered, host budget", func(in *PlanInput) {
+			in.VRAMBudgetBytes, in.Tiered, in.HostBudgetBytes = 115<<20, true, 2<<20+1
+		}, "VVVPPCCC", 3, 2048, "2 experts pinned, 3 cold"},
+		{"tiered, everything pinned", func(in *PlanInput) { in.VRAMBudgetBytes, in.Tiered = 115<<20, true }, "VVVPPPPP", 3, 2048, ""},
+		{"tiered, budget above available RAM", func(in *PlanInput) {
+			in.VRAMBudgetBytes, in.Tiered, in.HostBudgetBytes, in.HostAvailBytes, in.HostReserveBytes = 115<<20, true, 1<<30, 3<<20, 1<<20
+		}, "VVVPPPPP", 3, 2048, "only 2.0 MiB of RAM are available"},
+		{"tiered, no RAM beyond the reserve", func(in *PlanInput) {
+			in.VRAMBudgetBytes, in.Tiered, in.HostAvailBytes, in.HostReserveBytes = 115<<20, true, 1<<20, 2<<20
+		}, "VVVCCCCC", 3, 2048, "0 experts pinned, 5 cold"},
+		{"resident, no cap", func(in *PlanInput) { in.VRAMBudgetBytes, in.Resident = 115<<20, true }, "VVVPPPPP", 3, 2048, ""},
+		{"resident, capped", func(in *PlanInput) {
+			in.VRAMBudgetBytes, in.Resident, in.ResidentBudgetBytes = 115<<20, true, 2<<20
+		}, "VVVPPCCC", 3, 2048, "2 experts resident, 3 cold"},
+		{"resident larger than RAM", func(in *PlanInput) {
+			in.VRAMBudgetBytes, in.Resident, in.HostAvailBytes, in.HostReserveBytes = 115<<20, true, 4<<20, 1<<20
+		}, "VVVPPPPP", 3, 2048, "larger than the available RAM"},
+		{"host budget without tiered", func(in *PlanInput) { in.VRAMBudgetBytes, in.HostBudgetBytes = 115<<20, 1<<30 }, "VVVCCCCC", 3, 2048, "without it the budget is unused"},
+		{"resident budget without resident", func(in *PlanInput) { in.ResidentBudgetBytes = 1 << 30 }, "VVVVVVVV", 8, 4096, "without it the budget is unused"},
+		{"model context below the minimum", func(in *PlanInput) { in.ModelContext, in.VRAMBudgetBytes = 1024, 113<<20 }, "VVCCCCCC", 2, 1024, ""},
+	} {
+		in := basePlanInput()
+		tc.edit(&in)
+		p, err := MakePlan(in)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if got := tierLetters(p); got != tc.tiers {
+			t.Errorf("%s: tiers %s, want %s", tc.name, got, tc.tiers)
+		}
+		if p.Slots != tc.slots || p.Context != tc.context {
+			t.Errorf("%s: %d slots and %d tokens of context, want %d and %d", tc.name, p.Slots, p.Context, tc.slots, tc.context)
+		}
+		if p.KVBytes != int64(p.Context)*in.KVBytesPerToken {
+			t.Errorf("%s: KV bytes %d for %d tokens", tc.name, p.KVBytes, p.Context)
+		}
+		var sum int64
+		for tier, b := range p.Bytes {
+			if want := int64(p.Counts()[tier]) * planShape.BlobBytes(); b != want {
+				t.Errorf("%s: %s tier holds %d bytes, want %d", tc.name, tier, b, want)
+			}
+			sum += b
+		}
+		if sum != int64(planShape.Count())*planShape.BlobBytes() {
+			t.Errorf("%s: tiers hold %d bytes in all", tc.name, sum)
+		}
+		if p.VRAMLimit > 0 && p.VRAMUsed() > p.VRAMLimit {
+			t.Errorf("%s: the plan uses %d bytes of VRAM, over its limit %d", tc.name, p.VRAMUsed(), p.VRAMLimit)
+		}
+		if tc.note != "" && !strings.Contains(strings.Join(p.Notes, "\n"), tc.note) {
+			t.Errorf("%s: notes %q do not say %q", tc.name, p.Notes, tc.note)
+		}
+		if s := p.Summary(); !strings.Contains(s, "tier") || (tc.note != "" && !strings.Contains(s, tc.note)) {
+			t.Errorf("%s: summary lacks the table or the note:\n%s", tc.name, s)
+		}
+	}
+}
+
+func TestMakePlanErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*PlanInput)
+		want []string
+	}{
+		{"slots without GPU", func(in *PlanInput) { in.GPUFreeBytes, in.ExpertCache = 0, 3 }, []string{"--expert-cache 3", "no usable GPU"}},
+		{"budget below the minimum", func(in *PlanInput) { in.VRAMBudgetBytes = 111 << 20 },
+			[]string{"111 MiB for Strata", "--vram-budget-mib 111 cap", "needs 112 MiB", "100 MiB of non-expert weights", "2 MiB of KV cache for 2048 tokens", "10 MiB of activations", "raise --vram-budget-mib", "lower --vram-reserve-mib", "--backend cpu"}},
+		{"reserve leaves too little", func(in *PlanInput) { in.GPUFreeBytes, in.VRAMReserveBytes = 200<<20, 100<<20 },
+			[]string{"100 MiB for Strata", "200 MiB free less the --vram-reserve-mib 100", "needs 112 MiB"}},
+		{"reserve above free", func(in *PlanInput) { in.GPUFreeBytes, in.VRAMReserveBytes = 200<<20, 300<<20 }, []string{"0 MiB for Strata"}},
+		{"slots do not fit", func(in *PlanInput) { in.VRAMBudgetBytes, in.ExpertCache = 115<<20, 4 },
+			[]string{"--expert-cache 4", "at most 3 slots fit", "3 MiB left", "lower --expert-cache"}},
+		{"more slots than experts do not fit", func(in *PlanInput) { in.VRAMBudgetBytes, in.ExpertCache = 115<<20, 20 }, []string{"--expert-cache 20", "at most 3 slots fit"}},
+		{"tiered and resident", func(in *PlanInput) { in.Tiered, in.Resident = true, true }, []string{"pick one"}},
+		{"negative numbers", func(in *PlanInput) { in.HostReserveBytes, in.NonExpertBytes = -1, -2 }, []string{"--host-reserve-gib is negative", "non-expert bytes is negative"}},
+		{"bad slot count", func(in *PlanInput) { in.ExpertCache = -2 }, []string{"--expert-cache -2"}},
+		{"no experts", func(in *PlanInput) { in.Shape.Experts, in.Rank = 0, nil }, []string{"2 layers x 0 experts"}},
+		{"empty expert", func(in *PlanInput) { in.Shape.GateBytes, in.Shape.UpBytes, in.Shape.DownBytes = 0, 0, 0 }, []string{"expert of 0+0+0 bytes"}},
+		{"short rank", func(in *PlanInput) { in.Rank = planRank[:7] }, []string{"lists 7 experts, the model has 8"}},
+		{"rank twice", func(in *PlanInput) { in.Rank = append(append([]ID{}, planRank[:7]...), planRank[0]) }, []string{"entry 7", "listed twice"}},
+		{"rank outside", func(in *PlanInput) { in.Rank = append(append([]ID{}, planRank[:7]...), ID{2, 0}) }, []string{"entry 7", "outside"}},
+	} {
+		in := basePlanInput()
+		tc.edit(&in)
+		p, err := MakePlan(in)
+		if err == nil {
+			t.Errorf("%s: no error; plan %s", tc.name, tierLetters(p))
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q does not say %q", tc.name, err, w)
+			}
+		}
+	}
+}
+
+func TestPlanSummary(t *testing.T) {
+	in := basePlanInput()
+	in.VRAMBudgetBytes, in.Tiered, in.HostBudgetBytes = 115<<20, true, 2<<20
+	p, err := MakePlan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Summary()
+	for _, want := range []string{
+		"2 layers x 4 experts = 8, 1.0 MiB each", "VRAM expert cache: 3 slots",
+		"vram            3   37.5%      3.0 MiB", "pinned          2   25.0%      2.0 MiB", "cold            3   37.5%      3.0 MiB",
+		"KV cache:             2.0 MiB (2048 tokens)", "left:                     0 B",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("summary lacks %q:\n%s", want, s)
+		}
+	}
+}
