@@ -104,3 +104,31 @@ type Backend interface {
 	// checks Err once per layer.
 	Err() error
 }
+
+// Experts runs one layer's routed experts wherever they live. The plain case is the
+// backend's own MoE over stacked weights it holds (BackendExperts); the expert tiers split a
+// layer's experts between a GPU cache and host memory.
+type Experts interface {
+	// MoE adds to dst [n x hidden] the routed experts' SwiGLU outputs of x, weighted.
+	MoE(dst, x Buf, r *Routes)
+	// Err returns the first error since the last call (beside the backend's own Err).
+	Err() error
+}
+
+// BackendExperts is a layer's stacked expert weights placed on one backend.
+type BackendExperts struct {
+	B              Backend
+	Gate, Up, Down Weight
+}
+
+// MoE runs the backend's MoE.
+func (e BackendExperts) MoE(dst, x Buf, r *Routes) { e.B.MoE(dst, x, e.Gate, e.Up, e.Down, r) }
+
+// Err is nil: the backend reports its own errors.
+func (e BackendExperts) Err() error { return nil }
+
+// SlotWrite is one expert's matrix to copy into slot Slot of a slot stack.
+type SlotWrite struct {
+	Slot int
+	Data []byte
+}

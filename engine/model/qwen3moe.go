@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -14,7 +15,7 @@ import (
 type layer struct {
 	attnNorm, q, k, v, o, qNorm, kNorm compute.Weight
 	ffnNorm, router                    compute.Weight
-	gate, up, down                     compute.Weight // stacked experts
+	experts                            compute.Experts
 }
 
 // Model is a loaded qwen3moe: hyper-parameters and weights placed on one backend.
@@ -36,9 +37,19 @@ func ExpertTensors(l int) [3]string {
 	}
 }
 
+// ExpertPlacer takes one layer's three stacked expert tensors (gate, up, down, as they sit in
+// the file) and returns what runs them. The expert tiers use it to keep experts off the
+// backend; nil places them on the backend like every other tensor.
+type ExpertPlacer func(layer int, gate, up, down compute.WeightSpec) (compute.Experts, error)
+
 // Load reads the hyper-parameters and places every tensor on b. progress (may be nil) gets
 // bytes placed so far and the total.
 func Load(f *gguf.File, b compute.Backend, progress func(done, total int64)) (*Model, error) {
+	return LoadWith(f, b, progress, nil)
+}
+
+// LoadWith is Load with the layers' experts handed to placeExperts.
+func LoadWith(f *gguf.File, b compute.Backend, progress func(done, total int64), placeExperts ExpertPlacer) (*Model, error) {
 	h, err := ReadHparams(f)
 	if err != nil {
 		return nil, err
@@ -49,10 +60,10 @@ func Load(f *gguf.File, b compute.Backend, progress func(done, total int64)) (*M
 	for _, t := range f.Tensors {
 		total += t.Size
 	}
-	place := func(name string, rows, cols, experts int) (compute.Weight, error) {
+	spec := func(name string, rows, cols, experts int) (compute.WeightSpec, error) {
 		t, ok := f.Tensor(name)
 		if !ok {
-			return nil, fmt.Errorf("model: %s: tensor %q is missing", f.Path, name)
+			return compute.WeightSpec{}, fmt.Errorf("model: %s: tensor %q is missing", f.Path, name)
 		}
 		want := []int64{int64(cols), int64(rows)}
 		if experts > 1 {
@@ -62,20 +73,47 @@ func Load(f *gguf.File, b compute.Backend, progress func(done, total int64)) (*M
 			want = want[:1]
 		}
 		if !slices.Equal(t.Ne, want) {
-			return nil, fmt.Errorf("model: %s: tensor %q has shape %v, want %v", f.Path, name, t.Ne, want)
+			return compute.WeightSpec{}, fmt.Errorf("model: %s: tensor %q has shape %v, want %v", f.Path, name, t.Ne, want)
 		}
 		if !quant.CanDequantize(t.Type) {
-			return nil, fmt.Errorf("model: %s: tensor %q has type %s, which Strata cannot compute with yet", f.Path, name, t.Type)
+			return compute.WeightSpec{}, fmt.Errorf("model: %s: tensor %q has type %s, which Strata cannot compute with yet", f.Path, name, t.Type)
 		}
-		w, err := b.Place(compute.WeightSpec{Name: name, Type: t.Type, Rows: rows, Cols: cols, Experts: experts, Data: f.TensorData(t)})
-		if err != nil {
-			return nil, fmt.Errorf("model: %s: %w", f.Path, err)
-		}
-		done += t.Size
+		return compute.WeightSpec{Name: name, Type: t.Type, Rows: rows, Cols: cols, Experts: experts, Data: f.TensorData(t)}, nil
+	}
+	placed := func(bytes int) {
+		done += int64(bytes)
 		if progress != nil {
 			progress(done, total)
 		}
+	}
+	place := func(name string, rows, cols, experts int) (compute.Weight, error) {
+		s, err := spec(name, rows, cols, experts)
+		if err != nil {
+			return nil, err
+		}
+		w, err := b.Place(s)
+		if err != nil {
+			return nil, fmt.Errorf("model: %s: %w", f.Path, err)
+		}
+		placed(len(s.Data))
 		return w, nil
+	}
+	if placeExperts == nil {
+		placeExperts = func(_ int, g, u, d compute.WeightSpec) (compute.Experts, error) {
+			var e compute.BackendExperts
+			e.B = b
+			for _, p := range []struct {
+				dst *compute.Weight
+				s   compute.WeightSpec
+			}{{&e.Gate, g}, {&e.Up, u}, {&e.Down, d}} {
+				w, err := b.Place(p.s)
+				if err != nil {
+					return nil, err
+				}
+				*p.dst = w
+			}
+			return e, nil
+		}
 	}
 	if m.embd, err = place("token_embd.weight", h.Vocab, h.Hidden, 1); err != nil {
 		return nil, err
@@ -96,12 +134,24 @@ func Load(f *gguf.File, b compute.Backend, progress func(done, total int64)) (*M
 		p(&L.kNorm, "attn_k_norm", 1, h.HeadDim, 1)
 		p(&L.ffnNorm, "ffn_norm", 1, h.Hidden, 1)
 		p(&L.router, "ffn_gate_inp", h.Experts, h.Hidden, 1)
-		p(&L.gate, "ffn_gate_exps", h.ExpertFFN, h.Hidden, h.Experts)
-		p(&L.up, "ffn_up_exps", h.ExpertFFN, h.Hidden, h.Experts)
-		p(&L.down, "ffn_down_exps", h.Hidden, h.ExpertFFN, h.Experts)
 		if err != nil {
 			return nil, err
 		}
+		names := ExpertTensors(l)
+		var g, u, d compute.WeightSpec
+		if g, err = spec(names[0], h.ExpertFFN, h.Hidden, h.Experts); err != nil {
+			return nil, err
+		}
+		if u, err = spec(names[1], h.ExpertFFN, h.Hidden, h.Experts); err != nil {
+			return nil, err
+		}
+		if d, err = spec(names[2], h.Hidden, h.ExpertFFN, h.Experts); err != nil {
+			return nil, err
+		}
+		if L.experts, err = placeExperts(l, g, u, d); err != nil {
+			return nil, fmt.Errorf("model: %s: layer %d experts: %w", f.Path, l, err)
+		}
+		placed(len(g.Data) + len(u.Data) + len(d.Data))
 		m.layers = append(m.layers, L)
 	}
 	if m.outNorm, err = place("output_norm.weight", 1, h.Hidden, 1); err != nil {
@@ -229,8 +279,8 @@ func (m *Model) Forward(s *State, tokens []int, allLogits bool, logits []float32
 		b.RMSNorm(sb.xn, sb.x, L.ffnNorm, n, h.Eps)
 		b.MatMul(sb.routerLogits, L.router, sb.xn, n)
 		routes[l] = b.Route(sb.routerLogits, n, h.Experts, h.ExpertsUsed, h.NormTopK)
-		b.MoE(sb.x, sb.xn, L.gate, L.up, L.down, routes[l])
-		if err := b.Err(); err != nil {
+		L.experts.MoE(sb.x, sb.xn, routes[l])
+		if err := errors.Join(b.Err(), L.experts.Err()); err != nil {
 			return fmt.Errorf("model: layer %d: %w", l, err)
 		}
 	}

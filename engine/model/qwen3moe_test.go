@@ -1,9 +1,7 @@
 package model_test
 
 import (
-	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -16,40 +14,8 @@ import (
 	"strata/engine/sample"
 )
 
-// reference is the part of qwen3moe-tiny/reference.json the tests read.
-type reference struct {
-	Variants map[string]struct {
-		File    string `json:"file"`
-		Prompts []struct {
-			Name      string `json:"name"`
-			Tokens    []int  `json:"tokens"`
-			Generated []int  `json:"generated"`
-			Files     map[string]struct {
-				File  string `json:"file"`
-				Shape []int  `json:"shape"`
-			} `json:"files"`
-			Margins struct {
-				Prompt []float64 `json:"top1_minus_top2_logit_per_prompt_position"`
-				Greedy []float64 `json:"top1_minus_top2_logit_per_greedy_step"`
-			} `json:"margins"`
-		} `json:"prompts"`
-	} `json:"variants"`
-}
-
-func loadReference(t *testing.T, dir string) reference {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "reference.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r reference
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatalf("reference.json: %v", err)
-	}
-	if len(r.Variants) == 0 {
-		t.Fatal("reference.json lists no variants")
-	}
-	return r
+func loadReference(t *testing.T, dir string) modeltest.Reference {
+	return modeltest.LoadReference(t, dir)
 }
 
 // routeRecorder keeps every layer's routes of one forward pass.

@@ -60,6 +60,10 @@ type Backend struct {
 	// to the device by the step's own work, so a captured graph reads each step's values.
 	pin     *cuda.HostBuffer
 	pinUsed int
+
+	// Expert slots: pinned host stacks (freed at Close) and the upload stager.
+	hostBufs []*cuda.HostBuffer
+	stage    *stager
 }
 
 type devScratch struct {
@@ -226,6 +230,12 @@ func (b *Backend) Close() error {
 	}
 	b.allocs = nil
 	b.step.disable()
+	if b.stage != nil {
+		errs = append(errs, b.s.Synchronize(), b.stage.close())
+	}
+	for _, hb := range b.hostBufs {
+		errs = append(errs, hb.Free())
+	}
 	errs = append(errs, b.pin.Free(), b.s.Destroy(), b.k.Unload(), b.ctx.Close())
 	b.drv.Close()
 	return errors.Join(errs...)
@@ -311,6 +321,7 @@ type Weight struct {
 	rows, cols, exps int
 	rowBytes         int
 	p                cuda.DevicePtr
+	host             []byte // pinned host slots: the host view of p
 }
 
 func (w *Weight) Name() string     { return w.name }

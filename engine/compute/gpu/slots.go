@@ -1,0 +1,231 @@
+package gpu
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"strata/cuda"
+	"strata/engine/compute"
+	"strata/engine/quant"
+)
+
+// Slot stacks hold the experts of an expert cache: a Weight of `slots` experts whose
+// contents the expert code writes (WriteSlots) and rewrites (adaptive swaps). MoE runs on
+// them like on any stacked tensor, with slot numbers as expert ids.
+
+// stagingBufBytes and stagingBufs size the pinned buffers that uploads pass through:
+// several readers copy from the model file into them while earlier ones are in flight.
+const (
+	stagingBufBytes = 8 << 20
+	stagingBufs     = 6
+)
+
+// slotSpec checks that the kernels read spec's type without conversion (a cache slot must
+// hold the file's bytes as they are) and returns the bytes of one expert.
+func slotSpec(spec compute.WeightSpec, slots int) (int, int, error) {
+	if slots <= 0 {
+		return 0, 0, fmt.Errorf("gpu: %s: %d slots", spec.Name, slots)
+	}
+	if !cuda.QuantType(spec.Type).Supported() {
+		return 0, 0, fmt.Errorf("gpu: %s: the GPU kernels do not read %s, so its experts cannot be cached in VRAM", spec.Name, spec.Type)
+	}
+	rb, err := quant.RowBytes(spec.Type, spec.Cols)
+	if err != nil {
+		return 0, 0, fmt.Errorf("gpu: %s: %w", spec.Name, err)
+	}
+	return rb, rb * spec.Rows, nil
+}
+
+// NewSlots allocates slots experts of spec's type and shape in VRAM (spec.Data is not read).
+func (b *Backend) NewSlots(spec compute.WeightSpec, slots int) (compute.Weight, error) {
+	rb, per, err := slotSpec(spec, slots)
+	if err != nil {
+		return nil, err
+	}
+	b.step.brk()
+	p, err := b.alloc(per*slots, fmt.Sprintf("expert cache %s (%d slots)", spec.Name, slots))
+	if err != nil {
+		return nil, err
+	}
+	return &Weight{name: spec.Name, typ: spec.Type, rows: spec.Rows, cols: spec.Cols, exps: slots, rowBytes: rb, p: p}, nil
+}
+
+// NewHostSlots allocates slots experts in page-locked host memory mapped into the device:
+// kernels read them over PCIe (zero-copy), and the host can compute on the same bytes.
+func (b *Backend) NewHostSlots(spec compute.WeightSpec, slots int) (compute.Weight, []byte, error) {
+	rb, per, err := slotSpec(spec, slots)
+	if err != nil {
+		return nil, nil, err
+	}
+	hb, err := b.ctx.HostAlloc(per * slots)
+	if err != nil {
+		return nil, nil, fmt.Errorf("gpu: pinned expert slots %s (%d MiB): %w", spec.Name, per*slots>>20, err)
+	}
+	b.hostBufs = append(b.hostBufs, hb)
+	w := &Weight{name: spec.Name, typ: spec.Type, rows: spec.Rows, cols: spec.Cols, exps: slots, rowBytes: rb, p: hb.Dev, host: hb.Bytes}
+	return w, hb.Bytes, nil
+}
+
+// WriteSlots copies expert matrices into slots of a stack from NewSlots or NewHostSlots.
+// Kernels queued afterwards see the new contents. VRAM uploads pass through pinned buffers
+// filled by several goroutines (the reads from the model file are the slow part).
+func (b *Backend) WriteSlots(wt compute.Weight, writes []compute.SlotWrite) error {
+	w, ok := wt.(*Weight)
+	if !ok {
+		return fmt.Errorf("gpu: write slots: %T is not a GPU weight", wt)
+	}
+	per := w.rows * w.rowBytes
+	for _, s := range writes {
+		if s.Slot < 0 || s.Slot >= w.exps || len(s.Data) != per {
+			return fmt.Errorf("gpu: %s: write of %d bytes to slot %d of %d (%d bytes each)", w.name, len(s.Data), s.Slot, w.exps, per)
+		}
+	}
+	if w.host != nil {
+		b.step.brk()
+		// The GPU may be reading the old contents: wait before overwriting them.
+		if err := b.s.Synchronize(); err != nil {
+			return fmt.Errorf("gpu: %s: %w", w.name, err)
+		}
+		parallelEach(len(writes), func(i int) {
+			copy(w.host[writes[i].Slot*per:], writes[i].Data)
+		})
+		return nil
+	}
+	st, err := b.stagerFor()
+	if err != nil {
+		return err
+	}
+	b.step.brk()
+	b.q8.drop()
+	return st.upload(w.name, w.p, per, writes)
+}
+
+// parallelEach runs fn(0..n-1) on a few goroutines.
+func parallelEach(n int, fn func(i int)) {
+	workers := min(n, 4)
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < n; i += workers {
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// HostRoutes makes r's IDs and Weights valid on the host now (one small download).
+func (b *Backend) HostRoutes(r *compute.Routes) {
+	if _, pending := r.Dev.(*devRoutes); pending {
+		b.step.brk()
+		b.flushRoutes()
+	}
+}
+
+// stager uploads through a ring of pinned buffers, each reused once its copy is done.
+type stager struct {
+	s    *cuda.Stream
+	bufs []stagingBuf
+	free chan int
+	mu   sync.Mutex // one goroutine queues copies at a time
+}
+
+type stagingBuf struct {
+	hb   *cuda.HostBuffer
+	done *cuda.Event
+	used bool
+}
+
+func (b *Backend) stagerFor() (*stager, error) {
+	if b.stage != nil {
+		return b.stage, nil
+	}
+	st := &stager{s: b.s, free: make(chan int, stagingBufs)}
+	for i := range stagingBufs {
+		hb, err := b.ctx.HostAlloc(stagingBufBytes)
+		if err != nil {
+			st.close()
+			return nil, fmt.Errorf("gpu: pinned staging buffers: %w", err)
+		}
+		ev, err := b.ctx.NewEvent(false)
+		if err != nil {
+			_ = hb.Free()
+			st.close()
+			return nil, fmt.Errorf("gpu: staging events: %w", err)
+		}
+		st.bufs = append(st.bufs, stagingBuf{hb: hb, done: ev})
+		st.free <- i
+	}
+	b.stage = st
+	return st, nil
+}
+
+// upload copies every write into dst+slot*per, in pieces of at most one staging buffer.
+func (st *stager) upload(name string, dst cuda.DevicePtr, per int, writes []compute.SlotWrite) error {
+	type piece struct {
+		dst cuda.DevicePtr
+		src []byte
+	}
+	var pieces []piece
+	for _, w := range writes {
+		for off := 0; off < len(w.Data); off += stagingBufBytes {
+			end := min(off+stagingBufBytes, len(w.Data))
+			pieces = append(pieces, piece{dst.Add(w.Slot*per + off), w.Data[off:end]})
+		}
+	}
+	var (
+		errMu sync.Mutex
+		first error
+	)
+	fail := func(err error) {
+		errMu.Lock()
+		defer errMu.Unlock()
+		if first == nil {
+			first = fmt.Errorf("gpu: upload %s: %w", name, err)
+		}
+	}
+	parallelEach(len(pieces), func(i int) {
+		p := pieces[i]
+		k := <-st.free
+		buf := &st.bufs[k]
+		defer func() { st.free <- k }()
+		if buf.used {
+			if err := buf.done.Synchronize(); err != nil {
+				fail(err)
+				return
+			}
+		}
+		copy(buf.hb.Bytes, p.src) // the page faults of a cold file happen here, in parallel
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if err := st.s.CopyToDevice(p.dst, unsafe.Pointer(&buf.hb.Bytes[0]), len(p.src)); err != nil {
+			fail(err)
+			return
+		}
+		if err := buf.done.Record(st.s); err != nil {
+			fail(err)
+			return
+		}
+		buf.used = true
+	})
+	return first
+}
+
+func (st *stager) close() error {
+	var first error
+	for _, b := range st.bufs {
+		if b.done != nil {
+			if err := b.done.Destroy(); err != nil && first == nil {
+				first = err
+			}
+		}
+		if err := b.hb.Free(); err != nil && first == nil {
+			first = err
+		}
+	}
+	st.bufs = nil
+	return first
+}

@@ -1,0 +1,605 @@
+package experts
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"strata/engine/compute"
+	"strata/engine/compute/cpu"
+)
+
+// Errors recorded mid-pass surface through the layer's Err, which the model checks after
+// every layer.
+
+// Device is the GPU side of the expert cache: a backend that also holds stacks of expert
+// slots (compute/gpu implements it; tests drive the cache with a CPU stand-in).
+type Device interface {
+	compute.Backend
+	// NewSlots allocates slots experts of spec's type and shape in device memory.
+	NewSlots(spec compute.WeightSpec, slots int) (compute.Weight, error)
+	// NewHostSlots allocates them in page-locked host memory the device reads over PCIe; the
+	// returned bytes are the host view.
+	NewHostSlots(spec compute.WeightSpec, slots int) (compute.Weight, []byte, error)
+	// WriteSlots copies matrices into slots; work queued afterwards sees them.
+	WriteSlots(w compute.Weight, writes []compute.SlotWrite) error
+	// HostRoutes makes a routing result readable on the host.
+	HostRoutes(r *compute.Routes)
+}
+
+// CacheConfig is the plan the cache starts from and how it behaves.
+type CacheConfig struct {
+	Shape Shape
+	// Tier is every expert's starting tier ([layer*Experts+expert]): TierVRAM experts get a
+	// slot of their layer's cache, TierPinned ones a pinned host slot, TierCold ones are read
+	// from the model file.
+	Tier []Tier
+	// Rank is the fill order (hottest first); experts missing from it are filled last.
+	Rank []ID
+	// PCIeFrac is the share of pinned misses the GPU reads over PCIe instead of the CPU.
+	PCIeFrac float64
+	// AdaptEvery is the number of tokens between adaptive swaps; 0 = never.
+	AdaptEvery int
+	// StreamSlots is the size of the ring that batches stream non-VRAM experts through;
+	// 0 computes every miss on the CPU.
+	StreamSlots int
+	// StreamMinTokens: batches of at least this many tokens stream their misses to the GPU;
+	// smaller ones (decode) compute them on the CPU.
+	StreamMinTokens int
+}
+
+// Cache places every layer's experts across VRAM slots, pinned host slots and the model
+// file, and runs each layer's routed experts where they are: VRAM hits on the device,
+// misses on the CPU pool at the same time (or on the device over PCIe, or streamed in for a
+// batch), summed with the router weights on the device.
+type Cache struct {
+	dev   Device
+	host  *cpu.Backend
+	cfg   CacheConfig
+	sh    Shape
+	tier  []Tier  // current tier of every expert
+	slot  []int32 // its slot in its tier's stack (-1 for cold)
+	lays  []*layerCache
+	rings map[ringKey]*ring
+
+	mu    sync.Mutex // guards the counters below (Snapshot runs on other goroutines)
+	stats CacheStats
+	// counts since the last adaptive pass
+	miss     []uint32 // per expert: routed while not in VRAM
+	slotUsed []uint32 // per expert: routed while in VRAM
+	tokens   int      // tokens since the last adaptive pass
+
+	pcieAcc float64 // error diffusion for PCIeFrac
+	err     compute.StickyErr
+
+	hostX, hostOut compute.Buf // host activations for misses
+	devOut         compute.Buf // their sum, uploaded
+	hostXs         []float32
+}
+
+// CacheStats is what the tier map and benchmarks show of the cache.
+type CacheStats struct {
+	Routed      map[Tier]uint64 // routed (token, expert) pairs by the tier that served them
+	PCIe        uint64          // pinned misses read by the GPU over PCIe
+	Streamed    uint64          // experts streamed into the ring for batches
+	Swaps       uint64
+	FillBytes   int64
+	FillTime    time.Duration
+	WaitRoutes  time.Duration // host waiting for the routing result and activations
+	CPUMisses   time.Duration // host computing misses
+	Uploads     time.Duration // host time uploading miss results and streamed experts
+	DeviceSlots int
+	PinnedSlots int
+}
+
+// layerCache is one layer's share.
+type layerCache struct {
+	file      [3]compute.WeightSpec // the stacked tensors as they sit in the file
+	fileCPU   [3]compute.Weight     // the CPU's view of them
+	vram      [3]compute.Weight     // device slot stacks (nil with no slots)
+	vramOwner []int32               // slot -> expert, -1 empty
+	pinDev    [3]compute.Weight     // pinned slot stacks, device view
+	pinCPU    [3]compute.Weight     // the same bytes for the CPU
+	pinOwner  []int32
+}
+
+type ringKey struct {
+	t          [3]string
+	rows, cols [3]int
+}
+
+func keyOf(s [3]compute.WeightSpec) ringKey {
+	var k ringKey
+	for i, w := range s {
+		k.t[i], k.rows[i], k.cols[i] = w.Type.String(), w.Rows, w.Cols
+	}
+	return k
+}
+
+// ring is a stack of device slots batches stream experts through (shared by layers of the
+// same tensor shapes).
+type ring struct {
+	st [3]compute.Weight
+	n  int
+}
+
+// NewCache starts an empty cache; Layer places each layer, Fill copies the experts in.
+func NewCache(dev Device, host *cpu.Backend, cfg CacheConfig) (*Cache, error) {
+	sh := cfg.Shape
+	if len(cfg.Tier) != sh.Count() {
+		return nil, fmt.Errorf("experts: plan has %d tiers for %d experts", len(cfg.Tier), sh.Count())
+	}
+	c := &Cache{
+		dev: dev, host: host, cfg: cfg, sh: sh,
+		tier: slices.Clone(cfg.Tier), slot: make([]int32, sh.Count()),
+		lays: make([]*layerCache, sh.Layers), rings: map[ringKey]*ring{},
+		miss: make([]uint32, sh.Count()), slotUsed: make([]uint32, sh.Count()),
+	}
+	c.stats.Routed = map[Tier]uint64{}
+	for i := range c.slot {
+		c.slot[i] = -1
+	}
+	return c, nil
+}
+
+// Layer places layer l's experts: slot stacks for its VRAM and pinned experts, the CPU's
+// view of the file for the rest. It is a model.ExpertPlacer.
+func (c *Cache) Layer(l int, gate, up, down compute.WeightSpec) (compute.Experts, error) {
+	if l < 0 || l >= c.sh.Layers {
+		return nil, fmt.Errorf("experts: layer %d of %d", l, c.sh.Layers)
+	}
+	L := &layerCache{file: [3]compute.WeightSpec{gate, up, down}}
+	for i, s := range L.file {
+		if s.Experts != c.sh.Experts {
+			return nil, fmt.Errorf("experts: %s holds %d experts, the plan %d", s.Name, s.Experts, c.sh.Experts)
+		}
+		w, err := c.host.Place(s)
+		if err != nil {
+			return nil, err
+		}
+		L.fileCPU[i] = w
+	}
+	var nv, np int
+	for e := range c.sh.Experts {
+		switch i := c.sh.Index(ID{l, e}); c.tier[i] {
+		case TierVRAM:
+			c.slot[i] = int32(nv)
+			nv++
+		case TierPinned:
+			c.slot[i] = int32(np)
+			np++
+		case TierCold:
+		default:
+			return nil, fmt.Errorf("experts: %s: tier %s cannot be served by the expert cache", ID{l, e}, c.tier[i])
+		}
+	}
+	if nv > 0 {
+		for i, s := range L.file {
+			w, err := c.dev.NewSlots(s, nv)
+			if err != nil {
+				return nil, err
+			}
+			L.vram[i] = w
+		}
+		L.vramOwner = make([]int32, nv)
+	}
+	if np > 0 {
+		for i, s := range L.file {
+			w, mem, err := c.dev.NewHostSlots(s, np)
+			if err != nil {
+				return nil, err
+			}
+			L.pinDev[i] = w
+			hs := s
+			hs.Experts, hs.Data = np, mem
+			if L.pinCPU[i], err = c.host.Place(hs); err != nil {
+				return nil, err
+			}
+		}
+		L.pinOwner = make([]int32, np)
+	}
+	for e := range c.sh.Experts {
+		i := c.sh.Index(ID{l, e})
+		switch c.tier[i] {
+		case TierVRAM:
+			L.vramOwner[c.slot[i]] = int32(e)
+		case TierPinned:
+			L.pinOwner[c.slot[i]] = int32(e)
+		}
+	}
+	if c.cfg.StreamSlots > 0 && nv < c.sh.Experts {
+		if _, ok := c.rings[keyOf(L.file)]; !ok {
+			rg := &ring{n: min(c.cfg.StreamSlots, c.sh.Experts)}
+			for i, s := range L.file {
+				w, err := c.dev.NewSlots(s, rg.n)
+				if err != nil {
+					return nil, fmt.Errorf("experts: streaming ring: %w", err)
+				}
+				rg.st[i] = w
+			}
+			c.rings[keyOf(L.file)] = rg
+		}
+	}
+	c.lays[l] = L
+	c.stats.DeviceSlots += nv
+	c.stats.PinnedSlots += np
+	return &layerExperts{c: c, l: l}, nil
+}
+
+// matrix returns expert e's bytes of matrix m (0 gate, 1 up, 2 down) in the file.
+func (L *layerCache) matrix(m, e int) []byte {
+	s := L.file[m]
+	per := len(s.Data) / s.Experts
+	return s.Data[e*per : (e+1)*per]
+}
+
+// Fill copies every VRAM and pinned expert into its slot, hottest first (Rank order), and
+// reports bytes done of the total.
+func (c *Cache) Fill(ctx context.Context, progress func(done, total int64)) error {
+	start := time.Now()
+	order := make([]ID, 0, c.sh.Count())
+	seen := make([]bool, c.sh.Count())
+	for _, id := range c.cfg.Rank {
+		if id.Layer >= 0 && id.Layer < c.sh.Layers && id.Expert >= 0 && id.Expert < c.sh.Experts && !seen[c.sh.Index(id)] {
+			seen[c.sh.Index(id)] = true
+			order = append(order, id)
+		}
+	}
+	for i := range seen {
+		if !seen[i] {
+			order = append(order, ID{i / c.sh.Experts, i % c.sh.Experts})
+		}
+	}
+	var total, done int64
+	for _, id := range order {
+		if t := c.tier[c.sh.Index(id)]; t == TierVRAM || t == TierPinned {
+			total += c.sh.BlobBytes()
+		}
+	}
+	// Batches of experts in rank order; within a batch, one WriteSlots per stack.
+	const batch = 64
+	for lo := 0; lo < len(order); lo += batch {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		type key struct {
+			w compute.Weight
+		}
+		writes := map[key][]compute.SlotWrite{}
+		var keys []key
+		for _, id := range order[lo:min(lo+batch, len(order))] {
+			i := c.sh.Index(id)
+			L := c.lays[id.Layer]
+			var st [3]compute.Weight
+			switch c.tier[i] {
+			case TierVRAM:
+				st = L.vram
+			case TierPinned:
+				st = L.pinDev
+			default:
+				continue
+			}
+			for m := range 3 {
+				k := key{st[m]}
+				if _, ok := writes[k]; !ok {
+					keys = append(keys, k)
+				}
+				writes[k] = append(writes[k], compute.SlotWrite{Slot: int(c.slot[i]), Data: L.matrix(m, id.Expert)})
+				done += int64(len(L.matrix(m, id.Expert)))
+			}
+		}
+		for _, k := range keys {
+			if err := c.dev.WriteSlots(k.w, writes[k]); err != nil {
+				return fmt.Errorf("experts: fill: %w", err)
+			}
+		}
+		if progress != nil {
+			progress(done, total)
+		}
+	}
+	c.mu.Lock()
+	c.stats.FillBytes, c.stats.FillTime = done, time.Since(start)
+	c.mu.Unlock()
+	return nil
+}
+
+// layerExperts is what the model calls for one layer.
+type layerExperts struct {
+	c *Cache
+	l int
+}
+
+func (le *layerExperts) MoE(dst, x compute.Buf, r *compute.Routes) { le.c.moe(le.l, dst, x, r) }
+
+func (le *layerExperts) Err() error { return le.c.err.Take() }
+
+// entry is one routed (token, expert) pair with its weight and where it runs.
+type entry struct {
+	tok  int
+	id   int32 // slot or expert id in the stack it runs on
+	w    float32
+	expt int32
+}
+
+// moe splits a layer's routed pairs by where their expert is and runs each part.
+func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
+	if r.N <= 0 || r.K <= 0 {
+		return
+	}
+	t0 := time.Now()
+	c.dev.HostRoutes(r)
+	c.mu.Lock()
+	c.stats.WaitRoutes += time.Since(t0)
+	c.mu.Unlock()
+	L := c.lays[l]
+	n, K, H := r.N, r.K, L.file[0].Cols
+	if len(r.IDs) < n*K || len(r.Weights) < n*K {
+		c.err.Set(fmt.Errorf("experts: layer %d: routes hold %d ids for %d x %d pairs", l, len(r.IDs), n, K))
+		return
+	}
+	stream := c.cfg.StreamSlots > 0 && n >= c.cfg.StreamMinTokens
+	var vram, pcie, pinCPU, cold, streamed []entry
+	c.mu.Lock()
+	for i, e := range r.IDs[:n*K] {
+		if e < 0 || int(e) >= c.sh.Experts {
+			c.mu.Unlock()
+			c.err.Set(fmt.Errorf("experts: layer %d: pair %d routes to expert %d of %d", l, i, e, c.sh.Experts))
+			return
+		}
+		idx := c.sh.Index(ID{l, int(e)})
+		en := entry{tok: i / K, w: r.Weights[i], expt: e, id: c.slot[idx]}
+		t := c.tier[idx]
+		if t == TierVRAM {
+			c.slotUsed[idx]++
+		} else {
+			c.miss[idx]++
+		}
+		switch {
+		case t == TierVRAM:
+			vram = append(vram, en)
+		case stream:
+			streamed = append(streamed, en)
+		case t == TierPinned && c.pcie():
+			pcie = append(pcie, en)
+			c.stats.PCIe++
+		case t == TierPinned:
+			pinCPU = append(pinCPU, en)
+		default:
+			en.id = e
+			cold = append(cold, en)
+		}
+		c.stats.Routed[t]++
+	}
+	if l == 0 {
+		c.tokens += n
+	}
+	c.mu.Unlock()
+
+	// Device work first: it runs while the host computes the misses.
+	c.runOn(c.dev, dst, x, L.vram, vram, n)
+	c.runOn(c.dev, dst, x, L.pinDev, pcie, n)
+	if len(streamed) > 0 {
+		c.stream(L, dst, x, streamed, n)
+	}
+	if len(pinCPU)+len(cold) > 0 {
+		c.cpuMisses(L, dst, x, pinCPU, cold, n, H)
+	}
+	if l == c.sh.Layers-1 && c.cfg.AdaptEvery > 0 && c.tokens >= c.cfg.AdaptEvery {
+		c.adapt()
+	}
+}
+
+// pcie says whether the next pinned miss goes to the GPU over PCIe (error diffusion, so
+// the share is exact over time and deterministic).
+func (c *Cache) pcie() bool {
+	if c.cfg.PCIeFrac <= 0 {
+		return false
+	}
+	c.pcieAcc += c.cfg.PCIeFrac
+	if c.pcieAcc >= 1-1e-9 {
+		c.pcieAcc--
+		return true
+	}
+	return false
+}
+
+// routesOf packs entries into a Routes over n tokens: K' is the most entries any token has,
+// and shorter lists are padded with weight-0 copies of slot 0 (their output is multiplied
+// by zero).
+func routesOf(es []entry, n int) *compute.Routes {
+	per := make([]int, n)
+	k := 0
+	for _, e := range es {
+		per[e.tok]++
+		k = max(k, per[e.tok])
+	}
+	r := &compute.Routes{N: n, K: k, IDs: make([]int32, n*k), Weights: make([]float32, n*k)}
+	clear(per)
+	for _, e := range es {
+		j := e.tok*k + per[e.tok]
+		per[e.tok]++
+		r.IDs[j], r.Weights[j] = e.id, e.w
+	}
+	return r
+}
+
+// runOn runs entries on stacks st of backend b, adding into dst.
+func (c *Cache) runOn(b compute.Backend, dst, x compute.Buf, st [3]compute.Weight, es []entry, n int) {
+	if len(es) == 0 {
+		return
+	}
+	b.MoE(dst, x, st[0], st[1], st[2], routesOf(es, n))
+}
+
+// cpuMisses computes pinned and cold misses on the host pool and adds them to dst on the
+// device.
+func (c *Cache) cpuMisses(L *layerCache, dst, x compute.Buf, pinCPU, cold []entry, n, H int) {
+	t0 := time.Now()
+	if c.hostX == nil || c.hostX.Len() < n*H {
+		c.hostX, c.hostOut = c.host.NewBuf(n*H), c.host.NewBuf(n*H)
+		c.devOut = c.dev.NewBuf(n * H)
+		c.hostXs = make([]float32, n*H)
+	}
+	xs := c.hostXs[:n*H]
+	c.dev.Read(x, xs) // waits for the device: x is this layer's normalised input
+	t1 := time.Now()
+	c.host.Write(c.hostX, xs)
+	zero := make([]float32, n*H)
+	c.host.Write(c.hostOut, zero)
+	c.runOn(c.host, c.hostOut, c.hostX, L.pinCPU, pinCPU, n)
+	c.runOn(c.host, c.hostOut, c.hostX, L.fileCPU, cold, n)
+	c.host.Read(c.hostOut, xs)
+	t2 := time.Now()
+	c.dev.Write(c.devOut, xs)
+	c.dev.Add(dst, c.devOut, n*H)
+	c.mu.Lock()
+	c.stats.WaitRoutes += t1.Sub(t0)
+	c.stats.CPUMisses += t2.Sub(t1)
+	c.stats.Uploads += time.Since(t2)
+	c.mu.Unlock()
+}
+
+// stream runs a batch's non-VRAM pairs on the device: their experts are copied into the
+// ring (from pinned slots when they have one, else from the file), as many per round as it
+// holds.
+func (c *Cache) stream(L *layerCache, dst, x compute.Buf, es []entry, n int) {
+	rg := c.rings[keyOf(L.file)]
+	if rg == nil {
+		c.err.Set(fmt.Errorf("experts: no streaming ring for %s", L.file[0].Name))
+		return
+	}
+	var order []int32
+	seen := map[int32]bool{}
+	for _, e := range es {
+		if !seen[e.expt] {
+			seen[e.expt] = true
+			order = append(order, e.expt)
+		}
+	}
+	t0 := time.Now()
+	for lo := 0; lo < len(order); lo += rg.n {
+		round := order[lo:min(lo+rg.n, len(order))]
+		slotOf := make(map[int32]int32, len(round))
+		var writes [3][]compute.SlotWrite
+		for j, e := range round {
+			slotOf[e] = int32(j)
+			for m := range 3 {
+				writes[m] = append(writes[m], compute.SlotWrite{Slot: j, Data: c.bytesOf(L, m, int(e))})
+			}
+		}
+		for m := range 3 {
+			if err := c.dev.WriteSlots(rg.st[m], writes[m]); err != nil {
+				c.err.Set(fmt.Errorf("experts: stream: %w", err))
+				return
+			}
+		}
+		var sub []entry
+		for _, e := range es {
+			if s, ok := slotOf[e.expt]; ok {
+				e.id = s
+				sub = append(sub, e)
+			}
+		}
+		c.runOn(c.dev, dst, x, rg.st, sub, n)
+	}
+	c.mu.Lock()
+	c.stats.Streamed += uint64(len(order))
+	c.stats.Uploads += time.Since(t0)
+	c.mu.Unlock()
+}
+
+// bytesOf is matrix m of expert e of a layer: its pinned copy when it has one, else the file.
+func (c *Cache) bytesOf(L *layerCache, m, e int) []byte {
+	if i := c.sh.Index(ID{indexLayer(c, L), e}); c.tier[i] == TierPinned {
+		if w, ok := L.pinCPU[m].(*cpu.Weight); ok {
+			per := len(w.Data()) / w.Experts()
+			s := int(c.slot[i])
+			return w.Data()[s*per : (s+1)*per]
+		}
+	}
+	return L.matrix(m, e)
+}
+
+func indexLayer(c *Cache, L *layerCache) int { return slices.Index(c.lays, L) }
+
+// adapt swaps experts that keep missing into VRAM slots whose experts were not used since
+// the last pass, layer by layer, and starts counting again.
+func (c *Cache) adapt() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for l, L := range c.lays {
+		if len(L.vramOwner) == 0 {
+			continue
+		}
+		var cands, victims []int32
+		for e := range c.sh.Experts {
+			i := c.sh.Index(ID{l, e})
+			switch {
+			case c.tier[i] != TierVRAM && c.miss[i] >= 2:
+				cands = append(cands, int32(e))
+			case c.tier[i] == TierVRAM && c.slotUsed[i] == 0:
+				victims = append(victims, int32(e))
+			}
+		}
+		slices.SortStableFunc(cands, func(a, b int32) int {
+			return int(c.miss[c.sh.Index(ID{l, int(b)})]) - int(c.miss[c.sh.Index(ID{l, int(a)})])
+		})
+		for j := range min(len(cands), len(victims)) {
+			if err := c.swap(l, L, int(cands[j]), int(victims[j])); err != nil {
+				c.err.Set(err)
+				return
+			}
+			c.stats.Swaps++
+		}
+	}
+	clear(c.miss)
+	clear(c.slotUsed)
+	c.tokens = 0
+}
+
+// swap moves expert in into victim's VRAM slot; victim takes in's old place (its pinned
+// slot, or the file).
+func (c *Cache) swap(l int, L *layerCache, in, victim int) error {
+	ii, vi := c.sh.Index(ID{l, in}), c.sh.Index(ID{l, victim})
+	vslot := c.slot[vi]
+	for m := range 3 {
+		if err := c.dev.WriteSlots(L.vram[m], []compute.SlotWrite{{Slot: int(vslot), Data: c.bytesOf(L, m, in)}}); err != nil {
+			return fmt.Errorf("experts: swap %s in: %w", ID{l, in}, err)
+		}
+	}
+	if c.tier[ii] == TierPinned {
+		pslot := c.slot[ii]
+		for m := range 3 {
+			if err := c.dev.WriteSlots(L.pinDev[m], []compute.SlotWrite{{Slot: int(pslot), Data: L.matrix(m, victim)}}); err != nil {
+				return fmt.Errorf("experts: swap %s out: %w", ID{l, victim}, err)
+			}
+		}
+		L.pinOwner[pslot] = int32(victim)
+		c.tier[vi], c.slot[vi] = TierPinned, pslot
+	} else {
+		c.tier[vi], c.slot[vi] = TierCold, -1
+	}
+	L.vramOwner[vslot] = int32(in)
+	c.tier[ii], c.slot[ii] = TierVRAM, vslot
+	return nil
+}
+
+// Snapshot is the cache's picture for the tier map.
+type Snapshot struct {
+	Tier  []Tier // [layer*Experts+expert]
+	Stats CacheStats
+}
+
+// Snapshot copies the tiers and counters.
+func (c *Cache) Snapshot() Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.stats
+	st.Routed = make(map[Tier]uint64, len(c.stats.Routed))
+	for k, v := range c.stats.Routed {
+		st.Routed[k] = v
+	}
+	return Snapshot{Tier: slices.Clone(c.tier), Stats: st}
+}

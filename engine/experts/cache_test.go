@@ -1,0 +1,184 @@
+package experts_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"strata/engine/compute"
+	"strata/engine/compute/cpu"
+	"strata/engine/experts"
+	"strata/engine/fixtures"
+	"strata/engine/gguf"
+	"strata/engine/model"
+	"strata/engine/model/modeltest"
+)
+
+// cpuDevice stands in for the GPU: a CPU backend whose slot stacks are plain host memory,
+// so every decision of the cache (hits, misses, PCIe share, streaming, swaps) runs here.
+type cpuDevice struct {
+	*cpu.Backend
+	writes int
+}
+
+func (d *cpuDevice) NewSlots(spec compute.WeightSpec, slots int) (compute.Weight, error) {
+	w, _, err := d.NewHostSlots(spec, slots)
+	return w, err
+}
+
+func (d *cpuDevice) NewHostSlots(spec compute.WeightSpec, slots int) (compute.Weight, []byte, error) {
+	per := len(spec.Data) / max(spec.Experts, 1)
+	mem := make([]byte, per*slots)
+	spec.Data, spec.Experts = mem, slots
+	w, err := d.Place(spec)
+	return w, mem, err
+}
+
+func (d *cpuDevice) WriteSlots(w compute.Weight, writes []compute.SlotWrite) error {
+	data := w.(*cpu.Weight).Data()
+	per := len(data) / w.Experts()
+	for _, s := range writes {
+		if s.Slot < 0 || s.Slot >= w.Experts() || len(s.Data) != per {
+			return fmt.Errorf("bad write to slot %d", s.Slot)
+		}
+		copy(data[s.Slot*per:], s.Data)
+		d.writes++
+	}
+	return nil
+}
+
+func (d *cpuDevice) HostRoutes(*compute.Routes) {}
+
+// tierCase is one placement of the experts the cache is tested with.
+type tierCase struct {
+	name        string
+	vram, pin   float64 // shares of the experts (by neutral rank) in VRAM and pinned slots
+	pcie        float64
+	adapt       int
+	streamSlots int
+}
+
+func tierCases() []tierCase {
+	return []tierCase{
+		{name: "no slots", vram: 0},
+		{name: "some slots", vram: 0.4},
+		{name: "all slots", vram: 1},
+		{name: "some + pinned", vram: 0.3, pin: 0.3},
+		{name: "some + pinned + pcie", vram: 0.3, pin: 0.4, pcie: 0.5},
+		{name: "all pinned over pcie", vram: 0, pin: 1, pcie: 1},
+		{name: "adaptive swaps", vram: 0.3, pin: 0.2, adapt: 2},
+		{name: "streamed batches", vram: 0.25, pin: 0.25, streamSlots: 3},
+		{name: "streamed, ring holds all", vram: 0.5, streamSlots: 64},
+	}
+}
+
+// plan gives the first vram share of rank to VRAM, the next pin share to pinned slots.
+func plan(s experts.Shape, rank []experts.ID, vram, pin float64) []experts.Tier {
+	t := make([]experts.Tier, s.Count())
+	nv := int(vram * float64(s.Count()))
+	np := int(pin * float64(s.Count()))
+	for i, id := range rank {
+		switch {
+		case i < nv:
+			t[s.Index(id)] = experts.TierVRAM
+		case i < nv+np:
+			t[s.Index(id)] = experts.TierPinned
+		default:
+			t[s.Index(id)] = experts.TierCold
+		}
+	}
+	return t
+}
+
+// neutralRank is expert 0 of every layer, then expert 1, ...
+func neutralRank(s experts.Shape) []experts.ID {
+	var r []experts.ID
+	for e := range s.Experts {
+		for l := range s.Layers {
+			r = append(r, experts.ID{Layer: l, Expert: e})
+		}
+	}
+	return r
+}
+
+// TestCacheMatchesTransformers: on the float reference path, every placement of the experts
+// gives logits within the fixture's 1e-4 of transformers at every position and the same
+// greedy continuation.
+func TestCacheMatchesTransformers(t *testing.T) {
+	dir := fixtures.Path(t, "qwen3moe-tiny")
+	ref := modeltest.LoadReference(t, dir)
+	for name, v := range ref.Variants {
+		f, err := gguf.Open(filepath.Join(dir, v.File))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		h, err := model.ReadHparams(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range tierCases() {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				dev := &cpuDevice{Backend: cpu.New(cpu.Options{Threads: 2, FloatPath: true})}
+				host := cpu.New(cpu.Options{Threads: 2, FloatPath: true})
+				t.Cleanup(func() { dev.Close(); host.Close() })
+				sh := experts.Shape{Layers: h.Layers, Experts: h.Experts}
+				rank := neutralRank(sh)
+				c, err := experts.NewCache(dev, host, experts.CacheConfig{
+					Shape: sh, Tier: plan(sh, rank, tc.vram, tc.pin), Rank: rank,
+					PCIeFrac: tc.pcie, AdaptEvery: tc.adapt, StreamSlots: tc.streamSlots, StreamMinTokens: 2,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				net, err := model.LoadWith(f, dev, nil, c.Layer)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Fill(t.Context(), nil); err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range v.Prompts {
+					pl, gl, gen := modeltest.Greedy(t, net, p.Tokens, len(p.Generated), "f32", nil)
+					dp := modeltest.MaxAbsDiff(pl, modeltest.ReadF32(t, filepath.Join(dir, p.Files["logits"].File)))
+					dg := modeltest.MaxAbsDiff(gl, modeltest.ReadF32(t, filepath.Join(dir, p.Files["gen_logits"].File)))
+					if dp > 1e-4 || dg > 1e-4 {
+						t.Errorf("%s: logits differ by %.3g (prompt) / %.3g (decode), limit 1e-4", p.Name, dp, dg)
+					}
+					if !slices.Equal(gen, p.Generated) {
+						t.Errorf("%s: greedy tokens %v, want %v", p.Name, gen, p.Generated)
+					}
+				}
+				snap := c.Snapshot()
+				st := snap.Stats
+				var routed uint64
+				for _, n := range st.Routed {
+					routed += n
+				}
+				if routed == 0 {
+					t.Fatal("no routed pairs counted")
+				}
+				if tc.vram == 1 && st.Routed[experts.TierVRAM] != routed {
+					t.Errorf("all experts in VRAM, but only %d of %d pairs hit it", st.Routed[experts.TierVRAM], routed)
+				}
+				if tc.pcie == 1 && st.PCIe == 0 {
+					t.Error("pcie share 1, yet no miss went over PCIe")
+				}
+				if tc.pcie == 0 && st.PCIe != 0 {
+					t.Errorf("pcie share 0, yet %d misses went over PCIe", st.PCIe)
+				}
+				if tc.adapt > 0 && st.Swaps == 0 {
+					t.Error("adaptive swaps on, yet none happened")
+				}
+				if tc.adapt == 0 && st.Swaps != 0 {
+					t.Errorf("adaptive swaps off, yet %d happened", st.Swaps)
+				}
+				if tc.streamSlots > 0 && tc.vram < 1 && st.Streamed == 0 {
+					t.Error("streaming on, yet no expert was streamed for a batch")
+				}
+				t.Logf("routed %v, pcie %d, streamed %d, swaps %d", st.Routed, st.PCIe, st.Streamed, st.Swaps)
+			})
+		}
+	}
+}
