@@ -1,0 +1,454 @@
+package experts
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"strata/platform"
+)
+
+// FillOptions tunes FillArena. Start from DefaultFillOptions: the zero value reads through
+// the mapping (Unbuffered false).
+type FillOptions struct {
+	Workers    int   // reads in flight (<= 0: 4)
+	MergeBytes int64 // the largest single read (<= 0: 32 MiB)
+	// Unbuffered reads around the page cache (O_DIRECT / FILE_FLAG_NO_BUFFERING), so the
+	// OS does not keep a second copy of what the arena holds.
+	Unbuffered bool
+	Lock       bool // page-lock the arena (failure is noted in FillStats, not fatal)
+
+	// openUnbuffered replaces platform.OpenUnbuffered in tests.
+	openUnbuffered func(path string) (*os.File, int, error)
+}
+
+// DefaultFillOptions is 4 workers, 32 MiB reads, unbuffered, not locked.
+func DefaultFillOptions() FillOptions {
+	return FillOptions{Workers: 4, MergeBytes: defaultMergeBytes, Unbuffered: true}
+}
+
+const (
+	defaultMergeBytes = 32 << 20
+	defaultWorkers    = 4
+	// maxMergeGap is the largest hole between two wanted extents that one read still
+	// spans: reading a few unwanted bytes is cheaper than another request.
+	maxMergeGap = 256 << 10
+)
+
+// FillStats says how a fill went.
+type FillStats struct {
+	Bytes      int64 // blob bytes placed in the arena
+	Duration   time.Duration
+	Unbuffered bool   // the blobs came through unbuffered reads
+	Fallback   string // why an unbuffered fill fell back to the mapping ("" if it did not)
+	Reads      int    // read requests (unbuffered) or extent copies (mapping)
+	ReadBytes  int64  // bytes read from the file, alignment and merged holes included
+	Locked     bool   // the arena is page-locked
+	LockError  string // why locking failed ("" if it was not asked for or worked)
+}
+
+// Arena is one aligned allocation holding the blobs of a set of experts, in ascending ID
+// order, each blob's gate, up and down back to back from a PackAlign boundary.
+type Arena struct {
+	shape   Shape
+	mem     []byte
+	offsets []int64 // by Shape.Index; -1 when the expert is not here
+	ids     []ID    // ascending
+	aligned bool    // mem came from platform.AlignedAlloc
+	locked  bool
+}
+
+// piece is one file extent that lands at dst in the arena.
+type piece struct {
+	src Extent
+	dst int64
+}
+
+// request is one read: the pieces inside [off, off+n) of the file.
+type request struct {
+	off, n int64
+	pieces []piece
+}
+
+// FillArena copies the blobs of ids (each at most once) from l's file into a new arena.
+// Reads are sorted by file offset, merged up to o.MergeBytes and run on o.Workers
+// goroutines. With o.Unbuffered it reads around the page cache; if that cannot open the
+// file, or the first blob read that way differs from the mapping, it copies through the
+// mapping instead and says why in FillStats.Fallback. progress (may be nil, called from
+// one goroutine at a time) gets bytes placed so far and the total.
+func FillArena(ctx context.Context, l *Layout, ids []ID, o FillOptions, progress func(done, total int64)) (*Arena, FillStats, error) {
+	start := time.Now()
+	if o.Workers <= 0 {
+		o.Workers = defaultWorkers
+	}
+	if o.MergeBytes <= 0 {
+		o.MergeBytes = defaultMergeBytes
+	}
+	o.MergeBytes = max(alignUp(o.MergeBytes, PackAlign), 4*PackAlign)
+	if o.openUnbuffered == nil {
+		o.openUnbuffered = platform.OpenUnbuffered
+	}
+	if l.data == nil {
+		return nil, FillStats{}, fmt.Errorf("experts: fill arena from %s: the layout is closed", l.Path)
+	}
+	a, err := newArena(l.Shape, ids)
+	if err != nil {
+		return nil, FillStats{}, fmt.Errorf("experts: fill arena from %s: %w", l.Path, err)
+	}
+	st := FillStats{Bytes: int64(len(a.ids)) * l.Shape.BlobBytes()}
+	pieces := a.pieces(l, o.MergeBytes-2*PackAlign)
+	f := filler{l: l, a: a, total: st.Bytes, progress: progress}
+
+	if o.Unbuffered && len(pieces) > 0 {
+		files, reason := openProbed(l, a.ids[0], o)
+		if reason == "" {
+			reqs := mergePieces(pieces, o.MergeBytes)
+			err = f.run(ctx, len(reqs), o.Workers, o.MergeBytes, func(w, i int, buf []byte) error {
+				return f.readRequest(files[w], buf, reqs[i])
+			})
+			for _, fh := range files {
+				fh.Close()
+			}
+			st.Unbuffered, st.Reads = true, len(reqs)
+			for _, r := range reqs {
+				st.ReadBytes += r.n
+			}
+		} else {
+			st.Fallback = reason
+			slog.Warn("experts: unbuffered fill fell back to the mapping", "file", l.Path, "reason", reason)
+		}
+	}
+	if !st.Unbuffered {
+		err = f.run(ctx, len(pieces), o.Workers, 0, func(_, i int, _ []byte) error {
+			p := pieces[i]
+			copy(a.mem[p.dst:p.dst+p.src.Len], l.view(p.src))
+			f.add(p.src.Len)
+			return nil
+		})
+		st.Reads = len(pieces)
+		st.ReadBytes = st.Bytes
+	}
+	if err != nil {
+		return nil, FillStats{}, errors.Join(fmt.Errorf("experts: fill arena from %s: %w", l.Path, err), a.Close())
+	}
+	if o.Lock && len(a.mem) > 0 {
+		if lerr := platform.LockMemory(a.mem); lerr != nil {
+			st.LockError = lerr.Error()
+			slog.Warn("experts: the arena stays unlocked", "bytes", len(a.mem), "err", lerr)
+		} else {
+			a.locked, st.Locked = true, true
+		}
+	}
+	st.Duration = time.Since(start)
+	return a, st, nil
+}
+
+// newArena allocates room for ids' blobs; ids must be distinct experts of s.
+func newArena(s Shape, ids []ID) (*Arena, error) {
+	a := &Arena{shape: s, offsets: make([]int64, s.Count()), ids: slices.Clone(ids)}
+	for _, id := range ids {
+		if id.Layer < 0 || id.Layer >= s.Layers || id.Expert < 0 || id.Expert >= s.Experts {
+			return nil, fmt.Errorf("%s is outside the model's %d layers of %d experts", id, s.Layers, s.Experts)
+		}
+	}
+	slices.SortFunc(a.ids, compareIDs)
+	for i := 1; i < len(a.ids); i++ {
+		if a.ids[i] == a.ids[i-1] {
+			return nil, fmt.Errorf("%s is listed twice", a.ids[i])
+		}
+	}
+	for i := range a.offsets {
+		a.offsets[i] = -1
+	}
+	stride := packStride(s)
+	for i, id := range a.ids {
+		a.offsets[s.Index(id)] = int64(i) * stride
+	}
+	n := int64(len(a.ids)) * stride
+	if n == 0 {
+		return a, nil
+	}
+	mem, err := platform.AlignedAlloc(int(n), PackAlign)
+	switch {
+	case err == nil:
+		a.mem, a.aligned = mem, true
+	case errors.Is(err, errors.ErrUnsupported):
+		a.mem = make([]byte, n) // systems without aligned allocation: plain memory
+	default:
+		return nil, fmt.Errorf("arena of %d experts: %w", len(a.ids), err)
+	}
+	return a, nil
+}
+
+func compareIDs(x, y ID) int {
+	if c := cmp.Compare(x.Layer, y.Layer); c != 0 {
+		return c
+	}
+	return cmp.Compare(x.Expert, y.Expert)
+}
+
+// pieces lists where every part of every blob comes from and goes, sorted by file offset,
+// no piece longer than maxLen.
+func (a *Arena) pieces(l *Layout, maxLen int64) []piece {
+	var out []piece
+	for _, id := range a.ids {
+		dst := a.offsets[a.shape.Index(id)]
+		for _, e := range l.Parts(id) {
+			for done := int64(0); done < e.Len; done += maxLen {
+				n := min(maxLen, e.Len-done)
+				out = append(out, piece{src: Extent{e.Offset + done, n}, dst: dst + done})
+			}
+			dst += e.Len
+		}
+	}
+	slices.SortFunc(out, func(x, y piece) int { return cmp.Compare(x.src.Offset, y.src.Offset) })
+	return out
+}
+
+// mergePieces groups sorted pieces into aligned reads of at most maxBytes, joining
+// neighbours separated by holes of up to maxMergeGap.
+func mergePieces(pieces []piece, maxBytes int64) []request {
+	var out []request
+	var cur request
+	var end int64 // end of the last piece in cur
+	for _, p := range pieces {
+		lo, hi := alignDown(p.src.Offset, PackAlign), alignUp(p.src.End(), PackAlign)
+		if len(cur.pieces) > 0 && p.src.Offset-end <= maxMergeGap && hi-cur.off <= maxBytes {
+			cur.pieces = append(cur.pieces, p)
+			cur.n = max(cur.n, hi-cur.off)
+			end = max(end, p.src.End())
+			continue
+		}
+		if len(cur.pieces) > 0 {
+			out = append(out, cur)
+		}
+		cur = request{off: lo, n: hi - lo, pieces: []piece{p}}
+		end = p.src.End()
+	}
+	if len(cur.pieces) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// openProbed opens one unbuffered handle per worker (Windows serialises positioned reads
+// on one handle) and checks that the first blob reads the same as through the mapping. It
+// returns the handles, or why the unbuffered path cannot be used.
+func openProbed(l *Layout, first ID, o FillOptions) ([]*os.File, string) {
+	var files []*os.File
+	fail := func(reason string) ([]*os.File, string) {
+		for _, fh := range files {
+			fh.Close()
+		}
+		return nil, reason
+	}
+	for range o.Workers {
+		fh, align, err := o.openUnbuffered(l.Path)
+		if err != nil {
+			return fail(fmt.Sprintf("unbuffered open failed: %v", err))
+		}
+		files = append(files, fh)
+		if PackAlign%align != 0 {
+			return fail(fmt.Sprintf("unbuffered reads need %d-byte alignment, above %d", align, PackAlign))
+		}
+	}
+	parts := l.Parts(first)
+	var largest int64
+	for _, e := range parts {
+		largest = max(largest, alignUp(e.Len, PackAlign)+PackAlign)
+	}
+	buf, err := platform.AlignedAlloc(int(largest), PackAlign)
+	if err != nil {
+		return fail(fmt.Sprintf("no aligned buffer for the probe read: %v", err))
+	}
+	defer platform.FreeAligned(buf)
+	for p, e := range parts {
+		got, err := readDirect(files[0], buf, e, l.size, l)
+		if err != nil {
+			return fail(fmt.Sprintf("unbuffered read of %s %s failed: %v", first, partName(p), err))
+		}
+		if !bytes.Equal(got, l.view(e)) {
+			return fail(fmt.Sprintf("%s %s read unbuffered differs from the mapping (offset %d, %d bytes)", first, partName(p), e.Offset, e.Len))
+		}
+	}
+	return files, ""
+}
+
+// readDirect reads extent e through the unbuffered handle fh into the aligned buffer buf and
+// returns e's bytes inside it. The part of an aligned read past the last whole block of
+// the file comes from the mapping instead: unbuffered reads must not run past the end.
+func readDirect(fh *os.File, buf []byte, e Extent, fileSize int64, l *Layout) ([]byte, error) {
+	lo, hi := alignDown(e.Offset, PackAlign), alignUp(e.End(), PackAlign)
+	direct := min(hi, alignDown(fileSize, PackAlign))
+	if direct > lo {
+		if _, err := fh.ReadAt(buf[:direct-lo], lo); err != nil {
+			return nil, err
+		}
+	}
+	if direct < e.End() {
+		from := max(direct, e.Offset)
+		copy(buf[from-lo:e.End()-lo], l.view(Extent{from, e.End() - from}))
+	}
+	return buf[e.Offset-lo : e.End()-lo], nil
+}
+
+// filler runs a fill's work items on a few goroutines and reports progress.
+type filler struct {
+	l        *Layout
+	a        *Arena
+	total    int64
+	progress func(done, total int64)
+
+	mu   sync.Mutex
+	done int64
+}
+
+func (f *filler) add(n int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.done += n
+	if f.progress != nil {
+		f.progress(f.done, f.total)
+	}
+}
+
+// readRequest reads one merged request through an unbuffered handle and copies its pieces
+// into the arena.
+func (f *filler) readRequest(fh *os.File, buf []byte, r request) error {
+	all, err := readDirect(fh, buf, Extent{r.off, r.n}, f.l.size, f.l)
+	if err != nil {
+		return fmt.Errorf("unbuffered read at offset %d (%d bytes): %w", r.off, r.n, err)
+	}
+	for _, p := range r.pieces {
+		s := p.src.Offset - r.off
+		copy(f.a.mem[p.dst:p.dst+p.src.Len], all[s:s+p.src.Len])
+		f.add(p.src.Len)
+	}
+	return nil
+}
+
+// run calls work for items 0..n-1 on up to workers goroutines and stops at the first error
+// or when ctx ends. With bufBytes > 0 each worker gets an aligned buffer of that size.
+func (f *filler) run(ctx context.Context, n, workers int, bufBytes int64, work func(worker, item int, buf []byte) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	next := make(chan int)
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err })
+		cancel()
+	}
+	for w := range min(workers, max(n, 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []byte
+			if bufBytes > 0 {
+				b, err := platform.AlignedAlloc(int(bufBytes), PackAlign)
+				if err != nil {
+					fail(fmt.Errorf("read buffer: %w", err))
+					return
+				}
+				defer platform.FreeAligned(b)
+				buf = b
+			}
+			for i := range next {
+				if err := work(w, i, buf); err != nil {
+					fail(err)
+				}
+			}
+		}()
+	}
+feed:
+	for i := range n {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
+}
+
+// Blob returns id's gate, up and down bytes in the arena; ok is false when id is not here.
+func (a *Arena) Blob(id ID) (gate, up, down []byte, ok bool) {
+	off, ok := a.Offset(id)
+	if !ok {
+		return nil, nil, nil, false
+	}
+	s := a.shape
+	g, u := off+s.GateBytes, off+s.GateBytes+s.UpBytes
+	end := u + s.DownBytes
+	return a.mem[off:g:g], a.mem[g:u:u], a.mem[u:end:end], true
+}
+
+// Bytes is the whole allocation (for registering it with a GPU driver).
+func (a *Arena) Bytes() []byte { return a.mem }
+
+// Offset is where id's blob starts inside Bytes().
+func (a *Arena) Offset(id ID) (int64, bool) {
+	if a.mem == nil || id.Layer < 0 || id.Layer >= a.shape.Layers || id.Expert < 0 || id.Expert >= a.shape.Experts {
+		return 0, false
+	}
+	off := a.offsets[a.shape.Index(id)]
+	return off, off >= 0
+}
+
+// IDs lists the experts in the arena in ascending order (shared: do not modify).
+func (a *Arena) IDs() []ID { return a.ids }
+
+// Checksum is the hex SHA-256 of the blobs in ascending ID order (padding excluded), so two
+// ways of filling the same experts can be compared bit for bit.
+func (a *Arena) Checksum() string {
+	h := sha256.New()
+	for _, id := range a.ids {
+		g, u, d, _ := a.Blob(id)
+		h.Write(g)
+		h.Write(u)
+		h.Write(d)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Close unlocks and frees the arena; its slices must not be used afterwards.
+func (a *Arena) Close() error {
+	mem := a.mem
+	a.mem = nil
+	if mem == nil {
+		return nil
+	}
+	var errs []error
+	if a.locked {
+		a.locked = false
+		if err := platform.UnlockMemory(mem); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if a.aligned {
+		if err := platform.FreeAligned(mem); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("experts: close arena: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package experts
+
+import (
+	"fmt"
+
+	"strata/engine/gguf"
+	"strata/engine/model"
+)
+
+// Extent is a run of bytes of one file.
+type Extent struct{ Offset, Len int64 }
+
+// End is the offset just past the extent.
+func (e Extent) End() int64 { return e.Offset + e.Len }
+
+// Layout says where every expert's bytes are in one file: the GGUF in place (stacked
+// tensors) or an experts.bin written by Pack (one aligned blob per expert).
+type Layout struct {
+	Path  string
+	Shape Shape
+
+	parts [][3]Extent // by Shape.Index: gate, up, down file extents
+	data  []byte      // the read-only mapping, starting at file offset base
+	base  int64
+	size  int64        // the file's size
+	unmap func() error // nil when the mapping belongs to someone else (a gguf.File)
+}
+
+// GGUFLayout finds the experts of a GGUF file's stacked tensors
+// blk.L.ffn_{gate,up,down}_exps.weight: expert e of a stacked tensor is bytes
+// [e*size/E, (e+1)*size/E) of it. Every MoE layer must have the same expert sizes. The
+// layout borrows f's mapping: it is valid while f is open, and its Close does not close f.
+func GGUFLayout(f *gguf.File) (*Layout, error) {
+	layers, err := f.ArchUint("block_count")
+	if err != nil {
+		return nil, fmt.Errorf("experts: %w", err)
+	}
+	experts, err := f.ArchUint("expert_count")
+	if err != nil {
+		return nil, fmt.Errorf("experts: %w", err)
+	}
+	if layers == 0 || experts == 0 || layers > 1<<16 || experts > 1<<16 {
+		return nil, fmt.Errorf("experts: %s: %d layers of %d experts is not a MoE model this code can place", f.Path, layers, experts)
+	}
+	mapping := f.Mapping()
+	l := &Layout{
+		Path:  f.Path,
+		Shape: Shape{Layers: int(layers), Experts: int(experts)},
+		data:  mapping,
+		base:  f.DataOffset,
+		size:  f.DataOffset + int64(len(mapping)),
+	}
+	E := int64(experts)
+	l.parts = make([][3]Extent, l.Shape.Count())
+	for layer := range l.Shape.Layers {
+		var sizes [3]int64
+		for p, name := range model.ExpertTensors(layer) {
+			t, ok := f.Tensor(name)
+			if !ok {
+				return nil, fmt.Errorf("experts: %s: tensor %q is missing", f.Path, name)
+			}
+			if len(t.Ne) != 3 || t.Ne[2] != E {
+				return nil, fmt.Errorf("experts: %s: tensor %q has shape %v, want 3 dimensions with %d experts last", f.Path, name, t.Ne, E)
+			}
+			if t.Size <= 0 || t.Size%E != 0 {
+				return nil, fmt.Errorf("experts: %s: tensor %q: %d bytes do not split into %d experts", f.Path, name, t.Size, E)
+			}
+			if f.TensorData(t) == nil {
+				return nil, fmt.Errorf("experts: %s: tensor %q at data offset %d (%d bytes) is outside the file", f.Path, name, t.Offset, t.Size)
+			}
+			sizes[p] = t.Size / E
+			start := f.DataOffset + t.Offset
+			for e := range int(E) {
+				l.parts[l.Shape.Index(ID{layer, e})][p] = Extent{Offset: start + int64(e)*sizes[p], Len: sizes[p]}
+			}
+		}
+		if layer == 0 {
+			l.Shape.GateBytes, l.Shape.UpBytes, l.Shape.DownBytes = sizes[0], sizes[1], sizes[2]
+		} else if sizes != [3]int64{l.Shape.GateBytes, l.Shape.UpBytes, l.Shape.DownBytes} {
+			return nil, fmt.Errorf("experts: %s: layer %d experts are %v bytes (gate, up, down), layer 0's are %v: mixed expert types are not supported",
+				f.Path, layer, sizes, [3]int64{l.Shape.GateBytes, l.Shape.UpBytes, l.Shape.DownBytes})
+		}
+	}
+	return l, nil
+}
+
+// valid reports whether id is an expert of the layout.
+func (l *Layout) valid(id ID) bool {
+	return id.Layer >= 0 && id.Layer < l.Shape.Layers && id.Expert >= 0 && id.Expert < l.Shape.Experts
+}
+
+// Parts returns the file extents of id's gate, up and down matrices in l.Path; zero
+// extents for an id outside the model.
+func (l *Layout) Parts(id ID) [3]Extent {
+	if !l.valid(id) {
+		return [3]Extent{}
+	}
+	return l.parts[l.Shape.Index(id)]
+}
+
+// Blob returns id's gate, up and down bytes as views of the read-only mapping (do not
+// write them; they are invalid after Close). They are nil for an id outside the model or
+// after Close.
+func (l *Layout) Blob(id ID) (gate, up, down []byte) {
+	if !l.valid(id) || l.data == nil {
+		return nil, nil, nil
+	}
+	p := l.parts[l.Shape.Index(id)]
+	return l.view(p[0]), l.view(p[1]), l.view(p[2])
+}
+
+// view is the mapped bytes of a file extent (checked against the mapping when the layout
+// was built).
+func (l *Layout) view(e Extent) []byte {
+	s := e.Offset - l.base
+	return l.data[s : s+e.Len : s+e.Len]
+}
+
+// FileSize is the size in bytes of l.Path as the layout saw it.
+func (l *Layout) FileSize() int64 { return l.size }
+
+// Close releases the mapping of an experts.bin (a GGUF layout's mapping belongs to its
+// gguf.File, which stays open). Views from Blob must not be used afterwards.
+func (l *Layout) Close() error {
+	l.data = nil
+	if l.unmap == nil {
+		return nil
+	}
+	u := l.unmap
+	l.unmap = nil
+	if err := u(); err != nil {
+		return fmt.Errorf("experts: %s: unmap: %w", l.Path, err)
+	}
+	return nil
+}
