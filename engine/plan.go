@@ -1,0 +1,170 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"strata/engine/compute/gpu"
+	"strata/engine/experts"
+	"strata/engine/gguf"
+	"strata/engine/kv"
+	"strata/engine/model"
+	"strata/platform"
+)
+
+// activationBytes is the VRAM kept for activations and scratch, as the KV budget of Open
+// keeps it.
+const activationBytes = 512 << 20
+
+// minPlanContext is the smallest KV cache a plan must hold when --max-context is not given.
+const minPlanContext = 2048
+
+// PlanFor says where each expert of the model at path would go with cfg on this machine:
+// the VRAM slots, every expert's tier, bytes per tier and the context left for the KV cache.
+// It reads the header only and loads no weights. The machine's free VRAM (main GPU) and
+// available RAM come from the platform probes; --backend cpu plans without a GPU.
+func PlanFor(ctx context.Context, path string, cfg Config) (experts.Plan, ModelInfo, error) {
+	if err := cfg.Validate(); err != nil {
+		return experts.Plan{}, ModelInfo{}, err
+	}
+	if cfg.ExpertCacheDevice1 != 0 || cfg.ExpertCacheDevice2 != 0 {
+		return experts.Plan{}, ModelInfo{}, errors.New("--expert-cache-device1/2: the planner does not place experts on helper GPUs yet")
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return experts.Plan{}, ModelInfo{}, err
+	}
+	defer f.Close()
+	info, err := describe(f)
+	if err != nil {
+		return experts.Plan{}, ModelInfo{}, err
+	}
+	s, err := expertShape(f, info)
+	if err != nil {
+		return experts.Plan{}, info, err
+	}
+	hw, err := probePlanHardware(ctx, cfg, info)
+	if err != nil {
+		return experts.Plan{}, info, err
+	}
+	notes := hw.notes
+	var rank []experts.ID
+	if p, at := loadProfile(f, s); p != nil {
+		rank = p.Rank()
+		notes = append(notes, fmt.Sprintf("expert order from the profile %s (%d tokens)", at, p.Tokens))
+	} else {
+		notes = append(notes, "no expert profile: the neutral order (record one with strata profile; the engine also learns one from use)")
+	}
+	plan, err := experts.MakePlan(planInput(info, s, hw.gpuFree, hw.hostAvail, cfg, rank))
+	if err != nil {
+		return experts.Plan{}, info, fmt.Errorf("%s: %w", path, err)
+	}
+	plan.Notes = append(notes, plan.Notes...)
+	return plan, info, nil
+}
+
+// planInput turns the model's sizes, the machine's free memory and the knobs into the
+// planner's input. gpuFree 0 means no usable GPU. Open calls it with the real backend's free
+// VRAM.
+func planInput(info ModelInfo, s experts.Shape, gpuFree, hostAvail int64, cfg Config, rank []experts.ID) experts.PlanInput {
+	modelCtx := info.ContextLength
+	if modelCtx <= 0 {
+		modelCtx = 4096 // what kv.ContextFor assumes for a model that does not say
+	}
+	minCtx := min(minPlanContext, modelCtx)
+	if cfg.MaxContext > 0 {
+		modelCtx, minCtx = cfg.MaxContext, cfg.MaxContext
+	}
+	gib := func(g float64) int64 { return int64(g * (1 << 30)) }
+	return experts.PlanInput{
+		Shape:           s,
+		NonExpertBytes:  info.NonExpertBytes,
+		KVBytesPerToken: kv.Bytes(info.Layers, info.KVHeads, info.HeadDim, 1, kvType(cfg)),
+		MinContext:      minCtx,
+		ModelContext:    modelCtx,
+		ActivationBytes: activationBytes,
+
+		GPUFreeBytes:     max(gpuFree, 0),
+		VRAMReserveBytes: int64(cfg.VRAMReserveMiB) << 20,
+		VRAMBudgetBytes:  int64(cfg.VRAMBudgetMiB) << 20,
+		ExpertCache:      cfg.ExpertCache,
+
+		HostAvailBytes:   max(hostAvail, 0),
+		HostBudgetBytes:  gib(cfg.HostBudgetGiB),
+		HostReserveBytes: gib(cfg.HostReserveGiB),
+
+		Tiered:              cfg.TieredExperts,
+		Resident:            cfg.ResidentExperts,
+		ResidentBudgetBytes: gib(cfg.ResidentBudgetGiB),
+
+		Rank: rank,
+	}
+}
+
+// expertShape reads the bytes of one expert's gate, up and down matrices from the stacked
+// expert tensors. Quantisation mixes may store some layers' experts in a wider type; the
+// shape takes the widest of each, so a VRAM slot holds any expert.
+func expertShape(f *gguf.File, info ModelInfo) (experts.Shape, error) {
+	s := experts.Shape{Layers: info.Layers, Experts: info.Experts}
+	if info.Experts <= 0 || info.Layers <= 0 {
+		return s, fmt.Errorf("engine: %s: %d layers x %d experts: not a mixture-of-experts model", f.Path, info.Layers, info.Experts)
+	}
+	for l := range info.Layers {
+		names := model.ExpertTensors(l)
+		sizes := [3]*int64{&s.GateBytes, &s.UpBytes, &s.DownBytes}
+		for i, name := range names {
+			t, ok := f.Tensor(name)
+			if !ok {
+				return s, fmt.Errorf("engine: %s: tensor %q is missing", f.Path, name)
+			}
+			if len(t.Ne) != 3 || t.Ne[2] != int64(info.Experts) || t.Size%int64(info.Experts) != 0 {
+				return s, fmt.Errorf("engine: %s: tensor %q: shape %v (%d bytes) is not %d stacked experts", f.Path, name, t.Ne, t.Size, info.Experts)
+			}
+			*sizes[i] = max(*sizes[i], t.Size/int64(info.Experts))
+		}
+	}
+	return s, nil
+}
+
+// planHardware is what the planner needs of the machine.
+type planHardware struct {
+	gpuFree, hostAvail int64
+	notes              []string
+}
+
+// probePlanHardware finds the main GPU's free VRAM (none with --backend cpu, or when the
+// engine could not use it) and the available RAM.
+func probePlanHardware(ctx context.Context, cfg Config, info ModelInfo) (planHardware, error) {
+	var hw planHardware
+	mode := strings.ToLower(cfg.Backend)
+	if mode == "cpu" || (mode != "cuda" && cfg.FloatPath) {
+		hw.hostAvail = platform.ProbeMemory(ctx).AvailableBytes
+		hw.notes = append(hw.notes, "--backend cpu: no GPU is used")
+		return hw, nil
+	}
+	h := platform.Probe(ctx)
+	hw.hostAvail = h.RAM.AvailableBytes
+	noGPU := func(why string) error {
+		if mode == "cuda" {
+			return fmt.Errorf("engine: --backend cuda: %s", why)
+		}
+		hw.notes = append(hw.notes, why+": planning for the CPU")
+		return nil
+	}
+	switch {
+	case len(h.GPUs.Devices) == 0:
+		why := "no NVIDIA GPU found"
+		if h.GPUs.Reason != "" {
+			why += " (" + h.GPUs.Reason + ")"
+		}
+		return hw, noGPU(why)
+	case !gpu.HeadDimSupported(info.HeadDim):
+		return hw, noGPU(fmt.Sprintf("the GPU attention kernels do not handle a head size of %d yet", info.HeadDim))
+	}
+	g := h.GPUs.Devices[0]
+	hw.gpuFree = g.VRAMFreeBytes
+	hw.notes = append(hw.notes, fmt.Sprintf("GPU %d: %s, %d MiB free of %d MiB", g.Index, g.Name, g.VRAMFreeBytes>>20, g.VRAMTotalBytes>>20))
+	return hw, nil
+}
