@@ -1,7 +1,7 @@
 package experts
 
 // Prompts is the built-in prompt set `strata profile` runs to learn which experts a model
-// routes to most: everyday chat, code in several languages, maths, several human languages
+// routes to most: everyday chat, code in several languages, maths, several human languages (German, French, Spanish, Italian, Portuguese, Russian, Greek, Arabic, Chinese, Japanese)
 // and summarisation, a few thousand tokens in all. MoE routers specialise by topic and
 // language, so a varied set ranks the experts most people need first. Each string is one
 // user turn; the caller wraps it in the model's chat template.
@@ -22,6 +22,8 @@ func Prompts() []string {
 		"Write a SQL query for PostgreSQL that, given tables orders(id, customer_id, created_at, total) and customers(id, name, country), returns for each country the three customers with the highest total spending in 2024, with their rank. Explain why you chose a window function.",
 		"What does this C code print, and why? Is there undefined behaviour?\n\n```c\n#include <stdio.h>\nint main(void) {\n    int a[4] = {1, 2, 3, 4};\n    int *p = a;\n    printf(\"%d %d\\n\", *p++, *++p);\n    unsigned int x = 0;\n    x--;\n    printf(\"%u\\n\", x);\n    return 0;\n}\n```",
 		"Write a bash script that finds every file larger than 100 MB under a given folder, prints them sorted by size in a human-readable form, and asks for confirmation before deleting each one. It must handle file names with spaces.",
+		"Review this JavaScript and list the bugs and the style problems, most serious first, then give a corrected version:\n\n```javascript\nasync function loadAll(ids) {\n  let results = [];\n  ids.forEach(async (id) => {\n    const res = await fetch('/api/item/' + id);\n    results.push(await res.json());\n  });\n  return results;\n}\n\nfunction average(xs) {\n  var sum = 0;\n  for (var i = 0; i <= xs.length; i++) sum += xs[i];\n  return sum / xs.length;\n}\n```",
+		"In Java, when should I use a record, when an enum and when an ordinary class? Write a small inventory example with a Product record, a Category enum and a Warehouse class that keeps stock levels thread-safe, and explain the choices.",
 
 		// Maths and reasoning.
 		"Solve step by step: a train leaves city A at 9:00 travelling at 80 km/h towards city B, which is 300 km away. Another train leaves B at 10:00 travelling towards A at 120 km/h. At what time do they meet, and how far from A?",
@@ -29,6 +31,7 @@ func Prompts() []string {
 		"Let f(x) = x^3 - 6x^2 + 9x + 1. Find the critical points, decide which are local maxima or minima, and compute the integral of f from 0 to 3. Show your working.",
 		"A bag holds 5 red, 4 blue and 3 green marbles. Three marbles are drawn without replacement. What is the probability that all three have different colours? What if they are drawn with replacement?",
 		"Explain what eigenvalues and eigenvectors are, using a 2x2 matrix [[2, 1], [1, 2]] as the example. Compute them and describe what the matrix does to the plane geometrically.",
+		"A cup of coffee at 90 °C is left in a room at 20 °C and cools to 60 °C in ten minutes. Using Newton's law of cooling, how long until it reaches 40 °C? Set up the differential equation, solve it and check the answer.",
 
 		// Other languages.
 		"Kannst du mir erklären, wie die Mülltrennung in Deutschland funktioniert? Ich bin gerade hierher gezogen und verstehe nicht, was in die gelbe Tonne, die Biotonne und den Restmüll gehört. Was mache ich mit Glasflaschen und Pfandflaschen?",
@@ -43,11 +46,16 @@ func Prompts() []string {
 		"Помоги составить план подготовки к экзамену по истории России за две недели. Я учусь по вечерам после работы, у меня есть примерно два часа в день.",
 		"日本語で質問します。東京で初めて一人暮らしをする大学生に、家賃の相場、部屋探しのコツ、そして生活費を節約する方法を教えてください。",
 		"Qual è la differenza tra un mutuo a tasso fisso e uno a tasso variabile? Spiegamelo con un esempio numerico semplice e dimmi quali rischi devo considerare.",
+		"Ποια είναι τα πιο σημαντικά αρχαία μνημεία της Αθήνας και πώς μπορώ να τα επισκεφθώ σε μία μέρα; Δώσε μου και μερικές συμβουλές για το φαγητό.",
+		"ما هي أفضل الطرق لتعلم لغة جديدة بسرعة؟ أريد نصائح عملية يمكنني تطبيقها كل يوم، مع أمثلة على تطبيقات أو كتب مفيدة.",
+		"Quais são as vantagens e desvantagens de trabalhar remotamente? Estou pensando em aceitar uma proposta de emprego totalmente remota e gostaria de uma análise equilibrada.",
 
 		// Summarisation.
 		"Summarise the following text in three sentences for a busy manager:\n\nOver the last quarter the support team answered 18,400 tickets, 12% more than in the quarter before. The median first-response time fell from 6 hours to 2.5 hours after the team introduced a rotating on-call schedule and a set of reply templates for the twenty most common questions. Customer satisfaction rose from 81% to 88%. However, tickets about the billing system doubled after the March release, which changed how invoices are split between departments, and those tickets take three times longer to resolve than average. The team asks for a dedicated billing specialist and for the product group to review the invoice changes before the next release. Staff turnover stayed low: one person left and two joined.",
 		"Give a short summary and then a list of the key points of this passage:\n\nThe printing press, developed by Johannes Gutenberg around 1440, combined movable metal type, an oil-based ink and a wooden press adapted from those used to make wine. Before it, books in Europe were copied by hand, which made them rare and expensive. Within fifty years, presses were working in more than two hundred cities, and millions of books had been printed. Cheaper books helped spread literacy, allowed scientists to share and check each other's results, and made it far harder for authorities to suppress ideas. Historians still debate how much the press caused the Reformation and the Scientific Revolution and how much it only sped up changes already under way.",
 		"Résume ce texte en une phrase, puis en trois mots-clés : « La ville a décidé de transformer l'ancienne gare de marchandises en un quartier mixte, avec des logements, des bureaux, une école et un grand parc. Les travaux dureront six ans. Les riverains saluent la création d'espaces verts mais s'inquiètent de la hausse du trafic et des loyers. »",
+		"Fasse den folgenden Text in zwei Sätzen zusammen und nenne die wichtigste Zahl:\n\nDie Stadtwerke haben im vergangenen Jahr 42 Millionen Euro in das Fernwärmenetz investiert. Rund 3.800 Haushalte wurden neu angeschlossen, vor allem in den Neubaugebieten im Norden der Stadt. Gleichzeitig sank der Anteil der Wärme aus Erdgas von 71 auf 58 Prozent, weil ein neues Biomasseheizkraftwerk und zwei große Wärmepumpen in Betrieb gingen. Die Preise für Kunden stiegen dennoch um acht Prozent, was die Stadtwerke mit höheren Netzentgelten und Zinskosten begründen. Verbraucherschützer fordern mehr Transparenz bei der Preisgestaltung.",
+		"Summarise this meeting transcript as a list of decisions and a list of open action items with owners:\n\nAnna: Let's start with the release. QA found two blocking bugs in the export feature, both in the PDF renderer.\nBen: I can fix the font one today. The page-break bug needs a redesign of the layout code, at least three days.\nAnna: Then we ship on Thursday without the new PDF layout and keep the old renderer behind a flag.\nChloe: Marketing needs the release notes by Wednesday noon.\nBen: I'll draft them tonight.\nAnna: Good. Second topic: the database migration. Chloe, where are we?\nChloe: The staging run took four hours; production is twice the size, so we need a maintenance window on a weekend.\nAnna: Let's propose the 14th to the customers. Ben, please write the rollback plan first.\nBen: Fine, by Friday.",
 
 		// Writing and explanation.
 		"Write a haiku about debugging code at three in the morning, then explain the imagery you chose.",
