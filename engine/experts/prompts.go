@@ -1,9 +1,10 @@
 package experts
 
 // Prompts is the built-in prompt set `strata profile` runs to learn which experts a model
-// routes to most: everyday chat, code in several languages, maths, several human languages (German, French, Spanish, Italian, Portuguese, Russian, Greek, Arabic, Chinese, Japanese)
-// and summarisation, a few thousand tokens in all. MoE routers specialise by topic and
-// language, so a varied set ranks the experts most people need first. Each string is one
+// routes to most: everyday chat, code in several languages, maths, summarisation, and ten
+// human languages (German, French, Spanish, Italian, Portuguese, Russian, Greek, Arabic,
+// Chinese, Japanese), a few thousand tokens in all. MoE routers specialise by topic and
+// language, so a varied set ranks first the experts most people need. Each string is one
 // user turn; the caller wraps it in the model's chat template.
 func Prompts() []string {
 	return []string{
