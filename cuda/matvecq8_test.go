@@ -107,62 +107,70 @@ func TestMoEFused(t *testing.T) {
 		if !typ.HasQ8MatVec() {
 			continue
 		}
-		t.Run(typ.String(), func(t *testing.T) {
-			const nExp, ffn = 5, 33
-			qk := blockOf(typ)
-			hidden := 2 * qk
-			ffnCols := qk // down's cols is the ffn size rounded to a block
-			if ffnCols < ffn {
-				ffnCols = ((ffn + qk - 1) / qk) * qk
-			}
-			rawG, wG := makeWeights(t, r, typ, nExp*ffnCols, hidden)
-			rawU, wU := makeWeights(t, r, typ, nExp*ffnCols, hidden)
-			rawD, wD := makeWeights(t, r, typ, nExp*hidden, ffnCols)
-			ids := []int32{3, 0, 4}
-			wts := []float32{0.5, 0.3, 0.2}
-			dq, xh := quantizedX(t, g, randFloats(r, hidden, 1), 1, hidden)
-			dg, du, dd := upload(t, g, rawG), upload(t, g, rawU), upload(t, g, rawD)
-			dids, dwts := upload(t, g, ids), upload(t, g, wts)
-			dh := g.buf(t, 4*len(ids)*ffnCols)
-			if err := g.k.MoEGateUp(g.s, typ, dg, du, len(rawG)/nExp, dids, len(ids), dq, dh, ffnCols, hidden); err != nil {
-				t.Fatal(err)
-			}
-			h := download[float32](t, g, dh, len(ids)*ffnCols)
-			for e, id := range ids {
-				we := func(w []float32) []float32 { return w[int(id)*ffnCols*hidden : (int(id)+1)*ffnCols*hidden] }
-				gr, ur := refMatVec(we(wG), xh, ffnCols, hidden), refMatVec(we(wU), xh, ffnCols, hidden)
-				for i := 0; i < ffnCols; i++ {
-					want := gr[i] / (1 + math.Exp(-gr[i])) * ur[i]
-					scale := norm(we(wG)[i*hidden:(i+1)*hidden])*norm(xh)*(math.Abs(ur[i])+1) + norm(we(wU)[i*hidden:(i+1)*hidden])*norm(xh)*(math.Abs(gr[i])+1)
-					if d := math.Abs(float64(h[e*ffnCols+i]) - want); d > 1e-5*scale {
-						t.Fatalf("gate/up slot %d row %d: got %g want %g", e, i, h[e*ffnCols+i], want)
-					}
+		// The small shape, and one of the models' (hidden 2048 = 8 K-blocks, 3 blocks of ffn,
+		// 8 of 16 experts).
+		for _, sh := range []struct{ nExp, hiddenBlocks, ffn int }{{5, 2, 33}, {16, 8, 3 * 256}} {
+			t.Run(fmt.Sprintf("%s/%dx%d", typ, sh.hiddenBlocks, sh.ffn), func(t *testing.T) {
+				nExp, ffn := sh.nExp, sh.ffn
+				qk := blockOf(typ)
+				hidden := sh.hiddenBlocks * qk
+				ffnCols := qk // down's cols is the ffn size rounded to a block
+				if ffnCols < ffn {
+					ffnCols = ((ffn + qk - 1) / qk) * qk
 				}
-			}
-			// down + combine + residual, on h quantised per slot
-			dhq, hh := quantizedX(t, g, h, len(ids), ffnCols)
-			resid := randFloats(r, hidden, 1)
-			dy := upload(t, g, resid)
-			if err := g.k.MoEDown(g.s, typ, dd, len(rawD)/nExp, dids, dwts, len(ids), dhq, dy, hidden, ffnCols); err != nil {
-				t.Fatal(err)
-			}
-			got := download[float32](t, g, dy, hidden)
-			for i := 0; i < hidden; i++ {
-				want, scale := float64(resid[i]), 0.0
+				rawG, wG := makeWeights(t, r, typ, nExp*ffnCols, hidden)
+				rawU, wU := makeWeights(t, r, typ, nExp*ffnCols, hidden)
+				rawD, wD := makeWeights(t, r, typ, nExp*hidden, ffnCols)
+				ids := []int32{3, 0, 4}
+				wts := []float32{0.5, 0.3, 0.2}
+				if nExp > 8 {
+					ids = []int32{15, 2, 9, 0, 7, 11, 4, 13}
+					wts = []float32{0.2, 0.15, 0.15, 0.1, 0.1, 0.1, 0.1, 0.1}
+				}
+				dq, xh := quantizedX(t, g, randFloats(r, hidden, 1), 1, hidden)
+				dg, du, dd := upload(t, g, rawG), upload(t, g, rawU), upload(t, g, rawD)
+				dids, dwts := upload(t, g, ids), upload(t, g, wts)
+				dh := g.buf(t, 4*len(ids)*ffnCols)
+				if err := g.k.MoEGateUp(g.s, typ, dg, du, len(rawG)/nExp, dids, len(ids), dq, dh, ffnCols, hidden); err != nil {
+					t.Fatal(err)
+				}
+				h := download[float32](t, g, dh, len(ids)*ffnCols)
 				for e, id := range ids {
-					row := wD[(int(id)*hidden+i)*ffnCols : (int(id)*hidden+i+1)*ffnCols]
-					he := hh[e*ffnCols : (e+1)*ffnCols]
-					s := 0.0
-					for c := range row {
-						s += float64(row[c]) * float64(he[c])
+					we := func(w []float32) []float32 { return w[int(id)*ffnCols*hidden : (int(id)+1)*ffnCols*hidden] }
+					gr, ur := refMatVec(we(wG), xh, ffnCols, hidden), refMatVec(we(wU), xh, ffnCols, hidden)
+					for i := 0; i < ffnCols; i++ {
+						want := gr[i] / (1 + math.Exp(-gr[i])) * ur[i]
+						scale := norm(we(wG)[i*hidden:(i+1)*hidden])*norm(xh)*(math.Abs(ur[i])+1) + norm(we(wU)[i*hidden:(i+1)*hidden])*norm(xh)*(math.Abs(gr[i])+1)
+						if d := math.Abs(float64(h[e*ffnCols+i]) - want); d > 1e-5*scale {
+							t.Fatalf("gate/up slot %d row %d: got %g want %g", e, i, h[e*ffnCols+i], want)
+						}
 					}
-					want += float64(wts[e]) * s
-					scale += norm(row) * norm(he)
 				}
-				if d := math.Abs(float64(got[i]) - want); d > 1e-5*scale+1e-6 {
-					t.Fatalf("down row %d: got %g want %g", i, got[i], want)
+				// down + combine + residual, on h quantised per slot
+				dhq, hh := quantizedX(t, g, h, len(ids), ffnCols)
+				resid := randFloats(r, hidden, 1)
+				dy := upload(t, g, resid)
+				if err := g.k.MoEDown(g.s, typ, dd, len(rawD)/nExp, dids, dwts, len(ids), dhq, dy, hidden, ffnCols); err != nil {
+					t.Fatal(err)
 				}
-			}
-		})
+				got := download[float32](t, g, dy, hidden)
+				for i := 0; i < hidden; i++ {
+					want, scale := float64(resid[i]), 0.0
+					for e, id := range ids {
+						row := wD[(int(id)*hidden+i)*ffnCols : (int(id)*hidden+i+1)*ffnCols]
+						he := hh[e*ffnCols : (e+1)*ffnCols]
+						s := 0.0
+						for c := range row {
+							s += float64(row[c]) * float64(he[c])
+						}
+						want += float64(wts[e]) * s
+						scale += norm(row) * norm(he)
+					}
+					if d := math.Abs(float64(got[i]) - want); d > 1e-5*scale+1e-6 {
+						t.Fatalf("down row %d: got %g want %g", i, got[i], want)
+					}
+				}
+			})
+		}
 	}
 }

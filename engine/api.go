@@ -162,6 +162,21 @@ type TierSnapshot struct {
 	Swaps           uint64
 	TokensPerSec    float64 // decode speed of the last generation
 	Memory          []MemoryUse
+	// DecodeHitsPerTier counts single-token steps only (HitsPerTier includes prompts).
+	DecodeHitsPerTier map[Tier]uint64
+	Cache             *CacheActivity // nil unless the experts are tiered
+}
+
+// CacheActivity is what the expert cache did since load: its size, how many misses the GPU
+// read over PCIe or had streamed in, and where the host's time went.
+type CacheActivity struct {
+	VRAMSlots, PinnedSlots int
+	PCIeReads, Streamed    uint64
+	FillBytes              int64
+	FillTime               time.Duration
+	WaitRoutes             time.Duration // waiting for each layer's routing result
+	CPUMisses              time.Duration // computing misses on the CPU pool
+	Uploads                time.Duration // streaming experts and miss results to the GPU
 }
 
 // MemoryUse is one bar segment of the tier map: what uses how much of which memory.

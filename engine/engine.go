@@ -25,6 +25,7 @@ type Model struct {
 	info    ModelInfo
 	cfg     Config
 	file    *gguf.File
+	place   *placement // the backends and, when tiered, the expert cache and its plan
 	backend compute.Backend
 	net     *model.Model
 	text    *textCodec
@@ -68,24 +69,18 @@ func open(ctx context.Context, f *gguf.File, cfg Config, report func(Progress)) 
 	if err != nil {
 		return nil, err
 	}
-	b, err := newBackend(cfg, info)
+	pl, err := place(ctx, f, cfg, info, report)
 	if err != nil {
 		return nil, err
 	}
-	net, err := model.Load(f, b, func(done, total int64) {
-		report(Progress{Phase: "weights", Done: done, Total: total})
-	})
-	if err != nil {
-		b.Close()
-		return nil, err
-	}
+	b, net := pl.backend, pl.net
 	if err := ctx.Err(); err != nil {
-		b.Close()
+		pl.close()
 		return nil, err
 	}
 	text, err := newTextCodec(f)
 	if err != nil {
-		b.Close()
+		pl.close()
 		return nil, err
 	}
 	if cfg.Threads == 0 {
@@ -96,12 +91,12 @@ func open(ctx context.Context, f *gguf.File, cfg Config, report func(Progress)) 
 	if cfg.MaxContext == 0 {
 		cfg.MaxContext, err = kv.ContextFor(0, net.H.Context, net.H.Layers, net.H.KVHeads, net.H.HeadDim, kvType(cfg), kvBudget(ctx, b, cfg))
 		if err != nil {
-			b.Close()
+			pl.close()
 			return nil, err
 		}
 	}
 	slog.Info("engine: model open", "path", f.Path, "arch", info.Architecture, "backend", b.Name(), "context", cfg.MaxContext)
-	return &Model{info: info, cfg: cfg, file: f, backend: b, net: net, text: text, stats: newRouteStats(net.H.Layers, net.H.Experts)}, nil
+	return &Model{info: info, cfg: cfg, file: f, place: pl, backend: b, net: net, text: text, stats: newRouteStats(net.H.Layers, net.H.Experts)}, nil
 }
 
 // kvType is the cache format the config asks for; the float reference path keeps float32.
@@ -133,60 +128,11 @@ func kvBudget(ctx context.Context, b compute.Backend, cfg Config) int64 {
 	return 4 << 30
 }
 
-// newBackend picks the backend: CUDA when asked, or for auto when a GPU can hold the whole
-// model next to its reserve; otherwise the CPU. (Models larger than VRAM need the expert
-// tiers, which place experts across both.)
-func newBackend(cfg Config, info ModelInfo) (compute.Backend, error) {
-	cpuBackend := func() compute.Backend {
-		return cpu.New(cpu.Options{Threads: cfg.Threads, FloatPath: cfg.FloatPath})
-	}
-	mode := strings.ToLower(cfg.Backend)
-	if mode == "cpu" || (mode == "auto" && cfg.FloatPath) {
-		return cpuBackend(), nil
-	}
-	if cfg.FloatPath {
-		return nil, errors.New("engine: --float-path is the CPU reference path; it cannot be combined with --backend cuda")
-	}
-	g, err := gpu.New(gpu.Options{BudgetBytes: int64(cfg.VRAMBudgetMiB) << 20})
-	if err != nil {
-		if mode == "cuda" {
-			return nil, fmt.Errorf("engine: --backend cuda: %w", err)
-		}
-		slog.Info("engine: using the CPU", "reason", err)
-		return cpuBackend(), nil
-	}
-	if !gpu.HeadDimSupported(info.HeadDim) {
-		g.Close()
-		if mode == "cuda" {
-			return nil, fmt.Errorf("engine: --backend cuda: the GPU attention kernels do not handle a head size of %d yet; use --backend cpu", info.HeadDim)
-		}
-		slog.Info("engine: using the CPU: no GPU attention kernel for this head size", "head_dim", info.HeadDim)
-		return cpuBackend(), nil
-	}
-	// Weights, plus a KV cache and activations that a default context needs, within the
-	// reserve the user keeps for other apps.
-	need := info.FileBytes + 1<<30
-	room := g.FreeBytes() - int64(cfg.VRAMReserveMiB)<<20
-	if cfg.VRAMBudgetMiB > 0 {
-		room = min(room, int64(cfg.VRAMBudgetMiB)<<20)
-	}
-	if need > room {
-		g.Close()
-		if mode == "cuda" {
-			return nil, fmt.Errorf("engine: --backend cuda: the model needs about %d MiB of VRAM but %d MiB are available (after the %d MiB reserve); the expert tiers that split a model between GPU and CPU are not in this build yet, so use --backend cpu",
-				need>>20, room>>20, cfg.VRAMReserveMiB)
-		}
-		slog.Info("engine: using the CPU: the model does not fit in VRAM", "need_mib", need>>20, "room_mib", room>>20)
-		return cpuBackend(), nil
-	}
-	return g, nil
-}
-
 // Close releases the model's memory and files.
 func (m *Model) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	err := m.backend.Close()
+	err := m.place.close()
 	return errors.Join(err, m.file.Close())
 }
 

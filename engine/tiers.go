@@ -5,6 +5,9 @@ import (
 	"sync"
 
 	"strata/engine/compute"
+	"strata/engine/compute/gpu"
+	"strata/engine/experts"
+	"strata/engine/kv"
 )
 
 // routeStats counts how often each expert is routed; it is the model's compute observer and
@@ -40,8 +43,9 @@ func (s *routeStats) setSpeed(tps float64) {
 	}
 }
 
-// Tiers returns a snapshot of where the experts are and how often they were hit. On the CPU
-// backend every expert is read from the mapped model file.
+// Tiers returns a snapshot of where the experts are and how often they were hit. Without
+// tiers every expert is read by the backend that holds the whole model (TierCPU on the CPU,
+// TierVRAM on a GPU).
 func (m *Model) Tiers() TierSnapshot {
 	s := m.stats
 	s.mu.Lock()
@@ -49,21 +53,61 @@ func (m *Model) Tiers() TierSnapshot {
 	snap := TierSnapshot{
 		Layers: s.layers, Experts: s.experts,
 		Tier: make([][]Tier, s.layers), Hits: make([][]uint64, s.layers),
-		BytesPerTier: map[Tier]int64{TierCPU: m.info.ExpertBytes},
-		HitsPerTier:  map[Tier]uint64{},
+		BytesPerTier: map[Tier]int64{}, HitsPerTier: map[Tier]uint64{},
 		TokensPerSec: s.speed,
+	}
+	whole := TierCPU
+	if _, ok := m.place.backend.(*gpu.Backend); ok {
+		whole = TierVRAM
+	}
+	var tiers []experts.Tier
+	blob := m.info.ExpertBytes / int64(max(s.layers*s.experts, 1))
+	if c := m.place.cache; c != nil {
+		cs := c.Snapshot()
+		tiers = cs.Tier
+		st := cs.Stats
+		snap.Swaps = st.Swaps
+		snap.DecodeHitsPerTier = map[Tier]uint64{}
+		for t, n := range st.Routed {
+			snap.HitsPerTier[Tier(t)] = n
+		}
+		for t, n := range st.Decode {
+			snap.DecodeHitsPerTier[Tier(t)] = n
+		}
+		snap.Cache = &CacheActivity{
+			VRAMSlots: st.DeviceSlots, PinnedSlots: st.PinnedSlots, PCIeReads: st.PCIe, Streamed: st.Streamed,
+			FillBytes: st.FillBytes, FillTime: st.FillTime,
+			WaitRoutes: st.WaitRoutes, CPUMisses: st.CPUMisses, Uploads: st.Uploads,
+		}
 	}
 	for l := range s.layers {
 		snap.Tier[l] = make([]Tier, s.experts)
 		snap.Hits[l] = append([]uint64(nil), s.hits[l*s.experts:(l+1)*s.experts]...)
 		for e := range s.experts {
-			snap.Tier[l][e] = TierCPU
-			snap.HitsPerTier[TierCPU] += snap.Hits[l][e]
+			t := whole
+			if tiers != nil {
+				t = Tier(tiers[l*s.experts+e])
+			}
+			snap.Tier[l][e] = t
+			snap.BytesPerTier[t] += blob
+			if tiers == nil {
+				snap.HitsPerTier[t] += snap.Hits[l][e]
+			}
 		}
 	}
-	snap.Memory = []MemoryUse{
-		{Device: "ram", Kind: "weights", Bytes: m.info.NonExpertBytes},
-		{Device: "ram", Kind: "experts", Bytes: m.info.ExpertBytes},
+	dev := "ram"
+	if whole == TierVRAM {
+		dev = "vram"
 	}
+	snap.Memory = []MemoryUse{{Device: dev, Kind: "weights", Bytes: m.info.NonExpertBytes}}
+	if tiers == nil {
+		snap.Memory = append(snap.Memory, MemoryUse{Device: dev, Kind: "experts", Bytes: m.info.ExpertBytes})
+	} else {
+		snap.Memory = append(snap.Memory,
+			MemoryUse{Device: "vram", Kind: "expert cache", Bytes: snap.BytesPerTier[TierVRAM]},
+			MemoryUse{Device: "ram", Kind: "pinned", Bytes: snap.BytesPerTier[TierPinned]})
+	}
+	kvb := kv.Bytes(m.info.Layers, m.info.KVHeads, m.info.HeadDim, m.cfg.MaxContext, kvType(m.cfg))
+	snap.Memory = append(snap.Memory, MemoryUse{Device: dev, Kind: "kv cache", Bytes: kvb})
 	return snap
 }

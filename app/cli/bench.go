@@ -31,6 +31,10 @@ type benchReport struct {
 	FractionOfBound  float64 `json:"fraction_of_bound"`
 	PeakRSSBytes     int64   `json:"peak_rss_bytes"`
 	ExpertHitRateCPU float64 `json:"expert_hit_rate_cpu"`
+	// Tiered experts only: the share of routed experts each tier served in decode steps,
+	// and where the host's time went.
+	DecodeHitRate map[string]float64 `json:"decode_hit_rate,omitempty"`
+	Cache         *cacheReport       `json:"expert_cache,omitempty"`
 }
 
 func runBench(ctx context.Context, args []string, io IO) error {
@@ -106,6 +110,15 @@ func runBench(ctx context.Context, args []string, io IO) error {
 	if hits > 0 {
 		rep.ExpertHitRateCPU = float64(tiers.HitsPerTier[engine.TierCPU]) / float64(hits)
 	}
+	rep.DecodeHitRate = shares(tiers.DecodeHitsPerTier)
+	if c := tiers.Cache; c != nil {
+		rep.Cache = &cacheReport{
+			VRAMSlots: c.VRAMSlots, PinnedSlots: c.PinnedSlots, Swaps: tiers.Swaps,
+			PCIeReads: c.PCIeReads, Streamed: c.Streamed,
+			FillGB: float64(c.FillBytes) / 1e9, FillSeconds: c.FillTime.Seconds(),
+			WaitRoutesSeconds: c.WaitRoutes.Seconds(), CPUMissSeconds: c.CPUMisses.Seconds(), UploadSeconds: c.Uploads.Seconds(),
+		}
+	}
 	if *asJSON {
 		return json.NewEncoder(io.Out).Encode(rep)
 	}
@@ -115,7 +128,43 @@ func runBench(ctx context.Context, args []string, io IO) error {
 	fmt.Fprintf(io.Out, "decode    %d tokens at %.2f tok/s (bound %.2f tok/s = %.1f GB/s / %.1f MB per token: %.0f%%)\n",
 		rep.DecodeTokens, rep.DecodeTPS, rep.BoundTPS, rep.MemBandwidthGBs, float64(rep.BytesPerToken)/1e6, 100*rep.FractionOfBound)
 	fmt.Fprintf(io.Out, "peak RSS  %.2f GiB\n", float64(rep.PeakRSSBytes)/(1<<30))
+	if c := rep.Cache; c != nil {
+		fmt.Fprintf(io.Out, "experts   %d VRAM slots, %d pinned; decode hit rate %v; %d swaps, %d PCIe reads, %d streamed\n",
+			c.VRAMSlots, c.PinnedSlots, rep.DecodeHitRate, c.Swaps, c.PCIeReads, c.Streamed)
+		fmt.Fprintf(io.Out, "host time waiting for routes %.2f s, CPU misses %.2f s, uploads %.2f s; fill %.2f GB in %.2f s\n",
+			c.WaitRoutesSeconds, c.CPUMissSeconds, c.UploadSeconds, c.FillGB, c.FillSeconds)
+	}
 	return nil
+}
+
+// cacheReport is the expert cache's part of the bench report.
+type cacheReport struct {
+	VRAMSlots         int     `json:"vram_slots"`
+	PinnedSlots       int     `json:"pinned_slots"`
+	Swaps             uint64  `json:"swaps"`
+	PCIeReads         uint64  `json:"pcie_reads"`
+	Streamed          uint64  `json:"streamed_experts"`
+	FillGB            float64 `json:"fill_gb"`
+	FillSeconds       float64 `json:"fill_s"`
+	WaitRoutesSeconds float64 `json:"wait_routes_s"`
+	CPUMissSeconds    float64 `json:"cpu_miss_s"`
+	UploadSeconds     float64 `json:"upload_s"`
+}
+
+// shares turns counts per tier into fractions keyed by tier name (nil when empty).
+func shares(counts map[engine.Tier]uint64) map[string]float64 {
+	var total uint64
+	for _, n := range counts {
+		total += n
+	}
+	if total == 0 {
+		return nil
+	}
+	out := map[string]float64{}
+	for t, n := range counts {
+		out[t.String()] = float64(n) / float64(total)
+	}
+	return out
 }
 
 // copyBandwidth measures read+write memory bandwidth with a parallel copy of 512 MiB, best of

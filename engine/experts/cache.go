@@ -3,6 +3,7 @@ package experts
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -82,6 +83,7 @@ type Cache struct {
 // CacheStats is what the tier map and benchmarks show of the cache.
 type CacheStats struct {
 	Routed      map[Tier]uint64 // routed (token, expert) pairs by the tier that served them
+	Decode      map[Tier]uint64 // the same, counting single-token steps only
 	PCIe        uint64          // pinned misses read by the GPU over PCIe
 	Streamed    uint64          // experts streamed into the ring for batches
 	Swaps       uint64
@@ -137,7 +139,7 @@ func NewCache(dev Device, host *cpu.Backend, cfg CacheConfig) (*Cache, error) {
 		lays: make([]*layerCache, sh.Layers), rings: map[ringKey]*ring{},
 		miss: make([]uint32, sh.Count()), slotUsed: make([]uint32, sh.Count()),
 	}
-	c.stats.Routed = map[Tier]uint64{}
+	c.stats.Routed, c.stats.Decode = map[Tier]uint64{}, map[Tier]uint64{}
 	for i := range c.slot {
 		c.slot[i] = -1
 	}
@@ -371,6 +373,9 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 			cold = append(cold, en)
 		}
 		c.stats.Routed[t]++
+		if n == 1 {
+			c.stats.Decode[t]++
+		}
 	}
 	if l == 0 {
 		c.tokens += n
@@ -597,9 +602,6 @@ func (c *Cache) Snapshot() Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.stats
-	st.Routed = make(map[Tier]uint64, len(c.stats.Routed))
-	for k, v := range c.stats.Routed {
-		st.Routed[k] = v
-	}
+	st.Routed, st.Decode = maps.Clone(c.stats.Routed), maps.Clone(c.stats.Decode)
 	return Snapshot{Tier: slices.Clone(c.tier), Stats: st}
 }

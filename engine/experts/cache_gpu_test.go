@@ -1,0 +1,92 @@
+package experts_test
+
+import (
+	"errors"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"strata/engine/compute/cpu"
+	"strata/engine/compute/gpu"
+	"strata/engine/experts"
+	"strata/engine/fixtures"
+	"strata/engine/gguf"
+	"strata/engine/model"
+	"strata/engine/model/modeltest"
+)
+
+// TestCacheOnGPU runs every placement of TestCacheMatchesTransformers on the real GPU
+// backend (VRAM slots, pinned host slots read over PCIe, the staged uploads), against
+// transformers' logits under the fixture's 8-bit tolerance, with the greedy continuation
+// identical. It skips where there is no NVIDIA driver.
+func TestCacheOnGPU(t *testing.T) {
+	dir := fixtures.Path(t, "qwen3moe-tiny")
+	probe, err := gpu.New(gpu.Options{})
+	if errors.Is(err, gpu.ErrNoGPU) {
+		t.Skipf("no NVIDIA GPU or driver, skipping: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe.Close()
+	ref := modeltest.LoadReference(t, dir)
+	ran := 0
+	for name, v := range ref.Variants {
+		f, err := gguf.Open(filepath.Join(dir, v.File))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		h, err := model.ReadHparams(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !gpu.HeadDimSupported(h.HeadDim) {
+			continue
+		}
+		ran++
+		for _, tc := range tierCases() {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				dev, err := gpu.New(gpu.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				host := cpu.New(cpu.Options{Threads: 4})
+				t.Cleanup(func() { dev.Close(); host.Close() })
+				sh := experts.Shape{Layers: h.Layers, Experts: h.Experts}
+				rank := neutralRank(sh)
+				c, err := experts.NewCache(dev, host, experts.CacheConfig{
+					Shape: sh, Tier: plan(sh, rank, tc.vram, tc.pin), Rank: rank,
+					PCIeFrac: tc.pcie, AdaptEvery: tc.adapt, StreamSlots: tc.streamSlots, StreamMinTokens: 2,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				net, err := model.LoadWith(f, dev, nil, c.Layer)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Fill(t.Context(), nil); err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range v.Prompts {
+					pl, gl, gen := modeltest.Greedy(t, net, p.Tokens, len(p.Generated), "f16", nil)
+					want := append(modeltest.ReadF32(t, filepath.Join(dir, p.Files["logits"].File)), modeltest.ReadF32(t, filepath.Join(dir, p.Files["gen_logits"].File))...)
+					maxAbs, rel := modeltest.Compare(append(pl, gl...), want)
+					t.Logf("%s: max |Δlogit| %.3g, RMS/std %.4f", p.Name, maxAbs, rel)
+					if rel > 0.03 || maxAbs > 0.25 {
+						t.Errorf("%s: logits off: max %.3g, RMS/std %.4f", p.Name, maxAbs, rel)
+					}
+					if !slices.Equal(gen, p.Generated) {
+						t.Errorf("%s: greedy tokens %v, want %v", p.Name, gen, p.Generated)
+					}
+				}
+				st := c.Snapshot().Stats
+				t.Logf("routed %v, pcie %d, streamed %d, swaps %d", st.Routed, st.PCIe, st.Streamed, st.Swaps)
+			})
+		}
+	}
+	if ran == 0 {
+		t.Fatal("no fixture variant has a head size the GPU handles")
+	}
+}
