@@ -73,10 +73,12 @@ type piece struct {
 	dst int64
 }
 
-// request is one read: the pieces inside [off, off+n) of the file.
+// request is one read: the pieces inside [start, end) of the file, read as the aligned
+// [off, off+n).
 type request struct {
-	off, n int64
-	pieces []piece
+	off, n     int64
+	start, end int64
+	pieces     []piece
 }
 
 // FillArena copies the blobs of ids (each at most once) from l's file into a new arena.
@@ -229,12 +231,14 @@ func mergePieces(pieces []piece, maxBytes int64) []request {
 			continue
 		}
 		if len(cur.pieces) > 0 {
+			cur.end = end
 			out = append(out, cur)
 		}
-		cur = request{off: lo, n: hi - lo, pieces: []piece{p}}
+		cur = request{off: lo, n: hi - lo, start: p.src.Offset, pieces: []piece{p}}
 		end = p.src.End()
 	}
 	if len(cur.pieces) > 0 {
+		cur.end = end
 		out = append(out, cur)
 	}
 	return out
@@ -324,12 +328,12 @@ func (f *filler) add(n int64) {
 // readRequest reads one merged request through an unbuffered handle and copies its pieces
 // into the arena.
 func (f *filler) readRequest(fh *os.File, buf []byte, r request) error {
-	all, err := readDirect(fh, buf, Extent{r.off, r.n}, f.l.size, f.l)
+	all, err := readDirect(fh, buf, Extent{r.start, r.end - r.start}, f.l.size, f.l)
 	if err != nil {
 		return fmt.Errorf("unbuffered read at offset %d (%d bytes): %w", r.off, r.n, err)
 	}
 	for _, p := range r.pieces {
-		s := p.src.Offset - r.off
+		s := p.src.Offset - r.start
 		copy(f.a.mem[p.dst:p.dst+p.src.Len], all[s:s+p.src.Len])
 		f.add(p.src.Len)
 	}

@@ -1,0 +1,348 @@
+package experts
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"strata/platform"
+)
+
+// unbufferedWorks says whether this test's folder supports unbuffered reads (tmpfs may not).
+func unbufferedWorks(path string) bool {
+	fh, _, err := platform.OpenUnbuffered(path)
+	if err != nil {
+		return false
+	}
+	fh.Close()
+	return true
+}
+
+// randomIDs picks about frac of the experts of s, in random order.
+func randomIDs(rng *rand.Rand, s Shape, frac float64) []ID {
+	var ids []ID
+	for _, id := range allIDs(s) {
+		if rng.Float64() < frac {
+			ids = append(ids, id)
+		}
+	}
+	rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	return ids
+}
+
+// checkArena compares every blob of the arena with the layout and checks the ones left out.
+func checkArena(t *testing.T, a *Arena, l *Layout, ids []ID) {
+	t.Helper()
+	in := map[ID]bool{}
+	for _, id := range ids {
+		in[id] = true
+	}
+	h := sha256.New()
+	for _, id := range allIDs(l.Shape) {
+		g, u, d, ok := a.Blob(id)
+		off, okOff := a.Offset(id)
+		if ok != in[id] || okOff != in[id] {
+			t.Fatalf("%s: in arena %v/%v, want %v", id, ok, okOff, in[id])
+		}
+		if !ok {
+			continue
+		}
+		wg, wu, wd := l.Blob(id)
+		if !bytes.Equal(g, wg) || !bytes.Equal(u, wu) || !bytes.Equal(d, wd) {
+			t.Fatalf("%s: arena bytes differ from the file", id)
+		}
+		if off%PackAlign != 0 || !bytes.Equal(a.Bytes()[off:off+l.Shape.BlobBytes()], slices.Concat(wg, wu, wd)) {
+			t.Fatalf("%s: blob at offset %d of Bytes() is not aligned or not the blob", id, off)
+		}
+		h.Write(wg)
+		h.Write(wu)
+		h.Write(wd)
+	}
+	if got, want := a.Checksum(), hex.EncodeToString(h.Sum(nil)); got != want {
+		t.Errorf("checksum %s, want %s", got, want)
+	}
+}
+
+func TestFillArena(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for name, path := range testModels(t) {
+		f := openGGUF(t, path)
+		gl, err := GGUFLayout(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, err := OpenPack(packModel(t, path), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pl.Close() })
+		for _, l := range []*Layout{gl, pl} {
+			kind := "gguf"
+			if l == pl {
+				kind = "pack"
+			}
+			direct := unbufferedWorks(l.Path)
+			for _, unbuffered := range []bool{true, false} {
+				for _, merge := range []int64{0, 1} { // 1 becomes the smallest read: many requests, split parts
+					t.Run(name+"/"+kind+"/"+map[bool]string{true: "unbuffered", false: "mapped"}[unbuffered]+map[int64]string{0: "", 1: "/small"}[merge], func(t *testing.T) {
+						ids := randomIDs(rng, l.Shape, 0.5)
+						if len(ids) == 0 {
+							ids = []ID{{0, 0}}
+						}
+						o := DefaultFillOptions()
+						o.Unbuffered, o.MergeBytes, o.Workers = unbuffered, merge, 3
+						var last int64
+						a, st, err := FillArena(context.Background(), l, ids, o, func(done, total int64) {
+							if done < last || done > total {
+								t.Errorf("progress %d after %d of %d", done, last, total)
+							}
+							last = done
+						})
+						if err != nil {
+							t.Fatal(err)
+						}
+						defer a.Close()
+						checkArena(t, a, l, ids)
+						want := int64(len(ids)) * l.Shape.BlobBytes()
+						if st.Bytes != want || last != want || st.Reads == 0 || st.ReadBytes < want {
+							t.Errorf("stats %+v, progress ended at %d, want %d bytes", st, last, want)
+						}
+						switch {
+						case unbuffered && direct && (!st.Unbuffered || st.Fallback != ""):
+							t.Errorf("unbuffered reads work here but the fill used the mapping: %q", st.Fallback)
+						case unbuffered && !direct && (st.Unbuffered || st.Fallback == ""):
+							t.Errorf("unbuffered open fails here but the fill says %+v", st)
+						case !unbuffered && (st.Unbuffered || st.Fallback != ""):
+							t.Errorf("mapped fill says %+v", st)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestFillArenaChecksum: the same experts filled both ways and from both layouts give one
+// checksum; another set gives another.
+func TestFillArenaChecksum(t *testing.T) {
+	path := synthModel(t, t.TempDir())
+	f := openGGUF(t, path)
+	gl, _ := GGUFLayout(f)
+	pl, err := OpenPack(packModel(t, path), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	ids := []ID{{2, 15}, {0, 3}, {1, 0}, {0, 4}}
+	var sums []string
+	for _, l := range []*Layout{gl, pl} {
+		for _, unbuffered := range []bool{true, false} {
+			o := DefaultFillOptions()
+			o.Unbuffered = unbuffered
+			a, _, err := FillArena(context.Background(), l, ids, o, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sums = append(sums, a.Checksum())
+			if got := a.IDs(); !slices.Equal(got, []ID{{0, 3}, {0, 4}, {1, 0}, {2, 15}}) {
+				t.Errorf("IDs %v, want ascending", got)
+			}
+			a.Close()
+		}
+	}
+	for _, s := range sums[1:] {
+		if s != sums[0] {
+			t.Fatalf("checksums differ: %v", sums)
+		}
+	}
+	a, _, err := FillArena(context.Background(), gl, ids[:3], DefaultFillOptions(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if a.Checksum() == sums[0] {
+		t.Error("a different set of experts has the same checksum")
+	}
+}
+
+func TestFillArenaFallback(t *testing.T) {
+	dir := t.TempDir()
+	path := handModel{layers: 2, experts: 4, rows: 48, cols: 64, seed: 5}.write(t, filepath.Join(dir, "m.gguf"))
+	f := openGGUF(t, path)
+	l, _ := GGUFLayout(f)
+	// A copy of the file whose first expert differs: what a broken unbuffered read returns.
+	raw, _ := os.ReadFile(path)
+	raw[l.Parts(ID{0, 1})[1].Offset+100] ^= 0x55
+	bad := filepath.Join(dir, "bad.gguf")
+	if err := os.WriteFile(bad, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		open func(string) (*os.File, int, error)
+		want string
+	}{
+		{"open fails", func(p string) (*os.File, int, error) {
+			return nil, 0, errors.New("open unbuffered " + p + ": invalid argument")
+		}, "unbuffered open failed: open unbuffered " + path},
+		{"reads differ", func(string) (*os.File, int, error) {
+			fh, err := os.Open(bad)
+			return fh, PackAlign, err
+		}, "layer 0 expert 1 up read unbuffered differs from the mapping"},
+		{"odd alignment", func(p string) (*os.File, int, error) {
+			fh, err := os.Open(p)
+			return fh, 3 * PackAlign, err
+		}, "alignment"},
+	}
+	ids := []ID{{0, 1}, {1, 2}, {1, 3}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := DefaultFillOptions()
+			o.openUnbuffered = c.open
+			a, st, err := FillArena(context.Background(), l, ids, o, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			if st.Unbuffered || !strings.Contains(st.Fallback, c.want) {
+				t.Errorf("stats %+v, want a fallback saying %q", st, c.want)
+			}
+			checkArena(t, a, l, ids)
+		})
+	}
+	// A buffered handle that reads the right bytes passes the probe and is used.
+	o := DefaultFillOptions()
+	o.openUnbuffered = func(p string) (*os.File, int, error) { fh, err := os.Open(p); return fh, PackAlign, err }
+	a, st, err := FillArena(context.Background(), l, ids, o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if !st.Unbuffered || st.Fallback != "" {
+		t.Errorf("stats %+v, want the injected reader used", st)
+	}
+	checkArena(t, a, l, ids)
+}
+
+func TestFillArenaCancel(t *testing.T) {
+	path := synthModel(t, t.TempDir())
+	l, _ := GGUFLayout(openGGUF(t, path))
+	ids := allIDs(l.Shape)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, unbuffered := range []bool{true, false} {
+		o := DefaultFillOptions()
+		o.Unbuffered = unbuffered
+		if a, _, err := FillArena(ctx, l, ids, o, nil); !errors.Is(err, context.Canceled) || a != nil {
+			t.Errorf("unbuffered %v, cancelled before: arena %v, error %v", unbuffered, a, err)
+		}
+		// Cancelled from the first progress report: the fill stops early.
+		ctx, cancel := context.WithCancel(context.Background())
+		var calls int
+		o.MergeBytes, o.Workers = 1, 1
+		a, _, err := FillArena(ctx, l, ids, o, func(done, total int64) {
+			calls++
+			cancel()
+		})
+		if !errors.Is(err, context.Canceled) || a != nil {
+			t.Errorf("unbuffered %v, cancelled during: arena %v, error %v", unbuffered, a, err)
+		}
+		if calls >= 3*len(ids) {
+			t.Errorf("unbuffered %v: %d progress calls after cancelling, the fill did not stop", unbuffered, calls)
+		}
+	}
+}
+
+func TestFillArenaErrors(t *testing.T) {
+	path := handModel{layers: 2, experts: 4, rows: 3, cols: 5, seed: 1}.write(t, filepath.Join(t.TempDir(), "m.gguf"))
+	l, _ := GGUFLayout(openGGUF(t, path))
+	for _, c := range []struct {
+		ids  []ID
+		want string
+	}{
+		{[]ID{{0, 1}, {0, 1}}, "layer 0 expert 1 is listed twice"},
+		{[]ID{{2, 0}}, "layer 2 expert 0 is outside"},
+		{[]ID{{0, -1}}, "outside"},
+	} {
+		a, _, err := FillArena(context.Background(), l, c.ids, DefaultFillOptions(), nil)
+		if err == nil || a != nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%v: error %v, want %q naming the file", c.ids, err, c.want)
+		}
+	}
+	// No experts: an empty arena.
+	a, st, err := FillArena(context.Background(), l, nil, DefaultFillOptions(), nil)
+	if err != nil || len(a.Bytes()) != 0 || st.Bytes != 0 {
+		t.Errorf("empty fill: %v, %d bytes, %+v", err, len(a.Bytes()), st)
+	}
+	if _, ok := a.Offset(ID{0, 0}); ok {
+		t.Error("an empty arena has an expert")
+	}
+	a.Close()
+	pl, err := OpenPack(packModel(t, path), openGGUF(t, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl.Close()
+	if _, _, err := FillArena(context.Background(), pl, []ID{{0, 0}}, DefaultFillOptions(), nil); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("fill from a closed layout: %v", err)
+	}
+}
+
+func TestFillArenaLock(t *testing.T) {
+	path := handModel{layers: 2, experts: 4, rows: 48, cols: 64, seed: 1}.write(t, filepath.Join(t.TempDir(), "m.gguf"))
+	l, _ := GGUFLayout(openGGUF(t, path))
+	o := DefaultFillOptions()
+	o.Lock = true
+	a, st, err := FillArena(context.Background(), l, allIDs(l.Shape), o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Locking may be refused (RLIMIT_MEMLOCK, a Windows quota); then it must say why.
+	if st.Locked == (st.LockError != "") {
+		t.Errorf("locked %v with error %q", st.Locked, st.LockError)
+	}
+	checkArena(t, a, l, allIDs(l.Shape))
+	if err := a.Close(); err != nil {
+		t.Error(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestMergePieces(t *testing.T) {
+	const mb = 64 << 10
+	pieces := []piece{
+		{Extent{100, 50}, 0},                       // joins the next: hole below maxMergeGap
+		{Extent{1000, 5000}, 4096},                 //
+		{Extent{6000 + maxMergeGap + 1, 10}, 9000}, // too far: a new request
+		{Extent{274000, 60000}, 12000},             // close, but the read would pass 64 KiB
+	}
+	reqs := mergePieces(pieces, mb)
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests, want 3: %+v", len(reqs), reqs)
+	}
+	var n int
+	for _, r := range reqs {
+		if r.off%PackAlign != 0 || r.n%PackAlign != 0 || r.n > mb {
+			t.Errorf("request %+v is not aligned or larger than %d", r, mb)
+		}
+		for _, p := range r.pieces {
+			if p.src.Offset < r.off || p.src.End() > r.off+r.n {
+				t.Errorf("piece %+v outside its request %d+%d", p, r.off, r.n)
+			}
+			n++
+		}
+	}
+	if n != len(pieces) || len(reqs[0].pieces) != 2 || len(reqs[1].pieces) != 1 {
+		t.Errorf("pieces spread %d, %d, %d", len(reqs[0].pieces), len(reqs[1].pieces), len(reqs[2].pieces))
+	}
+}

@@ -1,0 +1,218 @@
+package experts
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"strata/engine/gguf"
+)
+
+// packModel packs the model at path into a new folder, checking the progress calls, and
+// returns the path of experts.bin.
+func packModel(t *testing.T, path string) string {
+	t.Helper()
+	f := openGGUF(t, path)
+	var calls int
+	var last, total int64
+	out, err := Pack(context.Background(), f, t.TempDir(), func(done, tot int64) {
+		if done < last || done > tot {
+			t.Errorf("progress went from %d to %d of %d", last, done, tot)
+		}
+		calls++
+		last, total = done, tot
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := GGUFLayout(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(src.Shape.Count()) * src.Shape.BlobBytes(); calls == 0 || last != want || total != want {
+		t.Errorf("progress ended at %d of %d after %d calls, want %d", last, total, calls, want)
+	}
+	if filepath.Base(out) != PackFile {
+		t.Errorf("packed to %s", out)
+	}
+	return out
+}
+
+func TestPackMatchesGGUF(t *testing.T) {
+	for name, path := range testModels(t) {
+		t.Run(name, func(t *testing.T) {
+			out := packModel(t, path)
+			f := openGGUF(t, path)
+			l, err := OpenPack(out, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			src, _ := GGUFLayout(f)
+			if l.Shape != src.Shape || l.Path != out {
+				t.Fatalf("shape %+v path %s, want %+v %s", l.Shape, l.Path, src.Shape, out)
+			}
+			raw, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(raw)%PackAlign != 0 || l.FileSize() != int64(len(raw)) {
+				t.Errorf("file of %d bytes (layout says %d) is not whole %d-byte blocks", len(raw), l.FileSize(), PackAlign)
+			}
+			prevEnd := int64(0)
+			for _, id := range allIDs(l.Shape) {
+				p := l.Parts(id)
+				if p[0].Offset%PackAlign != 0 || p[0].Offset < prevEnd {
+					t.Fatalf("%s starts at %d (previous blob ends at %d)", id, p[0].Offset, prevEnd)
+				}
+				if p[1].Offset != p[0].End() || p[2].Offset != p[1].End() {
+					t.Fatalf("%s parts are not contiguous: %+v", id, p)
+				}
+				prevEnd = p[2].End()
+				want := wantBlob(t, f, id)
+				g, u, d := l.Blob(id)
+				for i, got := range [3][]byte{g, u, d} {
+					if !bytes.Equal(got, want[i]) || !bytes.Equal(raw[p[i].Offset:p[i].End()], want[i]) {
+						t.Fatalf("%s %s: packed bytes differ from the GGUF", id, partName(i))
+					}
+				}
+			}
+			if err := l.Close(); err != nil {
+				t.Error(err)
+			}
+			if g, _, _ := l.Blob(ID{0, 0}); g != nil {
+				t.Error("Blob returned bytes after Close")
+			}
+		})
+	}
+}
+
+func TestFindPack(t *testing.T) {
+	dir := t.TempDir()
+	a := handModel{layers: 2, experts: 4, rows: 3, cols: 5, seed: 1}.write(t, filepath.Join(dir, "a.gguf"))
+	fa := openGGUF(t, a)
+	if l, ok := FindPack(fa); ok || l != nil {
+		t.Fatal("found a pack in a folder without one")
+	}
+	if _, err := Pack(context.Background(), fa, dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	l, ok := FindPack(fa)
+	if !ok {
+		t.Fatal("the pack next to the model was not used")
+	}
+	want := wantBlob(t, fa, ID{1, 3})
+	if _, _, d := l.Blob(ID{1, 3}); !bytes.Equal(d, want[2]) {
+		t.Error("FindPack's layout has the wrong bytes")
+	}
+	l.Close()
+	// Another model in the same folder (other weights) must not use a's pack.
+	b := handModel{layers: 2, experts: 4, rows: 3, cols: 5, seed: 2}.write(t, filepath.Join(dir, "b.gguf"))
+	if _, ok := FindPack(openGGUF(t, b)); ok {
+		t.Error("a pack of another model was used")
+	}
+	// No temporary files are left behind.
+	names, _ := filepath.Glob(filepath.Join(dir, "*.tmp"))
+	if len(names) > 0 {
+		t.Errorf("left behind: %v", names)
+	}
+}
+
+func TestOpenPackErrors(t *testing.T) {
+	dir := t.TempDir()
+	m := handModel{layers: 2, experts: 4, rows: 3, cols: 5, seed: 1}
+	path := m.write(t, filepath.Join(dir, "m.gguf"))
+	f := openGGUF(t, path)
+	good, err := Pack(context.Background(), f, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Models the pack is not for: other weights with the same tensor index, and another
+	// tensor index.
+	sameIndex := openGGUF(t, handModel{layers: 2, experts: 4, rows: 3, cols: 5, seed: 9}.write(t, filepath.Join(dir, "same.gguf")))
+	other := openGGUF(t, handModel{layers: 2, experts: 4, rows: 5, cols: 5, seed: 1}.write(t, filepath.Join(dir, "other.gguf")))
+	src, _ := GGUFLayout(f)
+	// A header with the right key but another shape (and a valid checksum).
+	wrongShape := func([]byte) []byte {
+		s := src.Shape
+		s.Experts = 2
+		h := newPackHeader(ModelKey(f), s)
+		return append(h.encode(), make([]byte, h.fileSize-h.dataStart)...)
+	}
+	firstBlob := newPackHeader(ModelKey(f), src.Shape).dataStart
+	le := binary.LittleEndian
+	cases := []struct {
+		name   string
+		edit   func([]byte) []byte
+		model  *gguf.File
+		want   string
+		offset int64
+	}{
+		{"truncated", func(b []byte) []byte { return b[:len(b)-PackAlign] }, nil, "truncated", 72},
+		{"too short", func(b []byte) []byte { return b[:20] }, nil, "too short", -1},
+		{"magic", func(b []byte) []byte { b[0] = 'X'; return b }, nil, "not an experts.bin", 0},
+		{"version", func(b []byte) []byte { le.PutUint32(b[8:], 99); return b }, nil, "format version 99", 8},
+		{"corrupt index", func(b []byte) []byte { b[packFixed+40] ^= 1; return b }, nil, "checksum", -2},
+		{"blob changed", func(b []byte) []byte { b[firstBlob] ^= 0xff; return b }, nil, "differ", firstBlob},
+		{"wrong shape", wrongShape, nil, "expert shape", 16},
+		{"same index, other weights", nil, sameIndex, "differ", firstBlob},
+		{"other model", nil, other, "another model", packFixed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), PackFile)
+			b := bytes.Clone(orig)
+			if c.edit != nil {
+				b = c.edit(b)
+			}
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			g := f
+			if c.model != nil {
+				g = c.model
+			}
+			l, err := OpenPack(p, g)
+			var pe *PackError
+			if err == nil || !errors.As(err, &pe) {
+				l.Close()
+				t.Fatalf("error %v, want a *PackError", err)
+			}
+			if pe.Path != p || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %q, want it to name %s and say %q", err, p, c.want)
+			}
+			if c.offset != -2 && pe.Offset != c.offset {
+				t.Errorf("error at byte %d, want %d", pe.Offset, c.offset)
+			}
+		})
+	}
+}
+
+func TestPackCancelled(t *testing.T) {
+	path := synthModel(t, t.TempDir())
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	var calls int
+	_, err := Pack(ctx, openGGUF(t, path), dir, func(done, total int64) {
+		calls++
+		cancel()
+	})
+	if !errors.Is(err, context.Canceled) || calls != 1 {
+		t.Fatalf("error %v after %d progress calls, want context.Canceled after 1", err, calls)
+	}
+	if names, _ := os.ReadDir(dir); len(names) != 0 {
+		t.Errorf("a cancelled pack left %v", names)
+	}
+	if _, err := Pack(context.Background(), openGGUF(t, path), filepath.Join(dir, "missing"), nil); err == nil {
+		t.Error("packing into a missing folder gave no error")
+	}
+}
