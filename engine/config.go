@@ -35,6 +35,11 @@ type Config struct {
 	SpecMinP           float64 // minimum draft probability to keep drafting
 	Verify             bool    // print checksums of filled VRAM slots and the RAM arena
 
+	// LearnProfile adds the routing counts of a tiered run to the model's expert profile
+	// when the model is closed, so the next start places the experts the user routes to.
+	// Benchmarks switch it off to keep their runs comparable.
+	LearnProfile bool
+
 	// FloatPath makes the CPU backend dequantise weights and compute in float32 instead of
 	// quantising activations to 8 bits. Slower; it is the reference path for tests.
 	FloatPath bool
@@ -50,6 +55,7 @@ func DefaultConfig() Config {
 		VRAMReserveMiB: 1024,
 		HostReserveGiB: 8,
 		SpecMinP:       0.75,
+		LearnProfile:   true,
 	}
 }
 

@@ -132,8 +132,12 @@ func kvBudget(ctx context.Context, b compute.Backend, cfg Config) int64 {
 func (m *Model) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	err := m.place.close()
-	return errors.Join(err, m.file.Close())
+	var errs []error
+	if m.place.cache != nil && m.cfg.LearnProfile {
+		errs = append(errs, m.saveLearnedProfile())
+	}
+	errs = append(errs, m.place.close(), m.file.Close())
+	return errors.Join(errs...)
 }
 
 // Info describes the model.

@@ -58,6 +58,7 @@ func runBench(ctx context.Context, args []string, io IO) error {
 	if cfg.MaxContext == 0 {
 		cfg.MaxContext = *promptN + *decodeN + 16
 	}
+	cfg.LearnProfile = false // random tokens would skew the profile the next runs start from
 	t0 := time.Now()
 	m, err := engine.Open(ctx, *modelPath, cfg, nil)
 	if err != nil {
