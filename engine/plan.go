@@ -26,6 +26,18 @@ const minPlanContext = 2048
 // It reads the header only and loads no weights. The machine's free VRAM (main GPU) and
 // available RAM come from the platform probes; --backend cpu plans without a GPU.
 func PlanFor(ctx context.Context, path string, cfg Config) (experts.Plan, ModelInfo, error) {
+	return PlanForMachine(ctx, path, cfg, Machine{})
+}
+
+// Machine stands in for what PlanFor probes, to plan for another machine than this one (a
+// card you are thinking of buying, a laptop). Zero fields are probed.
+type Machine struct {
+	GPUFreeBytes   int64 // free VRAM on the main GPU
+	HostAvailBytes int64 // available RAM
+}
+
+// PlanForMachine is PlanFor with the machine's numbers given instead of probed.
+func PlanForMachine(ctx context.Context, path string, cfg Config, mc Machine) (experts.Plan, ModelInfo, error) {
 	if err := cfg.Validate(); err != nil {
 		return experts.Plan{}, ModelInfo{}, err
 	}
@@ -45,7 +57,7 @@ func PlanFor(ctx context.Context, path string, cfg Config) (experts.Plan, ModelI
 	if err != nil {
 		return experts.Plan{}, info, err
 	}
-	hw, err := probePlanHardware(ctx, cfg, info)
+	hw, err := probePlanHardware(ctx, cfg, info, mc)
 	if err != nil {
 		return experts.Plan{}, info, err
 	}
@@ -135,33 +147,48 @@ type planHardware struct {
 }
 
 // probePlanHardware finds the main GPU's free VRAM (none with --backend cpu, or when the
-// engine could not use it) and the available RAM.
-func probePlanHardware(ctx context.Context, cfg Config, info ModelInfo) (planHardware, error) {
-	var hw planHardware
+// engine could not use it) and the available RAM; what mc gives is not probed.
+func probePlanHardware(ctx context.Context, cfg Config, info ModelInfo, mc Machine) (planHardware, error) {
+	hw := planHardware{gpuFree: mc.GPUFreeBytes, hostAvail: mc.HostAvailBytes}
+	probeRAM := func() {
+		if hw.hostAvail <= 0 {
+			hw.hostAvail = platform.ProbeMemory(ctx).AvailableBytes
+		}
+	}
 	mode := strings.ToLower(cfg.Backend)
 	if mode == "cpu" || (mode != "cuda" && cfg.FloatPath) {
-		hw.hostAvail = platform.ProbeMemory(ctx).AvailableBytes
+		probeRAM()
+		hw.gpuFree = 0
 		hw.notes = append(hw.notes, "--backend cpu: no GPU is used")
 		return hw, nil
 	}
-	h := platform.Probe(ctx)
-	hw.hostAvail = h.RAM.AvailableBytes
 	noGPU := func(why string) error {
+		hw.gpuFree = 0
 		if mode == "cuda" {
 			return fmt.Errorf("engine: --backend cuda: %s", why)
 		}
 		hw.notes = append(hw.notes, why+": planning for the CPU")
 		return nil
 	}
-	switch {
-	case len(h.GPUs.Devices) == 0:
+	if !gpu.HeadDimSupported(info.HeadDim) {
+		probeRAM()
+		return hw, noGPU(fmt.Sprintf("the GPU attention kernels do not handle a head size of %d yet", info.HeadDim))
+	}
+	if hw.gpuFree > 0 {
+		probeRAM()
+		hw.notes = append(hw.notes, fmt.Sprintf("GPU: %d MiB free (given, not probed)", hw.gpuFree>>20))
+		return hw, nil
+	}
+	h := platform.Probe(ctx)
+	if hw.hostAvail <= 0 {
+		hw.hostAvail = h.RAM.AvailableBytes
+	}
+	if len(h.GPUs.Devices) == 0 {
 		why := "no NVIDIA GPU found"
 		if h.GPUs.Reason != "" {
 			why += " (" + h.GPUs.Reason + ")"
 		}
 		return hw, noGPU(why)
-	case !gpu.HeadDimSupported(info.HeadDim):
-		return hw, noGPU(fmt.Sprintf("the GPU attention kernels do not handle a head size of %d yet", info.HeadDim))
 	}
 	g := h.GPUs.Devices[0]
 	hw.gpuFree = g.VRAMFreeBytes

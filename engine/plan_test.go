@@ -11,6 +11,8 @@ import (
 	"strata/engine/experts"
 	"strata/engine/fixtures"
 	"strata/engine/gguf"
+	"strata/engine/quant"
+	"strata/engine/synth"
 )
 
 func TestPlanInput(t *testing.T) {
@@ -305,20 +307,39 @@ func TestLearnedProfileIsSavedAndAdded(t *testing.T) {
 	}
 }
 
+// synthModel writes the synthetic tiny model: unlike the fixtures' dummy vocabulary, its
+// byte-level tokenizer encodes any text, so prompts become tokens.
+func synthModel(t *testing.T) string {
+	t.Helper()
+	spec, err := synth.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Quant = quant.Q8_0
+	path := filepath.Join(t.TempDir(), "synth.gguf")
+	if err := synth.Write(context.Background(), path, spec, nil); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func TestProfileModel(t *testing.T) {
-	path := fixtures.Path(t, "qwen3moe-tiny", "model-q8_0.gguf")
-	m := openCPU(t, path)
+	m := openCPU(t, synthModel(t))
 	// Routes before the profile run must not be counted in it.
 	if _, err := m.NewSession(SessionOptions{}).Generate(context.Background(), []int{1, 2, 3}, Sampling{MaxTokens: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
-	prompts := []string{"<t1><t2><t3>", "<t5><t6>", strings.Repeat("<t9>", 400)}
+	prompts := []string{"Hello, how are you?", "Wie geht es dir?", strings.Repeat("long prompt ", 100)}
 	var want uint64
 	for _, p := range prompts {
 		ids, err := m.text.chatTokens([]Message{{Role: RoleUser, Content: p}}, nil, true)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if len(ids) < 10 {
+			t.Fatalf("prompt %q is %d tokens", p, len(ids))
+		}
+		// The long one is cut to the context, less the position the sampled token needs.
 		want += uint64(min(len(ids), m.cfg.MaxContext-1))
 	}
 	var calls []int
@@ -335,6 +356,9 @@ func TestProfileModel(t *testing.T) {
 		t.Errorf("progress calls %v", calls)
 	}
 	checkProfileSums(t, p, m.info.ExpertsUsed, want)
+	if p.Key != experts.ModelKey(m.file) {
+		t.Errorf("profile key %q, model key %q", p.Key, experts.ModelKey(m.file))
+	}
 
 	if _, err := ProfileModel(context.Background(), m, nil, nil); err == nil {
 		t.Error("no prompts: no error")
@@ -343,5 +367,10 @@ func TestProfileModel(t *testing.T) {
 	cancel()
 	if _, err := ProfileModel(ctx, m, prompts, nil); err == nil {
 		t.Error("cancelled: no error")
+	}
+	// The fixtures' dummy vocabulary encodes no text: a clear error, not an empty profile.
+	dummy := openCPU(t, fixtures.Path(t, "qwen3moe-tiny", "model-q8_0.gguf"))
+	if _, err := ProfileModel(context.Background(), dummy, prompts, nil); err == nil || !strings.Contains(err.Error(), "gave no tokens") {
+		t.Errorf("dummy tokenizer: %v", err)
 	}
 }

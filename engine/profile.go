@@ -132,6 +132,9 @@ func ProfileModel(ctx context.Context, m *Model, prompts []string, progress func
 		after.Weight[i] = max(after.Weight[i]-before.Weight[i], 0)
 	}
 	after.Tokens = profileTokens(after, m.info.ExpertsUsed)
+	if after.Tokens == 0 {
+		return nil, fmt.Errorf("engine: profile: the %d prompts gave no tokens: the tokenizer of %s encodes no text", len(prompts), m.file.Path)
+	}
 	return after, nil
 }
 

@@ -231,9 +231,10 @@ func (p *Profile) Save(path string) error {
 		return fmt.Errorf("experts: save profile %s: %w", path, err)
 	}
 	_, werr := tmp.Write(append(data, '\n'))
+	merr := tmp.Chmod(0o644) // CreateTemp makes it private; a profile is not a secret
 	serr := tmp.Sync()
 	cerr := tmp.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
+	if err := errors.Join(werr, merr, serr, cerr); err != nil {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("experts: save profile %s: %w", path, err)
 	}

@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"strata/engine"
+	"strata/engine/experts"
+	"strata/engine/fixtures"
+	"strata/engine/gguf"
+	"strata/engine/quant"
+	"strata/engine/synth"
+)
+
+// synthTiny writes the synthetic tiny model, whose byte-level tokenizer encodes any text (the
+// fixtures' dummy vocabulary encodes none).
+func synthTiny(t *testing.T) string {
+	t.Helper()
+	spec, err := synth.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Quant = quant.Q8_0
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := synth.Write(context.Background(), path, spec, nil); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestProfileCommand(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	model := synthTiny(t)
+	info, err := engine.Inspect(context.Background(), model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := experts.ModelKey(f)
+	f.Close()
+
+	// A short context keeps the test quick: every prompt is cut to 63 tokens.
+	out := filepath.Join(t.TempDir(), "p", "tiny.profile")
+	code, stdout, errs := runCLI(t, "profile", "-m", model, "-o", out, "--backend", "cpu", "--threads", "2", "--max-context", "64")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	p, err := experts.LoadProfile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Key != key || p.Layers != info.Layers || p.Experts != info.Experts {
+		t.Fatalf("profile of key %s, %dx%d; model %s, %dx%d", p.Key, p.Layers, p.Experts, key, info.Layers, info.Experts)
+	}
+	// Each prompt gives between a few and 63 tokens.
+	n := uint64(len(experts.Prompts()))
+	if p.Tokens < 10*n || p.Tokens > 63*n {
+		t.Fatalf("%d tokens from %d prompts", p.Tokens, n)
+	}
+	for l := range p.Layers {
+		var sum uint64
+		for _, c := range p.Count[l*p.Experts : (l+1)*p.Experts] {
+			sum += c
+		}
+		if sum != p.Tokens*uint64(info.ExpertsUsed) {
+			t.Errorf("layer %d: %d routes for %d tokens x %d experts", l, sum, p.Tokens, info.ExpertsUsed)
+		}
+	}
+	for _, w := range []string{"written to " + out, "move it there", "hottest tenth", "hottest experts: L"} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("stdout lacks %q:\n%s", w, stdout)
+		}
+	}
+	if !strings.Contains(errs, "profiling: 43/43 prompts") && !strings.Contains(errs, "prompts") {
+		t.Errorf("no progress on stderr: %q", errs)
+	}
+
+	// Without -o it goes next to the model, where the engine and the planner find it.
+	code, stdout, errs = runCLI(t, "profile", "-m", model, "--backend", "cpu", "--threads", "2", "--max-context", "16")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if _, err := os.Stat(model + ".strata-profile"); err != nil || !strings.Contains(stdout, "written to "+model+".strata-profile") {
+		t.Fatalf("default place: %v\n%s", err, stdout)
+	}
+	plan, code, errs := planCLI(t, "-m", model, "--backend", "cpu")
+	if code != 0 || !strings.Contains(strings.Join(plan.Notes, "\n"), "from the profile "+model+".strata-profile") {
+		t.Errorf("plan after profile: exit %d (%s), notes %q", code, errs, plan.Notes)
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no model", []string{"profile", "-o", out}, 2, "-m MODEL is required"},
+		{"dummy tokenizer", []string{"profile", "-m", fixtures.Path(t, "qwen3moe-tiny", "model-q8_0.gguf"), "-o", out, "--backend", "cpu"}, 1, "gave no tokens"},
+		{"missing model", []string{"profile", "-m", model + ".absent", "-o", out}, 1, "absent"},
+	} {
+		code, _, errs := runCLI(t, tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.want) {
+			t.Errorf("%s: exit %d (want %d), stderr %q does not say %q", tc.name, code, tc.code, errs, tc.want)
+		}
+	}
+}
