@@ -69,13 +69,22 @@ func PlanForMachine(ctx context.Context, path string, cfg Config, mc Machine) (e
 	} else {
 		notes = append(notes, "no expert profile: the neutral order (record one with strata profile; the engine also learns one from use)")
 	}
-	plan, err := experts.MakePlan(planInput(info, s, hw.gpuFree, hw.hostAvail, cfg, rank))
+	in := planInput(info, s, hw.gpuFree, hw.hostAvail, cfg, rank)
+	if hw.gpuFree > 0 {
+		in.ActivationBytes += int64(streamRingSlots(s)) * s.BlobBytes()
+	}
+	plan, err := experts.MakePlan(in)
 	if err != nil {
 		return experts.Plan{}, info, fmt.Errorf("%s: %w", path, err)
 	}
 	plan.Notes = append(notes, plan.Notes...)
 	return plan, info, nil
 }
+
+// streamRingSlots is the number of staging slots Open's tiered placement adds to the
+// activations for streaming experts that are not in VRAM to the GPU during prefill (one
+// layer's experts, at most 128).
+func streamRingSlots(s experts.Shape) int { return min(s.Experts, 128) }
 
 // planInput turns the model's sizes, the machine's free memory and the knobs into the
 // planner's input. gpuFree 0 means no usable GPU. Open calls it with the real backend's free

@@ -22,6 +22,9 @@ func runProfile(ctx context.Context, args []string, io IO) error {
 	if *modelPath == "" {
 		return usagef("-m MODEL is required")
 	}
+	// This command writes the profile itself; the engine learning the same routes on Close
+	// would count them twice.
+	cfg.LearnProfile = false
 	m, err := engine.Open(ctx, *modelPath, cfg, nil)
 	if err != nil {
 		return err

@@ -70,7 +70,13 @@ func (p Plan) VRAMUsed() int64 {
 
 const mib = 1 << 20
 
-func mibs(b int64) string { return fmt.Sprintf("%d MiB", b/mib) }
+// mibs writes bytes in MiB, the unit of the VRAM flags: whole when exact, else one decimal.
+func mibs(b int64) string {
+	if b%mib == 0 {
+		return fmt.Sprintf("%d MiB", b/mib)
+	}
+	return fmt.Sprintf("%.1f MiB", float64(b)/mib)
+}
 
 // MakePlan gives every expert a tier. It is a pure function of its input: the same input
 // always gives the same plan. Inputs no plan can satisfy are errors that say what to change.
@@ -112,6 +118,9 @@ func MakePlan(in PlanInput) (Plan, error) {
 			p.Context = int(min(int64(modelCtx), in.HostAvailBytes/4/in.KVBytesPerToken))
 		}
 		p.KVBytes = int64(p.Context) * in.KVBytesPerToken
+		if p.Context < minCtx {
+			note("a KV cache of %d tokens needs %s; a quarter of the available RAM (%s) holds %d", minCtx, humanBytes(int64(minCtx)*in.KVBytesPerToken), humanBytes(in.HostAvailBytes/4), p.Context)
+		}
 		note("no usable GPU: every expert is computed on the CPU from the mapped model file")
 		if in.Tiered || in.Resident {
 			note("--tiered-experts and --resident-experts place experts around a GPU cache; without a GPU they change nothing")
