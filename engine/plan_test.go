@@ -177,6 +177,39 @@ func TestPlanForOnTheCPU(t *testing.T) {
 	}
 }
 
+func TestPlanForMachine(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	path := fixtures.Path(t, "qwen3moe-tiny", "model-q4_k.gguf") // head size 64: GPU kernels exist
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := describe(f)
+	s, err := expertShape(f, info)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	p, _, err := PlanForMachine(context.Background(), path, cfg, Machine{GPUFreeBytes: 2000 << 20, HostAvailBytes: 16 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Open's tiered placement adds a streaming ring of one layer's experts to the activations.
+	if p.ActivationBytes != activationBytes+int64(info.Experts)*s.BlobBytes() {
+		t.Errorf("activations %d, want %d + %d ring slots of %d", p.ActivationBytes, activationBytes, info.Experts, s.BlobBytes())
+	}
+	if p.VRAMLimit != (2000-1024)<<20 || p.Slots != s.Count() || !strings.Contains(strings.Join(p.Notes, "\n"), "2000 MiB free (given, not probed)") {
+		t.Errorf("limit %d, %d slots, notes %q", p.VRAMLimit, p.Slots, p.Notes)
+	}
+	// --backend cpu wins over a given GPU.
+	cfg.Backend = "cpu"
+	p, _, err = PlanForMachine(context.Background(), path, cfg, Machine{GPUFreeBytes: 2000 << 20})
+	if err != nil || p.Slots != 0 || p.VRAMLimit != 0 || p.Counts()[experts.TierCPU] != s.Count() {
+		t.Errorf("--backend cpu with a given GPU: %v, %d slots, limit %d", err, p.Slots, p.VRAMLimit)
+	}
+}
+
 // copyModel puts a fixture model in a temporary folder, so its profile can be saved next to
 // it.
 func copyModel(t *testing.T, name string) string {

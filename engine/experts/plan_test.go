@@ -44,6 +44,7 @@ func TestMakePlan(t *testing.T) {
 		{"no GPU", func(in *PlanInput) { in.GPUFreeBytes = 0 }, "UUUUUUUU", 0, 4096, "no usable GPU"},
 		{"no GPU, small RAM caps the context", func(in *PlanInput) { in.GPUFreeBytes, in.HostAvailBytes = 0, 4<<20 }, "UUUUUUUU", 0, 1024, ""},
 		{"no GPU, tiered changes nothing", func(in *PlanInput) { in.GPUFreeBytes, in.Tiered = 0, true }, "UUUUUUUU", 0, 4096, "without a GPU they change nothing"},
+		{"no GPU, RAM below the minimum KV", func(in *PlanInput) { in.GPUFreeBytes, in.HostAvailBytes = 0, 4<<20+4<<10 }, "UUUUUUUU", 0, 1025, "a KV cache of 2048 tokens needs 2.0 MiB"},
 		{"no GPU, zero slots asked", func(in *PlanInput) { in.GPUFreeBytes, in.ExpertCache = 0, 0 }, "UUUUUUUU", 0, 4096, ""},
 		{"auto, all fit", func(*PlanInput) {}, "VVVVVVVV", 8, 4096, "every expert fits"},
 		{"auto, budget caps", func(in *PlanInput) { in.VRAMBudgetBytes = 115 << 20 }, "VVVCCCCC", 3, 2048, "caps the expert cache at 3 of 8"},

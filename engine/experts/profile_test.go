@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -109,6 +110,9 @@ func TestSaveLoad(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, p) {
 		t.Fatalf("round trip: got %+v, want %+v", got, p)
+	}
+	if st, err := os.Stat(path); err != nil || (runtime.GOOS != "windows" && st.Mode().Perm() != 0o644) {
+		t.Errorf("saved file: %v, mode %v; want 0644", err, st.Mode())
 	}
 	// Saving again replaces the file and leaves no temporary files behind.
 	p.Tokens = 7
