@@ -78,12 +78,12 @@ func (m *Model) saveLearnedProfile() error {
 		return fmt.Errorf("engine: learned profile of %s: %w", m.file.Path, err)
 	}
 	if path != "" {
-		if err := p.Save(path); err == nil {
+		err := p.Save(path)
+		if err == nil {
 			slog.Info("engine: expert profile saved", "path", path, "tokens", p.Tokens)
 			return nil
-		} else {
-			slog.Info("engine: expert profile not saved where it was found", "path", path, "reason", err)
 		}
+		slog.Info("engine: expert profile not saved where it was found", "path", path, "reason", err)
 	}
 	saved, err := experts.SaveProfile(p, m.file.Path)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"strata/engine"
@@ -51,7 +52,7 @@ func runProfile(ctx context.Context, args []string, io IO) error {
 	fmt.Fprintf(io.Out, "profile of %d tokens (%d prompts, %.1fs, %.1f tokens/s) written to %s\n",
 		p.Tokens, len(prompts), took.Seconds(), float64(p.Tokens)/max(took.Seconds(), 1e-9), where)
 	if !slices.Contains(experts.ProfilePaths(*modelPath, p.Key), where) {
-		fmt.Fprintf(io.Out, "the engine loads a model's profile from %v; move it there to use it\n", experts.ProfilePaths(*modelPath, p.Key))
+		fmt.Fprintf(io.Out, "the engine loads this model's profile from %s; move it there to use it\n", strings.Join(experts.ProfilePaths(*modelPath, p.Key), " or "))
 	}
 	fmt.Fprint(io.Out, profileShares(p))
 	return nil
