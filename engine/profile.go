@@ -12,8 +12,8 @@ import (
 )
 
 // RoutingProfile is a snapshot of the routing counts since the model was opened, as a
-// profile keyed to this model. Tokens is derived from layer 0: each token routes to
-// ExpertsUsed experts there.
+// profile keyed to this model. Tokens is derived from the counts: each token routes to
+// ExpertsUsed experts in every MoE layer.
 func (m *Model) RoutingProfile() *experts.Profile {
 	s := m.stats
 	p := experts.NewProfile(experts.ModelKey(m.file), experts.Shape{Layers: s.layers, Experts: s.experts})
@@ -25,17 +25,22 @@ func (m *Model) RoutingProfile() *experts.Profile {
 	return p
 }
 
-// profileTokens is the token count behind p's counts: layer 0's routes over the experts
-// each token uses.
+// profileTokens is the token count behind p's counts: a layer's routes over the experts each
+// token uses. The busiest layer counts, so a model whose first layers are dense (no routed
+// experts) still gets its count.
 func profileTokens(p *experts.Profile, used int) uint64 {
 	if used <= 0 || p.Experts == 0 {
 		return 0
 	}
-	var n uint64
-	for _, c := range p.Count[:p.Experts] {
-		n += c
+	var most uint64
+	for l := range p.Layers {
+		var n uint64
+		for _, c := range p.Count[l*p.Experts : (l+1)*p.Experts] {
+			n += c
+		}
+		most = max(most, n)
 	}
-	return n / uint64(used)
+	return most / uint64(used)
 }
 
 // loadProfile finds the saved profile of the model in f (next to it or in the user cache
