@@ -174,3 +174,31 @@ func TestPlanSummary(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkMakePlan plans a Qwen3-235B-A22B-sized model (94 layers x 128 experts) from a
+// profile's rank, as Open does once per load.
+func BenchmarkMakePlan(b *testing.B) {
+	s := Shape{Layers: 94, Experts: 128, GateBytes: 4096 * 1536 / 256 * 144, UpBytes: 4096 * 1536 / 256 * 144, DownBytes: 4096 * 1536 / 256 * 210}
+	p := NewProfile("k", s)
+	for i := range p.Count {
+		p.Count[i] = uint64(i*7919) % 1000
+	}
+	in := PlanInput{
+		Shape: s, NonExpertBytes: 4 << 30, KVBytesPerToken: 2 * 94 * 4 * 128 * 2, MinContext: 2048, ModelContext: 40960,
+		ActivationBytes: 1 << 30, GPUFreeBytes: 15 << 30, VRAMReserveBytes: 1 << 30, ExpertCache: AutoSlots,
+		HostAvailBytes: 28 << 30, HostReserveBytes: 8 << 30, Tiered: true,
+	}
+	b.Run("rank", func(b *testing.B) {
+		for b.Loop() {
+			p.Rank()
+		}
+	})
+	in.Rank = p.Rank()
+	b.Run("plan", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := MakePlan(in); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
