@@ -196,7 +196,7 @@ func Pack(ctx context.Context, f *gguf.File, dir string, progress func(done, tot
 	pad := make([]byte, packStride(s)-s.BlobBytes())
 	for layer := range s.Layers {
 		if layer+1 < s.Layers {
-			adviseLayer(f, layer+1) // start reading the next layer while this one is copied
+			forEachExpertTensor(f, layer+1, platform.AdviseWillNeed) // read ahead while this layer is copied
 		}
 		for e := range s.Experts {
 			if err := ctx.Err(); err != nil {
@@ -214,8 +214,12 @@ func Pack(ctx context.Context, f *gguf.File, dir string, progress func(done, tot
 				progress(done, total)
 			}
 		}
+		forEachExpertTensor(f, layer, platform.AdviseDontNeed) // copied: leave the pages to the page cache
 	}
 	if err := w.Flush(); err != nil {
+		return "", fmt.Errorf("experts: pack %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes it private; a model file is not
 		return "", fmt.Errorf("experts: pack %s: %w", tmp.Name(), err)
 	}
 	if err := tmp.Sync(); err != nil {
@@ -231,12 +235,13 @@ func Pack(ctx context.Context, f *gguf.File, dir string, progress func(done, tot
 	return path, nil
 }
 
-// adviseLayer asks the OS to read a layer's stacked expert tensors ahead (advice only).
-func adviseLayer(f *gguf.File, layer int) {
+// forEachExpertTensor gives the OS advice about a layer's stacked expert tensors (advice
+// only: errors are ignored).
+func forEachExpertTensor(f *gguf.File, layer int, advise func([]byte) error) {
 	for _, name := range model.ExpertTensors(layer) {
 		if t, ok := f.Tensor(name); ok {
 			if b := f.TensorData(t); b != nil {
-				_ = platform.AdviseWillNeed(b)
+				_ = advise(b)
 			}
 		}
 	}

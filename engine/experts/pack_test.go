@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -101,6 +102,9 @@ func TestFindPack(t *testing.T) {
 	}
 	if _, err := Pack(context.Background(), fa, dir, nil); err != nil {
 		t.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Join(dir, PackFile)); err != nil || (runtime.GOOS != "windows" && st.Mode().Perm() != 0o644) {
+		t.Errorf("experts.bin: %v, mode %v, want 0644", err, st.Mode())
 	}
 	l, ok := FindPack(fa)
 	if !ok {
