@@ -46,14 +46,15 @@ const (
 
 // FillStats says how a fill went.
 type FillStats struct {
-	Bytes      int64 // blob bytes placed in the arena
-	Duration   time.Duration
-	Unbuffered bool   // the blobs came through unbuffered reads
-	Fallback   string // why an unbuffered fill fell back to the mapping ("" if it did not)
-	Reads      int    // read requests (unbuffered) or extent copies (mapping)
-	ReadBytes  int64  // bytes read from the file, alignment and merged holes included
-	Locked     bool   // the arena is page-locked
-	LockError  string // why locking failed ("" if it was not asked for or worked)
+	Bytes       int64 // blob bytes placed in the arena
+	Duration    time.Duration
+	Unbuffered  bool   // the blobs came through unbuffered reads
+	Fallback    string // why an unbuffered fill fell back to the mapping ("" if it did not)
+	Reads       int    // read requests (unbuffered) or extent copies (mapping)
+	DirectReads int    // unbuffered reads that landed in the arena without a bounce copy
+	ReadBytes   int64  // bytes read from the file, alignment and merged holes included
+	Locked      bool   // the arena is page-locked
+	LockError   string // why locking failed ("" if it was not asked for or worked)
 }
 
 // Arena is one aligned allocation holding the blobs of a set of experts, in ascending ID
@@ -74,11 +75,12 @@ type piece struct {
 }
 
 // request is one read: the pieces inside [start, end) of the file, read as the aligned
-// [off, off+n).
+// [off, off+n). direct says the read can land in the arena as it is (see landsDirect).
 type request struct {
 	off, n     int64
 	start, end int64
 	pieces     []piece
+	direct     bool
 }
 
 // FillArena copies the blobs of ids (each at most once) from l's file into a new arena.
@@ -114,6 +116,12 @@ func FillArena(ctx context.Context, l *Layout, ids []ID, o FillOptions, progress
 		files, reason := openProbed(l, a.ids[0], o)
 		if reason == "" {
 			reqs := mergePieces(pieces, o.MergeBytes)
+			for i := range reqs {
+				reqs[i].direct = a.landsDirect(reqs[i], l.size)
+				if reqs[i].direct {
+					st.DirectReads++
+				}
+			}
 			err = f.run(ctx, len(reqs), o.Workers, o.MergeBytes, func(w, i int, buf []byte) error {
 				return f.readRequest(files[w], buf, reqs[i])
 			})
@@ -325,9 +333,17 @@ func (f *filler) add(n int64) {
 	}
 }
 
-// readRequest reads one merged request through an unbuffered handle and copies its pieces
-// into the arena.
+// readRequest reads one merged request through an unbuffered handle and places its pieces
+// in the arena: straight into it when the request allows, else through buf.
 func (f *filler) readRequest(fh *os.File, buf []byte, r request) error {
+	if r.direct {
+		dst := r.pieces[0].dst - (r.pieces[0].src.Offset - r.off)
+		if _, err := fh.ReadAt(f.a.mem[dst:dst+r.n], r.off); err != nil {
+			return fmt.Errorf("unbuffered read at offset %d (%d bytes): %w", r.off, r.n, err)
+		}
+		f.add(r.end - r.start - holes(r))
+		return nil
+	}
 	all, err := readDirect(fh, buf, Extent{r.start, r.end - r.start}, f.l.size, f.l)
 	if err != nil {
 		return fmt.Errorf("unbuffered read at offset %d (%d bytes): %w", r.off, r.n, err)
@@ -338,6 +354,42 @@ func (f *filler) readRequest(fh *os.File, buf []byte, r request) error {
 		f.add(p.src.Len)
 	}
 	return nil
+}
+
+// holes is the bytes of a request between its pieces.
+func holes(r request) int64 {
+	var n int64
+	for i := 1; i < len(r.pieces); i++ {
+		n += r.pieces[i].src.Offset - r.pieces[i-1].src.End()
+	}
+	return n
+}
+
+// landsDirect reports whether the aligned read of r can go straight into the arena: it
+// starts on an aligned file offset that maps to an aligned arena offset, every piece keeps
+// its distance from the first in both, the only bytes between pieces and after the last
+// are the padding of blob slots, and the read stays before the file's last partial block.
+// experts.bin's aligned blobs satisfy this; a GGUF's stacked tensors rarely do.
+func (a *Arena) landsDirect(r request, fileSize int64) bool {
+	first := r.pieces[0]
+	delta := first.dst - first.src.Offset
+	stride, blob := packStride(a.shape), a.shape.BlobBytes()
+	blobEnd := func(at int64) bool { return at%stride == blob%stride } // where a blob's padding starts
+	if r.start != r.off || (r.off+delta)%PackAlign != 0 || r.off+r.n > alignDown(fileSize, PackAlign) {
+		return false
+	}
+	for i := 1; i < len(r.pieces); i++ {
+		p, q := r.pieces[i-1], r.pieces[i]
+		if q.dst-q.src.Offset != delta {
+			return false
+		}
+		if gapEnd := p.dst + p.src.Len; q.dst != gapEnd && (!blobEnd(gapEnd) || q.dst != alignUp(gapEnd, stride)) {
+			return false
+		}
+	}
+	last := r.pieces[len(r.pieces)-1]
+	end := last.dst + last.src.Len
+	return r.off+r.n == r.end || (blobEnd(end) && r.off+r.n+delta <= alignUp(end, stride))
 }
 
 // run calls work for items 0..n-1 on up to workers goroutines and stops at the first error

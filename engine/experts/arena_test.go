@@ -130,6 +130,36 @@ func TestFillArena(t *testing.T) {
 	}
 }
 
+// TestFillArenaDirect: filling every expert from an experts.bin, every unbuffered read
+// lands in the arena without a bounce copy, with small reads (split blobs) and large.
+func TestFillArenaDirect(t *testing.T) {
+	for name, path := range testModels(t) {
+		f := openGGUF(t, path)
+		l, err := OpenPack(packModel(t, path), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		if !unbufferedWorks(l.Path) {
+			t.Skipf("%s: no unbuffered reads on this filesystem", l.Path)
+		}
+		for _, merge := range []int64{1, 0} {
+			o := DefaultFillOptions()
+			o.MergeBytes = merge
+			ids := allIDs(l.Shape)
+			a, st, err := FillArena(context.Background(), l, ids, o, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !st.Unbuffered || st.DirectReads != st.Reads {
+				t.Errorf("%s merge %d: %d of %d reads direct (%+v)", name, merge, st.DirectReads, st.Reads, st)
+			}
+			checkArena(t, a, l, ids)
+			a.Close()
+		}
+	}
+}
+
 // TestFillArenaChecksum: the same experts filled both ways and from both layouts give one
 // checksum; another set gives another.
 func TestFillArenaChecksum(t *testing.T) {
