@@ -217,10 +217,6 @@ static inline VD_T void VD(b_q45_k)(const uint8_t *b, const uint8_t *qh, const u
 	*acc = _mm256_fnmadd_ps(_mm256_set1_ps(VD(f16)(b + 2) * ad), mins, *acc);
 }
 
-static inline VD_T void VD(b_q4_k)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
-	VD(b_q45_k)(b, NULL, b + 16, aq, ad, bs, acc, corr);
-}
-
 static inline VD_T void VD(b_q5_k)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
 	VD(b_q45_k)(b, b + 16, b + 48, aq, ad, bs, acc, corr);
 }
@@ -318,15 +314,155 @@ static inline VD_T void VD(m_q45_k)(const uint8_t *b, const uint8_t *qh, const u
 	}
 }
 
-static inline VD_T void VD(m_q4_k)(const uint8_t *b, int na, const int8_t *const *aq, const float *ad, const int16_t *const *bs,
-                                   __m256 *acc) {
-	VD(m_q45_k)(b, NULL, b + 16, na, aq, ad, bs, acc);
-}
-
 static inline VD_T void VD(m_q5_k)(const uint8_t *b, int na, const int8_t *const *aq, const float *ad, const int16_t *const *bs,
                                    __m256 *acc) {
 	VD(m_q45_k)(b, b + 16, b + 48, na, aq, ad, bs, acc);
 }
+
+// ---- Q4_K in tiles of R weight rows x T activation rows (R <= 2, T <= 4), for decode and
+// prefill alike: each weight chunk is unpacked once for T rows, each activation chunk is
+// loaded once for R rows, and R*T int32 sums stay in registers (AVX2 has sixteen). Every
+// (row, activation) pair sees the same operations in the same order whatever the tile, so
+// results do not depend on how the pool splits the rows. ----
+
+#define VD_AI __attribute__((always_inline))
+
+// The largest tile (VD_Q4K_R <= 4 rows, VD_Q4K_T <= 6 activation rows).
+#ifndef VD_Q4K_R
+#define VD_Q4K_R 2
+#endif
+#ifndef VD_Q4K_T
+#define VD_Q4K_T 4
+#endif
+
+// q4k_sm: a Q4_K block's eight 6-bit scales and eight mins, as int16.
+static inline VD_T VD_AI void VD(q4k_sm)(const uint8_t *b, __m128i *sc, __m128i *mn) {
+	uint32_t w[3];
+	memcpy(w, b + 4, 12);
+	const uint32_t sc_lo = w[0] & 0x3f3f3f3fu, m_lo = w[1] & 0x3f3f3f3fu;
+	const uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
+	const uint32_t m_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
+	*sc = _mm_cvtepu8_epi16(_mm_setr_epi32((int)sc_lo, (int)sc_hi, 0, 0));
+	*mn = _mm_cvtepu8_epi16(_mm_setr_epi32((int)m_lo, (int)m_hi, 0, 0));
+}
+
+// q4k_tile: rows r..r+R-1 against activation rows i0..i0+T-1, into y. R and T are constants
+// at every call, so the arrays below become registers.
+static inline VD_T VD_AI void VD(q4k_tile)(const int R, const int T, const uint8_t *w, int64_t rb, const vd_act *a,
+                                           int64_t r, int64_t i0, float *y, int64_t ldy) {
+	const int64_t nb = a->cols / 256;
+	const __m256i m4 = _mm256_set1_epi8(15);
+	__m256 acc[VD_Q4K_R][VD_Q4K_T];
+	for (int rr = 0; rr < R; rr++)
+		for (int t = 0; t < T; t++) acc[rr][t] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		const int8_t *aq[VD_Q4K_T];
+		float ad[VD_Q4K_T];
+		__m128i bsum[VD_Q4K_T]; // activation sums per 32 values
+		for (int t = 0; t < T; t++) {
+			const int64_t ib = (i0 + t) * nb + b;
+			aq[t] = a->q + (i0 + t) * a->cols + b * 256;
+			ad[t] = a->d[ib];
+			const int16_t *bs = a->s + ib * 16;
+			bsum[t] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bs), _mm_loadu_si128((const __m128i *)(bs + 8)));
+		}
+		const uint8_t *blk[VD_Q4K_R];
+		__m256i sc16[VD_Q4K_R], scv[VD_Q4K_R][8];
+		__m128i mn[VD_Q4K_R];
+		float d[VD_Q4K_R], dm[VD_Q4K_R];
+		for (int rr = 0; rr < R; rr++) {
+			blk[rr] = w + (r + rr) * rb + b * 144;
+			_mm_prefetch((const char *)blk[rr] + VD_PREFETCH, _MM_HINT_T0);
+			_mm_prefetch((const char *)blk[rr] + VD_PREFETCH + 64, _MM_HINT_T0);
+			_mm_prefetch((const char *)blk[rr] + VD_PREFETCH + 128, _MM_HINT_T0);
+			__m128i sc;
+			VD(q4k_sm)(blk[rr], &sc, &mn[rr]);
+			sc16[rr] = _mm256_broadcastsi128_si256(sc);
+			if (T > 1) // shared by T rows: shuffle once (for one row, shuffling in place is cheaper)
+				for (int j = 0; j < 8; j++) scv[rr][j] = VD(shuf16)(sc16[rr], j, j);
+			d[rr] = VD(f16)(blk[rr]);
+			dm[rr] = VD(f16)(blk[rr] + 2);
+		}
+		__m256i isum[VD_Q4K_R][VD_Q4K_T];
+		for (int rr = 0; rr < R; rr++)
+			for (int t = 0; t < T; t++) isum[rr][t] = _mm256_setzero_si256();
+		for (int p = 0; p < 4; p++) {
+			__m256i q[VD_Q4K_R], u[VD_Q4K_R];
+			for (int rr = 0; rr < R; rr++) {
+				q[rr] = VD(load)(blk[rr] + 16 + 32 * p);
+				u[rr] = _mm256_and_si256(q[rr], m4);
+			}
+			for (int t = 0; t < T; t++) {
+				const __m256i av = VD(load)(aq[t] + 64 * p);
+				for (int rr = 0; rr < R; rr++) {
+					const __m256i s = T > 1 ? scv[rr][2 * p] : VD(shuf16)(sc16[rr], 2 * p, 2 * p);
+					isum[rr][t] = _mm256_add_epi32(isum[rr][t], VD(dot_us16)(u[rr], av, s));
+				}
+			}
+			for (int rr = 0; rr < R; rr++) u[rr] = _mm256_and_si256(_mm256_srli_epi16(q[rr], 4), m4);
+			for (int t = 0; t < T; t++) {
+				const __m256i av = VD(load)(aq[t] + 64 * p + 32);
+				for (int rr = 0; rr < R; rr++) {
+					const __m256i s = T > 1 ? scv[rr][2 * p + 1] : VD(shuf16)(sc16[rr], 2 * p + 1, 2 * p + 1);
+					isum[rr][t] = _mm256_add_epi32(isum[rr][t], VD(dot_us16)(u[rr], av, s));
+				}
+			}
+		}
+		for (int rr = 0; rr < R; rr++) {
+			for (int t = 0; t < T; t++) {
+				const __m256i mt = _mm256_zextsi128_si256(_mm_madd_epi16(mn[rr], bsum[t]));
+				acc[rr][t] = _mm256_fmadd_ps(_mm256_set1_ps(d[rr] * ad[t]), _mm256_cvtepi32_ps(isum[rr][t]), acc[rr][t]);
+				acc[rr][t] = _mm256_fnmadd_ps(_mm256_set1_ps(dm[rr] * ad[t]), _mm256_cvtepi32_ps(mt), acc[rr][t]);
+			}
+		}
+	}
+	for (int rr = 0; rr < R; rr++)
+		for (int t = 0; t < T; t++) y[(i0 + t) * ldy + r + rr] = VD(hsum)(acc[rr][t]);
+}
+
+// q4k_rows: rows [r, r+R) against every activation row, VD_Q4K_T at a time.
+static inline VD_T VD_AI void VD(q4k_rows)(const int R, const uint8_t *w, int64_t rb, const vd_act *a, int64_t r, float *y,
+                                           int64_t ldy) {
+	int64_t i = 0;
+	for (; i + VD_Q4K_T <= a->n; i += VD_Q4K_T) VD(q4k_tile)(R, VD_Q4K_T, w, rb, a, r, i, y, ldy);
+	switch (a->n - i) {
+#if VD_Q4K_T > 5
+	case 5: VD(q4k_tile)(R, 5, w, rb, a, r, i, y, ldy); break;
+#endif
+#if VD_Q4K_T > 4
+	case 4: VD(q4k_tile)(R, 4, w, rb, a, r, i, y, ldy); break;
+#endif
+#if VD_Q4K_T > 3
+	case 3: VD(q4k_tile)(R, 3, w, rb, a, r, i, y, ldy); break;
+#endif
+#if VD_Q4K_T > 2
+	case 2: VD(q4k_tile)(R, 2, w, rb, a, r, i, y, ldy); break;
+#endif
+	case 1: VD(q4k_tile)(R, 1, w, rb, a, r, i, y, ldy); break;
+	}
+}
+
+// mmt_q4_k: one row at a time for a single activation row (decode: sharing its loads
+// across rows measured slower than one row's simpler loop), else VD_Q4K_R rows a tile.
+static VD_T void VD(mmt_q4_k)(const uint8_t *w, int64_t rb, const vd_act *a, float *y, int64_t ldy, int64_t r0, int64_t r1) {
+	int64_t r = r0;
+	if (a->n == 1) {
+		for (; r < r1; r++) VD(q4k_rows)(1, w, rb, a, r, y, ldy);
+		return;
+	}
+	for (; r + VD_Q4K_R <= r1; r += VD_Q4K_R) VD(q4k_rows)(VD_Q4K_R, w, rb, a, r, y, ldy);
+	switch (r1 - r) {
+#if VD_Q4K_R > 3
+	case 3: VD(q4k_rows)(3, w, rb, a, r, y, ldy); break;
+#endif
+#if VD_Q4K_R > 2
+	case 2: VD(q4k_rows)(2, w, rb, a, r, y, ldy); break;
+#endif
+	case 1: VD(q4k_rows)(1, w, rb, a, r, y, ldy); break;
+	}
+}
+
+#undef VD_AI
 
 // ---- 32-value blocks against up to four activation rows at once (n > 1): each block is
 // decoded once into codes u (for signed types |w|, with the signs in sg) and scales. ----
@@ -483,11 +619,9 @@ VD_ROWS32X4(iq4_nl, 18, 1)
 VD_ROWS32X4(mxfp4, 17, 1)
 VD_ROWS256(q2_k, 84)
 VD_ROWS256(q3_k, 110)
-VD_ROWS256(q4_k, 144)
 VD_ROWS256(q5_k, 176)
 VD_ROWS256(q6_k, 210)
 VD_ROWS256(iq4_xs, 136)
-VD_ROWS256X4(q4_k, 144)
 VD_ROWS256X4(q5_k, 176)
 
 #undef VD_ROWS32
@@ -626,7 +760,7 @@ static VD_T int VD(run)(int type, const uint8_t *w, int64_t rb, const vd_act *a,
 	case VD_MXFP4: (a->n > 1 ? VD(mmx_mxfp4) : VD(mm_mxfp4))(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_Q2_K: VD(mm_q2_k)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_Q3_K: VD(mm_q3_k)(w, rb, a, y, ldy, r0, r1); return 0;
-	case VD_Q4_K: (a->n > 1 ? VD(mmx_q4_k) : VD(mm_q4_k))(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q4_K: VD(mmt_q4_k)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_Q5_K: (a->n > 1 ? VD(mmx_q5_k) : VD(mm_q5_k))(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_Q6_K: VD(mm_q6_k)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_IQ4_XS: VD(mm_iq4_xs)(w, rb, a, y, ldy, r0, r1); return 0;
