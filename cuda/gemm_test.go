@@ -115,41 +115,43 @@ func TestGemmQ(t *testing.T) {
 func TestGemmExperts(t *testing.T) {
 	g := setup(t)
 	r := rand.New(rand.NewPCG(43, 44))
-	for _, typ := range []cuda.QuantType{cuda.Q4_K, cuda.Q8_0, cuda.MXFP4, cuda.F16} {
-		t.Run(typ.String(), func(t *testing.T) {
-			const nExp, m, tokens = 6, 40, 90
-			k := 2 * blockOf(typ)
-			if k < 64 {
-				k = 64
-			}
-			raw, w := makeWeights(t, r, typ, nExp*m, k)
-			stride := len(raw) / nExp
-			x := randFloats(r, tokens*k, 1)
-			slotExpert := []int32{4, 1, 0, 4}
-			sizes := []int{5, 0, 70, 1}
-			slotOff := []int32{0}
-			var rowIdx []int32
-			for _, sz := range sizes {
-				for i := 0; i < sz; i++ {
-					rowIdx = append(rowIdx, int32(r.IntN(tokens)))
+	for _, typ := range cuda.SupportedTypes() {
+		for _, blocks := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%v/%d-blocks", typ, blocks), func(t *testing.T) {
+				const nExp, m, tokens = 6, 40, 90
+				k := blocks * blockOf(typ)
+				if k < 64 {
+					k = 64
 				}
-				slotOff = append(slotOff, int32(len(rowIdx)))
-			}
-			dw, dx := upload(t, g, raw), upload(t, g, x)
-			dse, dso, dri := upload(t, g, slotExpert), upload(t, g, slotOff), upload(t, g, rowIdx)
-			dy := g.buf(t, 4*len(rowIdx)*m)
-			if err := g.k.GemmExperts(g.s, typ, dw, stride, dse, dso, dri, len(sizes), 70, dx, dy, m, k); err != nil {
-				t.Fatal(err)
-			}
-			got := download[float32](t, g, dy, len(rowIdx)*m)
-			wh, xh := fromF16(toF16(w)), fromF16(toF16(x))
-			for e := range sizes {
-				we := wh[int(slotExpert[e])*m*k : (int(slotExpert[e])+1)*m*k]
-				for row := int(slotOff[e]); row < int(slotOff[e+1]); row++ {
-					xr := xh[int(rowIdx[row])*k : (int(rowIdx[row])+1)*k]
-					checkGemm(t, got[row*m:(row+1)*m], xr, we, m, 1, k, 1e-4)
+				raw, w := makeWeights(t, r, typ, nExp*m, k)
+				stride := len(raw) / nExp
+				x := randFloats(r, tokens*k, 1)
+				slotExpert := []int32{4, 1, 0, 4}
+				sizes := []int{5, 0, 70, 1}
+				slotOff := []int32{0}
+				var rowIdx []int32
+				for _, sz := range sizes {
+					for i := 0; i < sz; i++ {
+						rowIdx = append(rowIdx, int32(r.IntN(tokens)))
+					}
+					slotOff = append(slotOff, int32(len(rowIdx)))
 				}
-			}
-		})
+				dw, dx := upload(t, g, raw), upload(t, g, x)
+				dse, dso, dri := upload(t, g, slotExpert), upload(t, g, slotOff), upload(t, g, rowIdx)
+				dy := g.buf(t, 4*len(rowIdx)*m)
+				if err := g.k.GemmExperts(g.s, typ, dw, stride, dse, dso, dri, len(sizes), 70, dx, dy, m, k); err != nil {
+					t.Fatal(err)
+				}
+				got := download[float32](t, g, dy, len(rowIdx)*m)
+				wh, xh := fromF16(toF16(w)), fromF16(toF16(x))
+				for e := range sizes {
+					we := wh[int(slotExpert[e])*m*k : (int(slotExpert[e])+1)*m*k]
+					for row := int(slotOff[e]); row < int(slotOff[e+1]); row++ {
+						xr := xh[int(rowIdx[row])*k : (int(rowIdx[row])+1)*k]
+						checkGemm(t, got[row*m:(row+1)*m], xr, we, m, 1, k, 1e-4)
+					}
+				}
+			})
+		}
 	}
 }

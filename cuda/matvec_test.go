@@ -65,31 +65,33 @@ func TestMatVecExperts(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, typ := range cuda.SupportedTypes() {
 		for _, perExpert := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%v/perExpert=%v", typ, perExpert), func(t *testing.T) {
-				const nExp, rows = 5, 19
-				cols := 2 * blockOf(typ)
-				if blockOf(typ) == 8 {
-					cols = 72
-				}
-				raw, w := makeWeights(t, r, typ, nExp*rows, cols)
-				stride := len(raw) / nExp
-				ids := []int32{3, 0, 3, 4}
-				x := randFloats(r, len(ids)*cols, 1)
-				dw, dx, dids := upload(t, g, raw), upload(t, g, x), upload(t, g, ids)
-				dy := g.buf(t, 4*rows*len(ids))
-				if err := g.k.MatVecExperts(g.s, typ, dw, stride, dids, len(ids), dx, perExpert, dy, rows, cols); err != nil {
-					t.Fatal(err)
-				}
-				got := download[float32](t, g, dy, rows*len(ids))
-				for e, id := range ids {
-					xe := x[:cols]
-					if perExpert {
-						xe = x[e*cols : (e+1)*cols]
+			for _, blocks := range []int{1, 2} {
+				t.Run(fmt.Sprintf("%v/perExpert=%v/%d-blocks", typ, perExpert, blocks), func(t *testing.T) {
+					const nExp, rows = 5, 19
+					cols := blocks * blockOf(typ)
+					if blockOf(typ) == 8 {
+						cols = 72
 					}
-					we := w[int(id)*rows*cols : (int(id)+1)*rows*cols]
-					checkRows(t, fmt.Sprintf("slot %d (expert %d)", e, id), got[e*rows:(e+1)*rows], refMatVec(we, xe, rows, cols), we, xe, rows, cols, 1e-5)
-				}
-			})
+					raw, w := makeWeights(t, r, typ, nExp*rows, cols)
+					stride := len(raw) / nExp
+					ids := []int32{3, 0, 3, 4}
+					x := randFloats(r, len(ids)*cols, 1)
+					dw, dx, dids := upload(t, g, raw), upload(t, g, x), upload(t, g, ids)
+					dy := g.buf(t, 4*rows*len(ids))
+					if err := g.k.MatVecExperts(g.s, typ, dw, stride, dids, len(ids), dx, perExpert, dy, rows, cols); err != nil {
+						t.Fatal(err)
+					}
+					got := download[float32](t, g, dy, rows*len(ids))
+					for e, id := range ids {
+						xe := x[:cols]
+						if perExpert {
+							xe = x[e*cols : (e+1)*cols]
+						}
+						we := w[int(id)*rows*cols : (int(id)+1)*rows*cols]
+						checkRows(t, fmt.Sprintf("slot %d (expert %d)", e, id), got[e*rows:(e+1)*rows], refMatVec(we, xe, rows, cols), we, xe, rows, cols, 1e-5)
+					}
+				})
+			}
 		}
 	}
 }

@@ -109,7 +109,7 @@ func TestMoEFused(t *testing.T) {
 		}
 		// The small shape, and one of the models' (hidden 2048 = 8 K-blocks, 3 blocks of ffn,
 		// 8 of 16 experts).
-		for _, sh := range []struct{ nExp, hiddenBlocks, ffn int }{{5, 2, 33}, {16, 8, 3 * 256}} {
+		for _, sh := range []struct{ nExp, hiddenBlocks, ffn int }{{5, 2, 33}, {16, 8, 3 * 256}, {8, 1, 256}} {
 			t.Run(fmt.Sprintf("%s/%dx%d", typ, sh.hiddenBlocks, sh.ffn), func(t *testing.T) {
 				nExp, ffn := sh.nExp, sh.ffn
 				qk := blockOf(typ)

@@ -5,7 +5,6 @@ import (
 
 	"strata/cuda"
 	"strata/engine/compute"
-	"strata/engine/quant"
 )
 
 // gemmScratchLimit caps the float16 copy of one weight a batched product dequantises into;
@@ -57,21 +56,8 @@ func (b *Backend) quantize(x, xq cuda.DevicePtr, rows, cols int) {
 // q8Capable reports whether w's products can take 8-bit activations (MatVecQ8, the fused
 // MoE kernels): a type with a dp4a kernel and rows whose length QuantizeQ8 can cut.
 func q8Capable(w *Weight) bool {
-	return cuda.QuantType(w.typ).HasQ8MatVec() && w.cols%32 == 0 && q8Checked(w.typ)
+	return cuda.QuantType(w.typ).HasQ8MatVec() && w.cols%32 == 0
 }
-
-// q8Checked lists the types whose 8-bit-activation products (MatVecQ8, MoEDown) matched the
-// CPU float path through the whole model on the H200 (gpu_test.go, 2026-11-29). Q4_0, Q8_0
-// and IQ4_XS take the f32-activation kernels until they have been checked the same way: on
-// that run, synthetic Q4_0 models drifted and Q8_0 ones were 4x further off than Q4_K.
-func q8Checked(t quant.Type) bool {
-	return t == quant.Q4_K || t == quant.Q5_K || t == quant.Q6_K || t == quant.MXFP4
-}
-
-// fusedGateUpChecked lists the expert types whose fused MoEGateUp matched the CPU on the H200.
-// With Q5_K and Q6_K experts the fused kernel's answers were wrong (RMS/std 0.4 and 0.9
-// against the CPU), so those run as separate matrix-vector products.
-func fusedGateUpChecked(t quant.Type) bool { return t == quant.Q4_K || t == quant.MXFP4 }
 
 // MatMul: dst[n x rows] = x[n x cols] · wᵀ.
 func (b *Backend) MatMul(dst compute.Buf, wt compute.Weight, x compute.Buf, n int) {

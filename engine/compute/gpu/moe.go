@@ -46,7 +46,7 @@ func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r *comp
 
 // fusedGateUp reports whether gate and up can share the fused 8-bit kernel.
 func fusedGateUp(G, U *Weight) bool {
-	return q8Capable(G) && fusedGateUpChecked(G.typ) && G.typ == U.typ && G.rows == U.rows && G.cols == U.cols && G.rowBytes == U.rowBytes
+	return q8Capable(G) && G.typ == U.typ && G.rows == U.rows && G.cols == U.cols && G.rowBytes == U.rowBytes
 }
 
 // moeDecode runs one token's k experts.

@@ -139,12 +139,12 @@ func TestDecodeMatchesPrefill(t *testing.T) {
 // TestDecodeGraphMatchesEager decodes the same tokens on a backend that launches op by op
 // and on one that replays decode steps as CUDA graphs: logits and routes must agree.
 func TestDecodeGraphMatchesEager(t *testing.T) {
-	eager := newGPU(t)
-	graphs, err := gpu.New(gpu.Options{Graphs: true})
+	graphs := newGPU(t)
+	eager, err := gpu.New(gpu.Options{Eager: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { graphs.Close() })
+	t.Cleanup(func() { eager.Close() })
 	spec, err := synth.Preset("tiny")
 	if err != nil {
 		t.Fatal(err)

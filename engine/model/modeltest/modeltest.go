@@ -108,3 +108,42 @@ func Compare(got, want []float32) (maxAbs, rel float64) {
 	}
 	return maxAbs, math.Sqrt(se / ss)
 }
+
+// Forced is Greedy with the continuation given: it evaluates the prompt in one batch, then
+// feeds tokens one at a time, returning the prompt logits and the logits each token was
+// chosen from. Two backends fed the same tokens can be compared step by step even where
+// their greedy choices would part on a near tie.
+func Forced(t testing.TB, net *model.Model, prompt, tokens []int, kvType string) (promptLogits, stepLogits []float32) {
+	t.Helper()
+	V := net.H.Vocab
+	st, err := net.NewState(len(prompt)+len(tokens)+1, kvType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	promptLogits = make([]float32, len(prompt)*V)
+	if err := net.Forward(st, prompt, true, promptLogits, nil); err != nil {
+		t.Fatal(err)
+	}
+	logits := append([]float32(nil), promptLogits[(len(prompt)-1)*V:]...)
+	for _, id := range tokens {
+		stepLogits = append(stepLogits, logits...)
+		if err := net.Forward(st, []int{id}, false, logits, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return promptLogits, stepLogits
+}
+
+// Margin is the gap between the largest and second largest logit of a row.
+func Margin(row []float32) float64 {
+	a, b := math.Inf(-1), math.Inf(-1)
+	for _, v := range row {
+		switch x := float64(v); {
+		case x > a:
+			a, b = x, a
+		case x > b:
+			b = x
+		}
+	}
+	return a - b
+}
