@@ -138,7 +138,16 @@ func FillArena(ctx context.Context, l *Layout, ids []ID, o FillOptions, progress
 		}
 	}
 	if !st.Unbuffered {
+		// Page faults read a little at a time; asking for the pieces a few steps ahead
+		// lets the OS read them in large requests while this one is copied.
+		ahead := 2 * o.Workers
+		for i := range min(ahead, len(pieces)) {
+			_ = platform.AdviseWillNeed(l.view(pieces[i].src))
+		}
 		err = f.run(ctx, len(pieces), o.Workers, 0, func(_, i int, _ []byte) error {
+			if i+ahead < len(pieces) {
+				_ = platform.AdviseWillNeed(l.view(pieces[i+ahead].src))
+			}
 			p := pieces[i]
 			copy(a.mem[p.dst:p.dst+p.src.Len], l.view(p.src))
 			f.add(p.src.Len)
