@@ -91,9 +91,15 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 	if prof, _ := loadProfile(f, s); prof != nil {
 		rank = prof.Rank()
 	}
+	if cfg.PCIeFrac > 0 && !cfg.TieredExperts && !cfg.ResidentExperts {
+		// The GPU reads misses over PCIe from pinned host memory: pin the experts the cache
+		// does not hold, as the tiered mode does.
+		slog.Info("engine: --pcie-frac pins the experts outside VRAM (the tiered mode's pinned tier)")
+		cfg.TieredExperts = true
+	}
 	in := planInput(info, s, g.FreeBytes(), platform.ProbeMemory(ctx).AvailableBytes, cfg, rank)
 	// The streaming ring (one layer's experts) comes out of the activations' share.
-	ring := min(s.Experts, 128)
+	ring := streamRingSlots(s)
 	in.ActivationBytes += int64(ring) * s.BlobBytes()
 	plan, err := experts.MakePlan(in)
 	if err != nil {

@@ -1,0 +1,95 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"strata/engine"
+	"strata/engine/compute/gpu"
+)
+
+// TestExpertCacheKnobOnTheCPU: asking for VRAM slots on a CPU-only run is a clear error,
+// never a silently ignored flag.
+func TestExpertCacheKnobOnTheCPU(t *testing.T) {
+	_, files, _ := qwenVariants(t)
+	cfg := engine.DefaultConfig()
+	cfg.Backend, cfg.ExpertCache = "cpu", 4
+	_, err := engine.Open(context.Background(), files["q8_0"], cfg, nil)
+	if err == nil || !strings.Contains(err.Error(), "--expert-cache 4") {
+		t.Fatalf("got %v, want an error naming --expert-cache 4", err)
+	}
+}
+
+// TestTieredOpenOnGPU opens the fixture model with the tier knobs through the public API and
+// expects the reference continuation and a tier map that shows the split. It skips where
+// there is no NVIDIA driver, and for variants whose head size the GPU does not handle.
+func TestTieredOpenOnGPU(t *testing.T) {
+	if b, err := gpu.New(gpu.Options{}); errors.Is(err, gpu.ErrNoGPU) {
+		t.Skipf("no NVIDIA GPU or driver, skipping: %v", err)
+	} else if err == nil {
+		b.Close()
+	}
+	_, files, prompts := qwenVariants(t)
+	for name, path := range files {
+		info, err := engine.Inspect(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !gpu.HeadDimSupported(info.HeadDim) {
+			continue
+		}
+		for _, knobs := range []struct {
+			name string
+			set  func(*engine.Config)
+		}{
+			{"cache 0", func(c *engine.Config) { c.ExpertCache = 0 }},
+			{"cache 10", func(c *engine.Config) { c.ExpertCache = 10 }},
+			{"tiered + pcie", func(c *engine.Config) { c.ExpertCache, c.TieredExperts, c.PCIeFrac = 8, true, 0.5 }},
+			{"pcie alone", func(c *engine.Config) { c.ExpertCache, c.PCIeFrac = 8, 1 }},
+			{"adaptive", func(c *engine.Config) { c.ExpertCache, c.AdaptEvery = 8, 4 }},
+		} {
+			t.Run(name+"/"+knobs.name, func(t *testing.T) {
+				cfg := engine.DefaultConfig()
+				cfg.Backend, cfg.MaxContext, cfg.LearnProfile = "cuda", 128, false
+				knobs.set(&cfg)
+				m, err := engine.Open(context.Background(), path, cfg, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				s := m.NewSession(engine.SessionOptions{})
+				for _, p := range prompts[name] {
+					res, err := s.Generate(context.Background(), p.Tokens, engine.Sampling{MaxTokens: len(p.Generated), IgnoreEOS: true}, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(res.Tokens, p.Generated) {
+						t.Errorf("%s: tokens %v, want %v", p.Name, res.Tokens, p.Generated)
+					}
+				}
+				snap := m.Tiers()
+				if snap.Cache == nil {
+					t.Fatal("tier knobs set, yet the tier map shows no expert cache")
+				}
+				var n int
+				for _, row := range snap.Tier {
+					for _, tier := range row {
+						if tier == engine.TierVRAM {
+							n++
+						}
+					}
+				}
+				if n != snap.Cache.VRAMSlots || n != cfg.ExpertCache {
+					t.Errorf("tier map shows %d experts in VRAM, the cache %d slots, asked for %d", n, snap.Cache.VRAMSlots, cfg.ExpertCache)
+				}
+				if cfg.PCIeFrac > 0 && snap.Cache.PinnedSlots == 0 {
+					t.Error("--pcie-frac set, yet no expert is pinned for the GPU to read")
+				}
+				t.Logf("hits per tier %v, cache %+v", snap.HitsPerTier, *snap.Cache)
+			})
+		}
+	}
+}
