@@ -113,48 +113,16 @@ func FillArena(ctx context.Context, l *Layout, ids []ID, o FillOptions, progress
 	f := filler{l: l, a: a, total: st.Bytes, progress: progress}
 
 	if o.Unbuffered && len(pieces) > 0 {
-		files, reason := openProbed(l, a.ids[0], o)
-		if reason == "" {
-			reqs := mergePieces(pieces, o.MergeBytes)
-			for i := range reqs {
-				reqs[i].direct = a.landsDirect(reqs[i], l.size)
-				if reqs[i].direct {
-					st.DirectReads++
-				}
-			}
-			err = f.run(ctx, len(reqs), o.Workers, o.MergeBytes, func(w, i int, buf []byte) error {
-				return f.readRequest(files[w], buf, reqs[i])
-			})
-			for _, fh := range files {
-				fh.Close()
-			}
-			st.Unbuffered, st.Reads = true, len(reqs)
-			for _, r := range reqs {
-				st.ReadBytes += r.n
-			}
+		if files, reason := openProbed(l, a.ids[0], o); reason == "" {
+			err = f.unbuffered(ctx, files, mergePieces(pieces, o.MergeBytes), o, &st)
 		} else {
 			st.Fallback = reason
 			slog.Warn("experts: unbuffered fill fell back to the mapping", "file", l.Path, "reason", reason)
 		}
 	}
 	if !st.Unbuffered {
-		// Page faults read a little at a time; asking for the pieces a few steps ahead
-		// lets the OS read them in large requests while this one is copied.
-		ahead := 2 * o.Workers
-		for i := range min(ahead, len(pieces)) {
-			_ = platform.AdviseWillNeed(l.view(pieces[i].src))
-		}
-		err = f.run(ctx, len(pieces), o.Workers, 0, func(_, i int, _ []byte) error {
-			if i+ahead < len(pieces) {
-				_ = platform.AdviseWillNeed(l.view(pieces[i+ahead].src))
-			}
-			p := pieces[i]
-			copy(a.mem[p.dst:p.dst+p.src.Len], l.view(p.src))
-			f.add(p.src.Len)
-			return nil
-		})
-		st.Reads = len(pieces)
-		st.ReadBytes = st.Bytes
+		err = f.mapped(ctx, pieces, o.Workers)
+		st.Reads, st.ReadBytes = len(pieces), st.Bytes
 	}
 	if err != nil {
 		return nil, FillStats{}, errors.Join(fmt.Errorf("experts: fill arena from %s: %w", l.Path, err), a.Close())
@@ -169,6 +137,50 @@ func FillArena(ctx context.Context, l *Layout, ids []ID, o FillOptions, progress
 	}
 	st.Duration = time.Since(start)
 	return a, st, nil
+}
+
+// unbuffered runs the merged reads on o.Workers goroutines, one handle each, and closes
+// the handles.
+func (f *filler) unbuffered(ctx context.Context, files []*os.File, reqs []request, o FillOptions, st *FillStats) error {
+	defer func() {
+		for _, fh := range files {
+			fh.Close()
+		}
+	}()
+	for i := range reqs {
+		reqs[i].direct = f.a.landsDirect(reqs[i], f.l.size)
+		if reqs[i].direct {
+			st.DirectReads++
+		}
+		st.ReadBytes += reqs[i].n
+	}
+	st.Unbuffered, st.Reads = true, len(reqs)
+	bounce := o.MergeBytes
+	if st.DirectReads == len(reqs) {
+		bounce = 0 // every read lands in the arena
+	}
+	return f.run(ctx, len(reqs), o.Workers, bounce, func(w, i int, buf []byte) error {
+		return f.readRequest(files[w], buf, reqs[i])
+	})
+}
+
+// mapped copies the pieces out of the mapping on workers goroutines.
+func (f *filler) mapped(ctx context.Context, pieces []piece, workers int) error {
+	// Page faults read a little at a time; asking for the pieces a few steps ahead lets
+	// the OS read them in large requests while this one is copied.
+	ahead := 2 * workers
+	for i := range min(ahead, len(pieces)) {
+		_ = platform.AdviseWillNeed(f.l.view(pieces[i].src))
+	}
+	return f.run(ctx, len(pieces), workers, 0, func(_, i int, _ []byte) error {
+		if i+ahead < len(pieces) {
+			_ = platform.AdviseWillNeed(f.l.view(pieces[i+ahead].src))
+		}
+		p := pieces[i]
+		copy(f.a.mem[p.dst:p.dst+p.src.Len], f.l.view(p.src))
+		f.add(p.src.Len)
+		return nil
+	})
 }
 
 // newArena allocates room for ids' blobs; ids must be distinct experts of s.
