@@ -348,8 +348,11 @@ func (k *Kernels) RopeNeoX(s *Stream, x, pos DevicePtr, tokens, heads, headDim, 
 	if tokens <= 0 || heads <= 0 || ropeDim <= 0 || ropeDim%2 != 0 || ropeDim > headDim {
 		return fmt.Errorf("cuda: rope_neox: bad shape tokens=%d heads=%d head_dim=%d rope_dim=%d", tokens, heads, headDim, ropeDim)
 	}
+	if heads > 65535 {
+		return fmt.Errorf("cuda: rope_neox: %d heads", heads)
+	}
 	a := new(Args).Ptr(x).Ptr(pos).Int(heads).Int(headDim).Int(ropeDim).Float(freqBase)
-	return k.launch("rope_neox", s, Dim3{X: tokens}, Dim3{X: 128}, 0, a)
+	return k.launch("rope_neox", s, Dim3{X: tokens, Y: heads}, Dim3{X: min(128, 32*ceilDiv(ropeDim/2, 32))}, 0, a)
 }
 
 func checkAttention(name string, nHead, nKV, headDim int) error {

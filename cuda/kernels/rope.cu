@@ -4,11 +4,12 @@
 #include "common.cuh"
 
 extern "C" __global__ void rope_neox(float *x, const int *pos, int heads, int head_dim, int rope_dim, float freq_base) {
-	const int tok = blockIdx.x, half_rd = rope_dim / 2;
+	// One block per (token, head), one thread per rotated pair: decode has a single token,
+	// so a block per token alone left all but one SM idle.
+	const int tok = blockIdx.x, h = blockIdx.y, half_rd = rope_dim / 2;
 	const float p = (float)pos[tok];
-	for (int idx = threadIdx.x; idx < heads * half_rd; idx += blockDim.x) {
-		const int h = idx / half_rd, i = idx % half_rd;
-		float *v = x + ((long long)tok * heads + h) * head_dim;
+	float *v = x + ((long long)tok * heads + h) * head_dim;
+	for (int i = threadIdx.x; i < half_rd; i += blockDim.x) {
 		const float inv_freq = 1.0f / powf(freq_base, (float)(2 * i) / (float)rope_dim);
 		float s, c;
 		sincosf(p * inv_freq, &s, &c);
