@@ -220,3 +220,26 @@ func TestPackCancelled(t *testing.T) {
 		t.Error("packing into a missing folder gave no error")
 	}
 }
+
+// FuzzPackHeader: any bytes give a header or an error, never a panic, and a header that
+// decodes is self-consistent.
+func FuzzPackHeader(f *testing.F) {
+	s := Shape{Layers: 2, Experts: 3, GateBytes: 100, UpBytes: 100, DownBytes: 50}
+	h := newPackHeader("0123456789abcdef", s)
+	valid := append(h.encode(), make([]byte, h.fileSize-h.dataStart)...)
+	f.Add(valid)
+	f.Add(valid[:packFixed])
+	f.Add([]byte(packMagic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := decodePackHeader("fuzz", data)
+		if err != nil {
+			return
+		}
+		blob := got.shape.BlobBytes()
+		for i, o := range got.offsets {
+			if o%PackAlign != 0 || o < got.dataStart || o+blob > int64(len(data)) || (i > 0 && o < got.offsets[i-1]+blob) {
+				t.Fatalf("blob %d at %d accepted (data from %d, %d bytes)", i, o, got.dataStart, len(data))
+			}
+		}
+	})
+}
