@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 
 	"strata/engine/compute"
 	"strata/engine/quant"
@@ -45,30 +46,7 @@ func (b *Backend) matmulSegments(segs []segment) {
 	}
 	float := b.float
 	if !float {
-		// Quantise each distinct input once: an expert's gate and up share theirs.
-		type key struct {
-			x   *float32
-			typ quant.Type
-		}
-		done := map[key]*quant.Activations{}
-		for i := range segs {
-			s := &segs[i]
-			k := key{&s.xs[0], s.w.typ}
-			if a, ok := done[k]; ok {
-				s.acts = a
-				continue
-			}
-			a, err := quant.NewActivations(s.w.typ, s.w.cols, s.n)
-			if err != nil {
-				// No integer kernel for this type: the float path is always available.
-				float = true
-				break
-			}
-			for r := range s.n {
-				b.err.Set(a.Set(r, s.xs[r*s.w.cols:(r+1)*s.w.cols]))
-			}
-			s.acts, done[k] = a, a
-		}
+		float = !b.quantizeInputs(segs)
 	}
 	// All segments of one call share a row count in practice; index rows across them.
 	starts := make([]int, len(segs)+1)
@@ -97,4 +75,50 @@ func (b *Backend) matmulSegments(segs []segment) {
 			i += r1 - r0
 		}
 	})
+}
+
+// quantizeInputs sets each segment's 8-bit activations, quantising each distinct input once
+// (an expert's gate and up share theirs), all rows in one parallel loop when there are many.
+// It reports false when a weight type has no integer kernel (the float path then runs).
+func (b *Backend) quantizeInputs(segs []segment) bool {
+	type key struct {
+		x   *float32
+		typ quant.Type
+	}
+	done := map[key]*quant.Activations{}
+	var todo []*segment // the segments whose input is quantised here
+	rows, work := 0, 0
+	for i := range segs {
+		s := &segs[i]
+		k := key{&s.xs[0], s.w.typ}
+		if a, ok := done[k]; ok {
+			s.acts = a
+			continue
+		}
+		a, err := quant.NewActivations(s.w.typ, s.w.cols, s.n)
+		if err != nil {
+			return false
+		}
+		s.acts, done[k] = a, a
+		todo = append(todo, s)
+		rows += s.n
+		work += s.n * s.w.cols
+	}
+	// Row r of all inputs together: find its segment by the running row counts.
+	starts := make([]int, len(todo)+1)
+	for i, s := range todo {
+		starts[i+1] = starts[i] + s.n
+	}
+	b.forWork(rows, work, func(lo, hi int) {
+		si, _ := slices.BinarySearch(starts, lo+1)
+		si-- // the last segment starting at or before lo
+		for r := lo; r < hi; r++ {
+			for starts[si+1] <= r {
+				si++
+			}
+			s, i := todo[si], r-starts[si]
+			b.err.Set(s.acts.Set(i, s.xs[i*s.w.cols:(i+1)*s.w.cols]))
+		}
+	})
+	return true
 }

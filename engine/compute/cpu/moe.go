@@ -2,10 +2,25 @@ package cpu
 
 import (
 	"math"
-	"sort"
+	"slices"
 
 	"strata/engine/compute"
 )
+
+// serialWork is the most element operations a host loop (gather, SwiGLU, combine,
+// quantising inputs) runs on the caller alone; above it the loop is split over the pool.
+// Decode stays below it (a pool handoff costs more than such a loop), prefill above.
+const serialWork = 1 << 16
+
+// forWork runs fn over [0, n) on the caller when work (element operations in all) is
+// small, else over the pool.
+func (b *Backend) forWork(n, work int, fn func(lo, hi int)) {
+	if work < serialWork {
+		fn(0, n)
+		return
+	}
+	b.pool.For(n, 1, fn)
+}
 
 // MoE adds each token's routed experts, weighted, to dst. Tokens are grouped by expert so each
 // expert's weights are read once per call (prefill), and all experts' gate and up products
@@ -15,53 +30,66 @@ func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r *comp
 	H, F := G.cols, G.rows
 	xs, out := f32(x), f32(dst)
 
-	byExpert := map[int32][]int{} // expert -> indices into r.IDs
-	for i, e := range r.IDs {
-		byExpert[e] = append(byExpert[e], i)
+	// The experts in use, ascending, and where each route's row lands in its expert's batch.
+	experts := slices.Clone(r.IDs)
+	slices.Sort(experts)
+	experts = slices.Compact(experts)
+	count := make([]int, len(experts))
+	slot := make([]int32, len(r.IDs)) // route -> index into experts
+	row := make([]int32, len(r.IDs))  // route -> row in that expert's batch
+	for k, e := range r.IDs {
+		j, _ := slices.BinarySearch(experts, e)
+		slot[k], row[k] = int32(j), int32(count[j])
+		count[j]++
 	}
-	experts := make([]int32, 0, len(byExpert))
-	for e := range byExpert {
-		experts = append(experts, e)
-	}
-	sort.Slice(experts, func(i, j int) bool { return experts[i] < experts[j] })
+	routes := len(r.IDs)
 
-	gu := make([]segment, 0, 2*len(experts))
-	acts := make([][]float32, len(experts))
-	for j, e := range experts {
-		idx := byExpert[e]
-		ne := len(idx)
-		xe := make([]float32, ne*H)
-		for i, k := range idx {
-			t := k / r.K
-			copy(xe[i*H:(i+1)*H], xs[t*H:(t+1)*H])
-		}
-		g, u := make([]float32, ne*F), make([]float32, ne*F)
-		gu = append(gu, segment{w: G, expert: int(e), xs: xe, n: ne, y: g}, segment{w: U, expert: int(e), xs: xe, n: ne, y: u})
-		acts[j] = g
-	}
-	b.matmulSegments(gu)
-
+	gu := make([]segment, 2*len(experts))
 	dn := make([]segment, len(experts))
 	for j, e := range experts {
-		g, u := gu[2*j].y, gu[2*j+1].y
-		for i, v := range g {
-			g[i] = v / (1 + float32(math.Exp(float64(-v)))) * u[i]
-		}
-		ne := len(byExpert[e])
-		dn[j] = segment{w: Dn, expert: int(e), xs: acts[j], n: ne, y: make([]float32, ne*H)}
+		ne := count[j]
+		gu[2*j] = segment{w: G, expert: int(e), xs: make([]float32, ne*H), n: ne, y: make([]float32, ne*F)}
+		gu[2*j+1] = segment{w: U, expert: int(e), xs: gu[2*j].xs, n: ne, y: make([]float32, ne*F)}
+		dn[j] = segment{w: Dn, expert: int(e), xs: gu[2*j].y, n: ne, y: make([]float32, ne*H)}
 	}
-	b.matmulSegments(dn)
+	b.forWork(routes, routes*H, func(lo, hi int) {
+		for k := lo; k < hi; k++ {
+			t, i := k/r.K, int(row[k])
+			copy(gu[2*slot[k]].xs[i*H:(i+1)*H], xs[t*H:(t+1)*H])
+		}
+	})
+	b.matmulSegments(gu)
 
-	for j, e := range experts {
-		y := dn[j].y
-		for i, k := range byExpert[e] {
-			t, w := k/r.K, r.Weights[k]
-			o := out[t*H : (t+1)*H]
-			for c, v := range y[i*H : (i+1)*H] {
-				o[c] += w * v
+	// SwiGLU in place of the gate output, which is the down product's input.
+	b.forWork(len(experts), routes*F, func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			g, u := gu[2*j].y, gu[2*j+1].y
+			for i, v := range g {
+				g[i] = v / (1 + float32(math.Exp(float64(-v)))) * u[i]
 			}
 		}
-	}
+	})
+	b.matmulSegments(dn)
+
+	// Each token adds its experts' outputs in ascending expert order (the same order
+	// whatever the batch, so decode and prefill agree).
+	b.forWork(r.N, routes*H, func(lo, hi int) {
+		order := make([]int, r.K)
+		for t := lo; t < hi; t++ {
+			ks := order[:0]
+			for k := t * r.K; k < (t+1)*r.K; k++ {
+				ks = append(ks, k)
+			}
+			slices.SortStableFunc(ks, func(a, b int) int { return int(slot[a]) - int(slot[b]) })
+			o := out[t*H : (t+1)*H]
+			for _, k := range ks {
+				y, w, i := dn[slot[k]].y, r.Weights[k], int(row[k])
+				for c, v := range y[i*H : (i+1)*H] {
+					o[c] += w * v
+				}
+			}
+		}
+	})
 }
 
 // Route runs the reference router on the host (the logits already are there).
