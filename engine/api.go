@@ -177,6 +177,16 @@ type CacheActivity struct {
 	WaitRoutes             time.Duration // waiting for each layer's routing result
 	CPUMisses              time.Duration // computing misses on the CPU pool
 	Uploads                time.Duration // streaming experts and miss results to the GPU
+
+	// The RAM arena of the pinned (tiered) or resident experts.
+	ArenaBytes      int64
+	ArenaFill       time.Duration
+	ArenaUnbuffered bool // filled with unbuffered reads (else through the page cache)
+	ArenaLocked     bool // page-locked (registered with the GPU, or locked by the OS)
+	ArenaFromPack   bool // read from experts.bin rather than the GGUF
+
+	Notes  []string // what the tiers could not do as planned
+	Verify []string // checksums of the VRAM slots and the arena, with --verify
 }
 
 // MemoryUse is one bar segment of the tier map: what uses how much of which memory.

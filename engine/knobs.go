@@ -18,8 +18,5 @@ func refuseUnbuilt(cfg Config) error {
 	if cfg.KVType == "int8" {
 		no("kv", "the int8 KV cache is not built yet; use f16")
 	}
-	if cfg.Verify {
-		no("verify", "slot and arena checksums are not in this build yet")
-	}
 	return errors.Join(errs...)
 }

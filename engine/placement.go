@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
 	"strata/engine/compute"
@@ -24,21 +25,46 @@ const streamMinTokens = 32
 // placement is where an opened model's weights went.
 type placement struct {
 	backend compute.Backend // runs everything but the tiered experts
-	host    *cpu.Backend    // the CPU pool for expert misses (tiers only)
+	host    *cpu.Backend    // the CPU pool for expert misses, when it is not backend
 	cache   *experts.Cache  // nil unless the experts are tiered
 	plan    experts.Plan    // the tier plan (tiers only)
 	net     *model.Model
+
+	layout   *experts.Layout // the experts in the GGUF
+	pack     *experts.Layout // experts.bin next to the model, when it matches
+	arena    *experts.Arena  // the pinned / resident experts
+	prefetch *experts.Prefetcher
+	fill     experts.FillStats
+	notes    []string // what the tiers could not do as planned (shown in the tier map)
+	verify   []string // checksums for --verify
 }
 
 func (p *placement) close() error {
 	var errs []error
 	if p.backend != nil {
-		errs = append(errs, p.backend.Close())
+		errs = append(errs, p.backend.Close()) // unregisters the arena before it is freed
 	}
 	if p.host != nil {
 		errs = append(errs, p.host.Close())
 	}
+	if p.prefetch != nil {
+		p.prefetch.Close()
+	}
+	if p.arena != nil {
+		errs = append(errs, p.arena.Close())
+	}
+	for _, l := range []*experts.Layout{p.pack, p.layout} {
+		if l != nil {
+			errs = append(errs, l.Close())
+		}
+	}
 	return errors.Join(errs...)
+}
+
+func (p *placement) note(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	slog.Warn("engine: " + msg)
+	p.notes = append(p.notes, msg)
 }
 
 // tierKnobsSet says whether the user asked for the expert tiers explicitly.
@@ -49,40 +75,43 @@ func tierKnobsSet(cfg Config) bool {
 // place opens the backend(s) and loads the weights: everything on the CPU; everything on
 // one GPU when it fits (or --backend cuda without tier knobs); or, when the model is larger
 // than the GPU or the tier knobs ask for it, the experts tiered across a VRAM cache, host
-// memory and the file by the plan.
+// memory and the file by the plan. Without a GPU, --resident-experts still reads the experts
+// into a page-locked RAM arena for the CPU.
 func place(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, report func(Progress)) (*placement, error) {
 	b, whole, err := newBackend(cfg, info)
 	if err != nil {
 		return nil, err
 	}
 	g, isGPU := b.(*gpu.Backend)
-	if !isGPU || whole {
+	p := &placement{backend: b}
+	switch {
+	case isGPU && !whole:
+		err = p.tiered(ctx, f, cfg, info, g, g.FreeBytes(), report)
+	case !isGPU && cfg.ResidentExperts:
+		c := b.(*cpu.Backend)
+		err = p.tiered(ctx, f, cfg, info, experts.HostDevice{Backend: c}, 0, report)
+	default:
 		if !isGPU && cfg.ExpertCache > 0 {
-			b.Close()
-			return nil, fmt.Errorf("engine: --expert-cache %d asks for VRAM slots, but the model runs on the CPU (%s); use --expert-cache auto", cfg.ExpertCache, b.Name())
+			err = fmt.Errorf("engine: --expert-cache %d asks for VRAM slots, but the model runs on the CPU (%s); use --expert-cache auto", cfg.ExpertCache, b.Name())
+			break
 		}
 		if !isGPU && tierKnobsSet(cfg) {
-			slog.Warn("engine: the model runs on the CPU: the expert tier knobs (--tiered-experts, --resident-experts, --pcie-frac, --adapt-every) change nothing")
+			slog.Warn("engine: the model runs on the CPU: the expert tier knobs (--tiered-experts, --pcie-frac, --adapt-every) change nothing")
 		}
-		net, err := model.Load(f, b, func(done, total int64) {
+		p.net, err = model.Load(f, b, func(done, total int64) {
 			report(Progress{Phase: "weights", Done: done, Total: total})
 		})
-		if err != nil {
-			b.Close()
-			return nil, err
-		}
-		return &placement{backend: b, net: net}, nil
 	}
-	p := &placement{backend: g}
-	if err := p.tiered(ctx, f, cfg, info, g, report); err != nil {
+	if err != nil {
 		p.close()
 		return nil, err
 	}
 	return p, nil
 }
 
-// tiered plans the experts' tiers on g and loads the model through the expert cache.
-func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, g *gpu.Backend, report func(Progress)) error {
+// tiered plans the experts' tiers, reads the pinned ones into the RAM arena, and loads the
+// model through the expert cache on dev (the GPU, or the CPU standing in for it).
+func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, dev experts.Device, gpuFree int64, report func(Progress)) error {
 	s, err := expertShape(f, info)
 	if err != nil {
 		return err
@@ -91,16 +120,20 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 	if prof, _ := loadProfile(f, s); prof != nil {
 		rank = prof.Rank()
 	}
-	if cfg.PCIeFrac > 0 && !cfg.TieredExperts && !cfg.ResidentExperts {
+	onGPU := gpuFree > 0
+	if onGPU && cfg.PCIeFrac > 0 && !cfg.TieredExperts && !cfg.ResidentExperts {
 		// The GPU reads misses over PCIe from pinned host memory: pin the experts the cache
 		// does not hold, as the tiered mode does.
 		slog.Info("engine: --pcie-frac pins the experts outside VRAM (the tiered mode's pinned tier)")
 		cfg.TieredExperts = true
 	}
-	in := planInput(info, s, g.FreeBytes(), platform.ProbeMemory(ctx).AvailableBytes, cfg, rank)
-	// The streaming ring (one layer's experts) comes out of the activations' share.
-	ring := streamRingSlots(s)
-	in.ActivationBytes += int64(ring) * s.BlobBytes()
+	in := planInput(info, s, gpuFree, platform.ProbeMemory(ctx).AvailableBytes, cfg, rank)
+	ring := 0
+	if onGPU {
+		// The streaming ring (one layer's experts) comes out of the activations' share.
+		ring = streamRingSlots(s)
+		in.ActivationBytes += int64(ring) * s.BlobBytes()
+	}
 	plan, err := experts.MakePlan(in)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.Path, err)
@@ -109,24 +142,123 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 		slog.Info("engine: plan", "note", n)
 	}
 	p.plan = plan
-	p.host = cpu.New(cpu.Options{Threads: cfg.Threads})
-	p.cache, err = experts.NewCache(g, p.host, experts.CacheConfig{
+	var pinned, vram []experts.ID
+	for i, t := range plan.Tier {
+		id := experts.ID{Layer: i / s.Experts, Expert: i % s.Experts}
+		switch t {
+		case experts.TierPinned:
+			pinned = append(pinned, id)
+		case experts.TierVRAM:
+			vram = append(vram, id)
+		}
+	}
+	cold := s.Count() - len(pinned) - len(vram)
+
+	host := cpu.New(cpu.Options{Threads: cfg.Threads})
+	if hd, ok := dev.(experts.HostDevice); ok {
+		host.Close()
+		host = hd.Backend // the CPU computes everything: one pool
+	} else {
+		p.host = host
+	}
+	if len(pinned) > 0 || cold > 0 {
+		if p.layout, err = experts.GGUFLayout(f); err != nil {
+			return err
+		}
+	}
+	cc := experts.CacheConfig{
 		Shape: s, Tier: plan.Tier, Rank: plan.Rank,
 		PCIeFrac: cfg.PCIeFrac, AdaptEvery: cfg.AdaptEvery,
 		StreamSlots: ring, StreamMinTokens: streamMinTokens,
-	})
-	if err != nil {
+	}
+	if len(pinned) > 0 {
+		if err := p.fillArena(ctx, f, cfg, dev, onGPU, pinned, report); err != nil {
+			return err
+		}
+		cc.Pinned, cc.PinnedMapped = p.arena, onGPU && p.fill.Locked
+	}
+	if cold > 0 {
+		p.prefetch = experts.NewPrefetcher(p.layout, 4)
+		cc.Prefetch = p.prefetch
+	}
+	if p.cache, err = experts.NewCache(dev, host, cc); err != nil {
 		return err
 	}
-	p.net, err = model.LoadWith(f, g, func(done, total int64) {
+	if p.net, err = model.LoadWith(f, dev, func(done, total int64) {
 		report(Progress{Phase: "weights", Done: done, Total: total})
-	}, p.cache.Layer)
+	}, p.cache.Layer); err != nil {
+		return err
+	}
+	if err := p.cache.Fill(ctx, func(done, total int64) {
+		report(Progress{Phase: "vram-fill", Done: done, Total: total})
+	}); err != nil {
+		return err
+	}
+	if p.layout != nil {
+		// The file's pages of experts held elsewhere are not needed in RAM any more.
+		if err := experts.DropPages(p.layout, append(vram, pinned...)); err != nil {
+			slog.Info("engine: could not drop the pages of cached experts", "reason", err)
+		}
+	}
+	if cfg.Verify || os.Getenv("STRATA_VERIFY_COMPLEMENT") == "1" {
+		p.verifyChecksums()
+	}
+	return nil
+}
+
+// fillArena reads the pinned experts into one RAM arena (from experts.bin when it sits next
+// to the model, with unbuffered reads so the page cache keeps no second copy) and
+// page-locks it: registered with the GPU, so it can read the experts over PCIe, or locked
+// with the OS when there is no GPU. Failing either keeps the copy unlocked, and says so.
+func (p *placement) fillArena(ctx context.Context, f *gguf.File, cfg Config, dev experts.Device, onGPU bool, ids []experts.ID, report func(Progress)) error {
+	src := p.layout
+	if pk, ok := experts.FindPack(f); ok {
+		p.pack, src = pk, pk
+	}
+	o := experts.DefaultFillOptions()
+	o.Lock = !onGPU
+	if os.Getenv("STRATA_FILL_MAPPED") == "1" {
+		o.Unbuffered = false // for start-up comparisons: copy through the page cache
+	}
+	a, st, err := experts.FillArena(ctx, src, ids, o, func(done, total int64) {
+		report(Progress{Phase: "ram-copy", Done: done, Total: total})
+	})
 	if err != nil {
 		return err
 	}
-	return p.cache.Fill(ctx, func(done, total int64) {
-		report(Progress{Phase: "vram-fill", Done: done, Total: total})
-	})
+	p.arena, p.fill = a, st
+	if st.Fallback != "" {
+		p.note("the RAM arena was filled through the page cache: %s", st.Fallback)
+	}
+	if onGPU {
+		if err := dev.RegisterHost(a.Bytes()); err != nil {
+			p.note("the RAM arena is not page-locked (%v): the CPU computes its experts and the GPU cannot read them over PCIe", err)
+			p.fill.Locked, p.fill.LockError = false, err.Error()
+		} else {
+			p.fill.Locked = true
+		}
+	} else if o.Lock && !st.Locked {
+		p.note("the RAM arena is not page-locked (%s): the OS may page it out", st.LockError)
+	}
+	if cfg.PCIeFrac > 0 && !p.fill.Locked {
+		p.note("--pcie-frac %g has no effect: the GPU can only read page-locked memory", cfg.PCIeFrac)
+	}
+	return nil
+}
+
+// verifyChecksums records (and logs) checksums of the VRAM slots and the RAM arena.
+func (p *placement) verifyChecksums() {
+	if sum, err := p.cache.VRAMChecksum(); err != nil {
+		p.note("verify: reading the VRAM slots back failed: %v", err)
+	} else {
+		p.verify = append(p.verify, "vram slots "+sum)
+	}
+	if p.arena != nil {
+		p.verify = append(p.verify, "ram arena "+p.arena.Checksum())
+	}
+	for _, v := range p.verify {
+		slog.Warn("engine: verify: " + v)
+	}
 }
 
 // newBackend picks the backend: the CPU when asked or without a usable GPU; otherwise the

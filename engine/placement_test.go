@@ -93,3 +93,58 @@ func TestTieredOpenOnGPU(t *testing.T) {
 		}
 	}
 }
+
+// TestResidentOnTheCPU: without a GPU, --resident-experts reads the experts into the RAM
+// arena (all of them, or as many as --resident-budget-gib allows, the rest staying in the
+// file) and the CPU computes from it: the reference continuation, and a tier map that says so.
+func TestResidentOnTheCPU(t *testing.T) {
+	_, files, prompts := qwenVariants(t)
+	for name, path := range files {
+		info, err := engine.Inspect(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		half := float64(info.ExpertBytes) / 2 / (1 << 30) // room for half the experts
+		for _, budget := range []float64{0, half} {
+			cfg := engine.DefaultConfig()
+			cfg.Backend, cfg.Threads, cfg.MaxContext, cfg.ResidentExperts, cfg.ResidentBudgetGiB = "cpu", 2, 128, true, budget
+			cfg.Verify, cfg.LearnProfile = true, false
+			m, err := engine.Open(context.Background(), path, cfg, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			s := m.NewSession(engine.SessionOptions{})
+			for _, p := range prompts[name] {
+				res, err := s.Generate(context.Background(), p.Tokens, engine.Sampling{MaxTokens: len(p.Generated), IgnoreEOS: true}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(res.Tokens, p.Generated) {
+					t.Errorf("%s budget %g: tokens %v, want %v", name, budget, res.Tokens, p.Generated)
+				}
+			}
+			snap := m.Tiers()
+			if snap.Cache == nil || snap.Cache.ArenaBytes == 0 || len(snap.Cache.Verify) == 0 {
+				t.Fatalf("%s: resident mode shows no RAM arena or checksum: %+v", name, snap.Cache)
+			}
+			pinned, cold := 0, 0
+			for _, row := range snap.Tier {
+				for _, tier := range row {
+					switch tier {
+					case engine.TierPinned:
+						pinned++
+					case engine.TierCold:
+						cold++
+					}
+				}
+			}
+			if pinned == 0 || (budget == 0) != (cold == 0) {
+				t.Errorf("%s budget %g: %d experts pinned, %d cold", name, budget, pinned, cold)
+			}
+			if snap.HitsPerTier[engine.TierPinned] == 0 {
+				t.Errorf("%s: no routed expert was served from the arena", name)
+			}
+			m.Close()
+		}
+	}
+}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"slices"
 	"sync"
 
 	"strata/engine/compute"
@@ -79,6 +80,14 @@ func (m *Model) Tiers() TierSnapshot {
 			FillBytes: st.FillBytes, FillTime: st.FillTime,
 			WaitRoutes: st.WaitRoutes, CPUMisses: st.CPUMisses, Uploads: st.Uploads,
 		}
+		pl := m.place
+		if pl.arena != nil {
+			snap.Cache.ArenaBytes, snap.Cache.ArenaFill = pl.fill.Bytes, pl.fill.Duration
+			snap.Cache.ArenaUnbuffered, snap.Cache.ArenaLocked = pl.fill.Unbuffered, pl.fill.Locked
+			snap.Cache.ArenaFromPack = pl.pack != nil
+		}
+		snap.Cache.Notes = slices.Clone(pl.notes)
+		snap.Cache.Verify = slices.Clone(pl.verify)
 	}
 	for l := range s.layers {
 		snap.Tier[l] = make([]Tier, s.experts)

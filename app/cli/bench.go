@@ -12,25 +12,30 @@ import (
 	"time"
 
 	"strata/engine"
+	"strata/platform"
 )
 
 // benchReport is `strata bench --json`.
 type benchReport struct {
-	Model            string  `json:"model"`
-	Backend          string  `json:"backend"`
-	Threads          int     `json:"threads"`
-	LoadSeconds      float64 `json:"load_s"`
-	ReadySeconds     float64 `json:"ready_s"` // process start until the first token can be made
-	PromptTokens     int     `json:"prompt_tokens"`
-	PrefillTPS       float64 `json:"prefill_tokens_per_s"`
-	DecodeTokens     int     `json:"decode_tokens"`
-	DecodeTPS        float64 `json:"decode_tokens_per_s"`
-	BytesPerToken    int64   `json:"weight_bytes_read_per_token"`
-	MemBandwidthGBs  float64 `json:"memory_bandwidth_gb_s"`
-	BoundTPS         float64 `json:"bandwidth_bound_tokens_per_s"`
-	FractionOfBound  float64 `json:"fraction_of_bound"`
-	PeakRSSBytes     int64   `json:"peak_rss_bytes"`
-	ExpertHitRateCPU float64 `json:"expert_hit_rate_cpu"`
+	Model           string  `json:"model"`
+	Backend         string  `json:"backend"`
+	Threads         int     `json:"threads"`
+	LoadSeconds     float64 `json:"load_s"`
+	ReadySeconds    float64 `json:"ready_s"` // process start until the first token can be made
+	PromptTokens    int     `json:"prompt_tokens"`
+	PrefillTPS      float64 `json:"prefill_tokens_per_s"`
+	DecodeTokens    int     `json:"decode_tokens"`
+	DecodeTPS       float64 `json:"decode_tokens_per_s"`
+	BytesPerToken   int64   `json:"weight_bytes_read_per_token"`
+	MemBandwidthGBs float64 `json:"memory_bandwidth_gb_s"`
+	BoundTPS        float64 `json:"bandwidth_bound_tokens_per_s"`
+	FractionOfBound float64 `json:"fraction_of_bound"`
+	PeakRSSBytes    int64   `json:"peak_rss_bytes"`
+	// Start-up: bytes the process read from storage until ready, and the lowest available
+	// RAM seen while it started.
+	ReadyDiskReadBytes int64   `json:"ready_disk_read_bytes"`
+	LowestAvailBytes   int64   `json:"lowest_available_ram_bytes"`
+	ExpertHitRateCPU   float64 `json:"expert_hit_rate_cpu"`
 	// Tiered experts only: the share of routed experts each tier served in decode steps,
 	// and where the host's time went.
 	DecodeHitRate map[string]float64 `json:"decode_hit_rate,omitempty"`
@@ -60,7 +65,9 @@ func runBench(ctx context.Context, args []string, io IO) error {
 	}
 	cfg.LearnProfile = false // random tokens would skew the profile the next runs start from
 	t0 := time.Now()
+	lowest := watchAvailableRAM(ctx)
 	m, err := engine.Open(ctx, *modelPath, cfg, nil)
+	low := lowest()
 	if err != nil {
 		return err
 	}
@@ -68,6 +75,7 @@ func runBench(ctx context.Context, args []string, io IO) error {
 	rep := benchReport{Model: *modelPath, Backend: m.Backend(), Threads: m.Config().Threads}
 	rep.LoadSeconds = time.Since(t0).Seconds()
 	rep.ReadySeconds = time.Since(io.start()).Seconds()
+	rep.ReadyDiskReadBytes, rep.LowestAvailBytes = diskReadBytes(), low
 	info := m.Info()
 
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -118,6 +126,9 @@ func runBench(ctx context.Context, args []string, io IO) error {
 			PCIeReads: c.PCIeReads, Streamed: c.Streamed,
 			FillGB: float64(c.FillBytes) / 1e9, FillSeconds: c.FillTime.Seconds(),
 			WaitRoutesSeconds: c.WaitRoutes.Seconds(), CPUMissSeconds: c.CPUMisses.Seconds(), UploadSeconds: c.Uploads.Seconds(),
+			ArenaGB: float64(c.ArenaBytes) / 1e9, ArenaSeconds: c.ArenaFill.Seconds(),
+			ArenaUnbuffered: c.ArenaUnbuffered, ArenaLocked: c.ArenaLocked, ArenaFromPack: c.ArenaFromPack,
+			Notes: c.Notes, Verify: c.Verify,
 		}
 	}
 	if *asJSON {
@@ -128,28 +139,73 @@ func runBench(ctx context.Context, args []string, io IO) error {
 	fmt.Fprintf(io.Out, "prefill   %d tokens at %.1f tok/s\n", rep.PromptTokens, rep.PrefillTPS)
 	fmt.Fprintf(io.Out, "decode    %d tokens at %.2f tok/s (bound %.2f tok/s = %.1f GB/s / %.1f MB per token: %.0f%%)\n",
 		rep.DecodeTokens, rep.DecodeTPS, rep.BoundTPS, rep.MemBandwidthGBs, float64(rep.BytesPerToken)/1e6, 100*rep.FractionOfBound)
-	fmt.Fprintf(io.Out, "peak RSS  %.2f GiB\n", float64(rep.PeakRSSBytes)/(1<<30))
+	fmt.Fprintf(io.Out, "peak RSS  %.2f GiB; %.2f GB read from disk until ready; lowest available RAM while starting %.2f GiB\n",
+		float64(rep.PeakRSSBytes)/(1<<30), float64(rep.ReadyDiskReadBytes)/1e9, float64(rep.LowestAvailBytes)/(1<<30))
 	if c := rep.Cache; c != nil {
 		fmt.Fprintf(io.Out, "experts   %d VRAM slots, %d pinned; decode hit rate %v; %d swaps, %d PCIe reads, %d streamed\n",
 			c.VRAMSlots, c.PinnedSlots, rep.DecodeHitRate, c.Swaps, c.PCIeReads, c.Streamed)
 		fmt.Fprintf(io.Out, "host time waiting for routes %.2f s, CPU misses %.2f s, uploads %.2f s; fill %.2f GB in %.2f s\n",
 			c.WaitRoutesSeconds, c.CPUMissSeconds, c.UploadSeconds, c.FillGB, c.FillSeconds)
+		if c.ArenaGB > 0 {
+			fmt.Fprintf(io.Out, "RAM arena %.2f GB in %.2f s (unbuffered %v, page-locked %v, from experts.bin %v)\n",
+				c.ArenaGB, c.ArenaSeconds, c.ArenaUnbuffered, c.ArenaLocked, c.ArenaFromPack)
+		}
+		for _, n := range c.Notes {
+			fmt.Fprintf(io.Out, "note      %s\n", n)
+		}
+		for _, v := range c.Verify {
+			fmt.Fprintf(io.Out, "verify    %s\n", v)
+		}
 	}
 	return nil
 }
 
 // cacheReport is the expert cache's part of the bench report.
 type cacheReport struct {
-	VRAMSlots         int     `json:"vram_slots"`
-	PinnedSlots       int     `json:"pinned_slots"`
-	Swaps             uint64  `json:"swaps"`
-	PCIeReads         uint64  `json:"pcie_reads"`
-	Streamed          uint64  `json:"streamed_experts"`
-	FillGB            float64 `json:"fill_gb"`
-	FillSeconds       float64 `json:"fill_s"`
-	WaitRoutesSeconds float64 `json:"wait_routes_s"`
-	CPUMissSeconds    float64 `json:"cpu_miss_s"`
-	UploadSeconds     float64 `json:"upload_s"`
+	VRAMSlots         int      `json:"vram_slots"`
+	PinnedSlots       int      `json:"pinned_slots"`
+	Swaps             uint64   `json:"swaps"`
+	PCIeReads         uint64   `json:"pcie_reads"`
+	Streamed          uint64   `json:"streamed_experts"`
+	FillGB            float64  `json:"fill_gb"`
+	FillSeconds       float64  `json:"fill_s"`
+	WaitRoutesSeconds float64  `json:"wait_routes_s"`
+	CPUMissSeconds    float64  `json:"cpu_miss_s"`
+	UploadSeconds     float64  `json:"upload_s"`
+	ArenaGB           float64  `json:"arena_gb"`
+	ArenaSeconds      float64  `json:"arena_fill_s"`
+	ArenaUnbuffered   bool     `json:"arena_unbuffered"`
+	ArenaLocked       bool     `json:"arena_locked"`
+	ArenaFromPack     bool     `json:"arena_from_pack"`
+	Notes             []string `json:"notes,omitempty"`
+	Verify            []string `json:"verify,omitempty"`
+}
+
+// watchAvailableRAM samples the available RAM every 20 ms until the returned function is
+// called, which gives the lowest value seen (0 when the platform does not say).
+func watchAvailableRAM(ctx context.Context) func() int64 {
+	done := make(chan struct{})
+	result := make(chan int64, 1)
+	go func() {
+		var low int64
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if a := platform.ProbeMemory(ctx).AvailableBytes; a > 0 && (low == 0 || a < low) {
+				low = a
+			}
+			select {
+			case <-done:
+				result <- low
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		return <-result
+	}
 }
 
 // shares turns counts per tier into fractions keyed by tier name (nil when empty).

@@ -3,7 +3,11 @@
 // the NVIDIA one in compute/gpu; the model code never knows which one it drives.
 package compute
 
-import "strata/engine/quant"
+import (
+	"fmt"
+
+	"strata/engine/quant"
+)
 
 // Buf is a float32 array living on the backend's device.
 type Buf interface {
@@ -29,6 +33,28 @@ type WeightSpec struct {
 	Cols    int
 	Experts int // 0 or 1 for a plain matrix
 	Data    []byte
+	// ExpertStride is the distance in bytes from one expert's matrix to the next in Data;
+	// 0 means back to back. Blob layouts (an expert's gate, up and down together, as in
+	// experts.bin and the RAM arena) view each matrix as a stack with a stride.
+	ExpertStride int
+}
+
+// CheckSize checks that Data holds the experts of spec with rowBytes per row and returns
+// the bytes of one expert and the stride between them.
+func (spec WeightSpec) CheckSize(rowBytes int) (per, stride int, err error) {
+	exps := max(spec.Experts, 1)
+	per = rowBytes * spec.Rows
+	stride = spec.ExpertStride
+	if stride == 0 {
+		stride = per
+	}
+	if stride < per {
+		return 0, 0, fmt.Errorf("tensor %q: expert stride %d is less than one expert's %d bytes", spec.Name, stride, per)
+	}
+	if want := (exps-1)*stride + per; len(spec.Data) < want || (spec.ExpertStride == 0 && len(spec.Data) != want) {
+		return 0, 0, fmt.Errorf("tensor %q: %d bytes, want %d for %d x %d x %d %s", spec.Name, len(spec.Data), want, exps, spec.Rows, spec.Cols, spec.Type)
+	}
+	return per, stride, nil
 }
 
 // KV is one session's key/value cache on the backend's device.

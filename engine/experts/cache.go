@@ -2,11 +2,14 @@ package experts
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"strata/engine/compute"
 	"strata/engine/compute/cpu"
@@ -21,9 +24,13 @@ type Device interface {
 	compute.Backend
 	// NewSlots allocates slots experts of spec's type and shape in device memory.
 	NewSlots(spec compute.WeightSpec, slots int) (compute.Weight, error)
-	// NewHostSlots allocates them in page-locked host memory the device reads over PCIe; the
-	// returned bytes are the host view.
-	NewHostSlots(spec compute.WeightSpec, slots int) (compute.Weight, []byte, error)
+	// RegisterHost page-locks host memory (the RAM arena) and maps it into the device.
+	RegisterHost(mem []byte) error
+	// HostStack views experts in registered host memory (spec.Data, spec.ExpertStride apart)
+	// as a stack the device reads over PCIe.
+	HostStack(spec compute.WeightSpec) (compute.Weight, error)
+	// ReadSlot copies one expert's matrix back from a stack (for --verify).
+	ReadSlot(w compute.Weight, slot int) ([]byte, error)
 	// WriteSlots copies matrices into slots; work queued afterwards sees them.
 	WriteSlots(w compute.Weight, writes []compute.SlotWrite) error
 	// HostRoutes makes a routing result readable on the host.
@@ -49,6 +56,12 @@ type CacheConfig struct {
 	// StreamMinTokens: batches of at least this many tokens stream their misses to the GPU;
 	// smaller ones (decode) compute them on the CPU.
 	StreamMinTokens int
+	// Pinned holds the TierPinned experts (the RAM arena); PinnedMapped says it is
+	// registered with the device, so the GPU can read it over PCIe.
+	Pinned       *Arena
+	PinnedMapped bool
+	// Prefetch, when set, is asked to bring cold experts in as soon as they are routed.
+	Prefetch *Prefetcher
 }
 
 // Cache places every layer's experts across VRAM slots, pinned host slots and the model
@@ -188,19 +201,9 @@ func (c *Cache) Layer(l int, gate, up, down compute.WeightSpec) (compute.Experts
 		L.vramOwner = make([]int32, nv)
 	}
 	if np > 0 {
-		for i, s := range L.file {
-			w, mem, err := c.dev.NewHostSlots(s, np)
-			if err != nil {
-				return nil, err
-			}
-			L.pinDev[i] = w
-			hs := s
-			hs.Experts, hs.Data = np, mem
-			if L.pinCPU[i], err = c.host.Place(hs); err != nil {
-				return nil, err
-			}
+		if err := c.pinnedStacks(l, L, np); err != nil {
+			return nil, err
 		}
-		L.pinOwner = make([]int32, np)
 	}
 	for e := range c.sh.Experts {
 		i := c.sh.Index(ID{l, e})
@@ -230,6 +233,70 @@ func (c *Cache) Layer(l int, gate, up, down compute.WeightSpec) (compute.Experts
 	return &layerExperts{c: c, l: l}, nil
 }
 
+// pinnedStacks views layer l's pinned experts in the arena as three stacks (slot k is the
+// k-th pinned expert by id), for the CPU and, when the arena is registered, the device.
+func (c *Cache) pinnedStacks(l int, L *layerCache, np int) error {
+	a := c.cfg.Pinned
+	if a == nil {
+		return fmt.Errorf("experts: layer %d has %d pinned experts but no RAM arena holds them", l, np)
+	}
+	base := a.Bytes()
+	ids := make([]ID, 0, np)
+	for e := range c.sh.Experts {
+		if c.tier[c.sh.Index(ID{l, e})] == TierPinned {
+			ids = append(ids, ID{l, e})
+		}
+	}
+	for m := range 3 {
+		var first, stride int
+		for k, id := range ids {
+			g, u, d, ok := a.Blob(id)
+			if !ok {
+				return fmt.Errorf("experts: %s is pinned but not in the RAM arena", id)
+			}
+			part := [3][]byte{g, u, d}[m]
+			if len(part) != len(L.matrix(m, id.Expert)) {
+				return fmt.Errorf("experts: %s: the arena holds %d bytes of matrix %d, the model %d", id, len(part), m, len(L.matrix(m, id.Expert)))
+			}
+			off := offsetIn(base, part)
+			switch k {
+			case 0:
+				first = off
+			case 1:
+				stride = off - first
+			default:
+				if off != first+k*stride {
+					return fmt.Errorf("experts: layer %d: the arena's blobs are not evenly spaced", l)
+				}
+			}
+		}
+		per := len(L.matrix(m, ids[0].Expert))
+		if stride == 0 {
+			stride = per
+		}
+		spec := L.file[m]
+		spec.Experts, spec.ExpertStride = np, stride
+		spec.Data = base[first : first+(np-1)*stride+per]
+		w, err := c.host.Place(spec)
+		if err != nil {
+			return err
+		}
+		L.pinCPU[m] = w
+		if c.cfg.PinnedMapped {
+			if L.pinDev[m], err = c.dev.HostStack(spec); err != nil {
+				return err
+			}
+		}
+	}
+	L.pinOwner = make([]int32, np)
+	return nil
+}
+
+// offsetIn is where sub starts inside base (sub is a view of base).
+func offsetIn(base, sub []byte) int {
+	return int(uintptr(unsafe.Pointer(unsafe.SliceData(sub))) - uintptr(unsafe.Pointer(unsafe.SliceData(base))))
+}
+
 // matrix returns expert e's bytes of matrix m (0 gate, 1 up, 2 down) in the file.
 func (L *layerCache) matrix(m, e int) []byte {
 	s := L.file[m]
@@ -237,8 +304,8 @@ func (L *layerCache) matrix(m, e int) []byte {
 	return s.Data[e*per : (e+1)*per]
 }
 
-// Fill copies every VRAM and pinned expert into its slot, hottest first (Rank order), and
-// reports bytes done of the total.
+// Fill copies every VRAM expert into its slot, hottest first (Rank order), and reports
+// bytes done of the total.
 func (c *Cache) Fill(ctx context.Context, progress func(done, total int64)) error {
 	start := time.Now()
 	order := make([]ID, 0, c.sh.Count())
@@ -256,7 +323,7 @@ func (c *Cache) Fill(ctx context.Context, progress func(done, total int64)) erro
 	}
 	var total, done int64
 	for _, id := range order {
-		if t := c.tier[c.sh.Index(id)]; t == TierVRAM || t == TierPinned {
+		if c.tier[c.sh.Index(id)] == TierVRAM {
 			total += c.sh.BlobBytes()
 		}
 	}
@@ -274,15 +341,10 @@ func (c *Cache) Fill(ctx context.Context, progress func(done, total int64)) erro
 		for _, id := range order[lo:min(lo+batch, len(order))] {
 			i := c.sh.Index(id)
 			L := c.lays[id.Layer]
-			var st [3]compute.Weight
-			switch c.tier[i] {
-			case TierVRAM:
-				st = L.vram
-			case TierPinned:
-				st = L.pinDev
-			default:
-				continue
+			if c.tier[i] != TierVRAM {
+				continue // pinned experts are in the arena already; cold ones stay in the file
 			}
+			st := L.vram
 			for m := range 3 {
 				k := key{st[m]}
 				if _, ok := writes[k]; !ok {
@@ -363,7 +425,7 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 			vram = append(vram, en)
 		case stream:
 			streamed = append(streamed, en)
-		case t == TierPinned && c.pcie():
+		case t == TierPinned && L.pinDev[0] != nil && c.pcie():
 			pcie = append(pcie, en)
 			c.stats.PCIe++
 		case t == TierPinned:
@@ -382,6 +444,15 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 	}
 	c.mu.Unlock()
 
+	if c.cfg.Prefetch != nil && len(cold) > 0 {
+		// Ask the OS for the cold experts' pages now, so the pool's threads do not stall on
+		// one page fault after another.
+		ids := make([]ID, 0, len(cold))
+		for _, e := range cold {
+			ids = append(ids, ID{l, int(e.expt)})
+		}
+		c.cfg.Prefetch.Prefetch(ids)
+	}
 	// Device work first: it runs while the host computes the misses.
 	c.runOn(c.dev, dst, x, L.vram, vram, n)
 	c.runOn(c.dev, dst, x, L.pinDev, pcie, n)
@@ -519,9 +590,7 @@ func (c *Cache) stream(L *layerCache, dst, x compute.Buf, es []entry, n int) {
 func (c *Cache) bytesOf(L *layerCache, m, e int) []byte {
 	if i := c.sh.Index(ID{indexLayer(c, L), e}); c.tier[i] == TierPinned {
 		if w, ok := L.pinCPU[m].(*cpu.Weight); ok {
-			per := len(w.Data()) / w.Experts()
-			s := int(c.slot[i])
-			return w.Data()[s*per : (s+1)*per]
+			return w.ExpertBytes(int(c.slot[i]))
 		}
 	}
 	return L.matrix(m, e)
@@ -577,7 +646,7 @@ func (c *Cache) swap(l int, L *layerCache, in, victim int) error {
 	if c.tier[ii] == TierPinned {
 		pslot := c.slot[ii]
 		for m := range 3 {
-			if err := c.dev.WriteSlots(L.pinDev[m], []compute.SlotWrite{{Slot: int(pslot), Data: L.matrix(m, victim)}}); err != nil {
+			if err := c.writePinned(L, m, int(pslot), L.matrix(m, victim)); err != nil {
 				return fmt.Errorf("experts: swap %s out: %w", ID{l, victim}, err)
 			}
 		}
@@ -589,6 +658,37 @@ func (c *Cache) swap(l int, L *layerCache, in, victim int) error {
 	L.vramOwner[vslot] = int32(in)
 	c.tier[ii], c.slot[ii] = TierVRAM, vslot
 	return nil
+}
+
+// writePinned replaces a pinned slot's matrix, through the device when it may be reading it.
+func (c *Cache) writePinned(L *layerCache, m, slot int, data []byte) error {
+	if L.pinDev[m] != nil {
+		return c.dev.WriteSlots(L.pinDev[m], []compute.SlotWrite{{Slot: slot, Data: data}})
+	}
+	copy(L.pinCPU[m].(*cpu.Weight).ExpertBytes(slot), data)
+	return nil
+}
+
+// VRAMChecksum reads every VRAM slot back and hashes the experts' matrices in (layer,
+// expert) order, so two ways of filling the cache can be compared bit for bit.
+func (c *Cache) VRAMChecksum() (string, error) {
+	h := sha256.New()
+	for l, L := range c.lays {
+		for e := range c.sh.Experts {
+			i := c.sh.Index(ID{l, e})
+			if c.tier[i] != TierVRAM {
+				continue
+			}
+			for m := range 3 {
+				b, err := c.dev.ReadSlot(L.vram[m], int(c.slot[i]))
+				if err != nil {
+					return "", err
+				}
+				h.Write(b)
+			}
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Snapshot is the cache's picture for the tier map.

@@ -55,9 +55,17 @@ func TestCacheOnGPU(t *testing.T) {
 				t.Cleanup(func() { dev.Close(); host.Close() })
 				sh := experts.Shape{Layers: h.Layers, Experts: h.Experts}
 				rank := neutralRank(sh)
+				tiers := plan(sh, rank, tc.vram, tc.pin)
+				arena := pinnedArena(t, f, sh, tiers, tc.unbuffered)
+				if arena != nil {
+					if err := dev.RegisterHost(arena.Bytes()); err != nil {
+						t.Fatal(err)
+					}
+				}
 				c, err := experts.NewCache(dev, host, experts.CacheConfig{
-					Shape: sh, Tier: plan(sh, rank, tc.vram, tc.pin), Rank: rank,
+					Shape: sh, Tier: tiers, Rank: rank,
 					PCIeFrac: tc.pcie, AdaptEvery: tc.adapt, StreamSlots: tc.streamSlots, StreamMinTokens: 2,
+					Pinned: arena, PinnedMapped: true,
 				})
 				if err != nil {
 					t.Fatal(err)

@@ -1,12 +1,10 @@
 package experts_test
 
 import (
-	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
 
-	"strata/engine/compute"
 	"strata/engine/compute/cpu"
 	"strata/engine/experts"
 	"strata/engine/fixtures"
@@ -15,41 +13,6 @@ import (
 	"strata/engine/model/modeltest"
 )
 
-// cpuDevice stands in for the GPU: a CPU backend whose slot stacks are plain host memory,
-// so every decision of the cache (hits, misses, PCIe share, streaming, swaps) runs here.
-type cpuDevice struct {
-	*cpu.Backend
-	writes int
-}
-
-func (d *cpuDevice) NewSlots(spec compute.WeightSpec, slots int) (compute.Weight, error) {
-	w, _, err := d.NewHostSlots(spec, slots)
-	return w, err
-}
-
-func (d *cpuDevice) NewHostSlots(spec compute.WeightSpec, slots int) (compute.Weight, []byte, error) {
-	per := len(spec.Data) / max(spec.Experts, 1)
-	mem := make([]byte, per*slots)
-	spec.Data, spec.Experts = mem, slots
-	w, err := d.Place(spec)
-	return w, mem, err
-}
-
-func (d *cpuDevice) WriteSlots(w compute.Weight, writes []compute.SlotWrite) error {
-	data := w.(*cpu.Weight).Data()
-	per := len(data) / w.Experts()
-	for _, s := range writes {
-		if s.Slot < 0 || s.Slot >= w.Experts() || len(s.Data) != per {
-			return fmt.Errorf("bad write to slot %d", s.Slot)
-		}
-		copy(data[s.Slot*per:], s.Data)
-		d.writes++
-	}
-	return nil
-}
-
-func (d *cpuDevice) HostRoutes(*compute.Routes) {}
-
 // tierCase is one placement of the experts the cache is tested with.
 type tierCase struct {
 	name        string
@@ -57,6 +20,7 @@ type tierCase struct {
 	pcie        float64
 	adapt       int
 	streamSlots int
+	unbuffered  bool // fill the RAM arena with unbuffered reads (else through the mapping)
 }
 
 func tierCases() []tierCase {
@@ -65,6 +29,8 @@ func tierCases() []tierCase {
 		{name: "some slots", vram: 0.4},
 		{name: "all slots", vram: 1},
 		{name: "some + pinned", vram: 0.3, pin: 0.3},
+		{name: "some + pinned (unbuffered fill)", vram: 0.3, pin: 0.3, unbuffered: true},
+		{name: "resident: all pinned", vram: 0, pin: 1, unbuffered: true},
 		{name: "some + pinned + pcie", vram: 0.3, pin: 0.4, pcie: 0.5},
 		{name: "all pinned over pcie", vram: 0, pin: 1, pcie: 1},
 		{name: "adaptive swaps", vram: 0.3, pin: 0.2, adapt: 2},
@@ -120,14 +86,16 @@ func TestCacheMatchesTransformers(t *testing.T) {
 		}
 		for _, tc := range tierCases() {
 			t.Run(name+"/"+tc.name, func(t *testing.T) {
-				dev := &cpuDevice{Backend: cpu.New(cpu.Options{Threads: 2, FloatPath: true})}
+				dev := experts.HostDevice{Backend: cpu.New(cpu.Options{Threads: 2, FloatPath: true})}
 				host := cpu.New(cpu.Options{Threads: 2, FloatPath: true})
 				t.Cleanup(func() { dev.Close(); host.Close() })
 				sh := experts.Shape{Layers: h.Layers, Experts: h.Experts}
 				rank := neutralRank(sh)
+				tiers := plan(sh, rank, tc.vram, tc.pin)
 				c, err := experts.NewCache(dev, host, experts.CacheConfig{
-					Shape: sh, Tier: plan(sh, rank, tc.vram, tc.pin), Rank: rank,
+					Shape: sh, Tier: tiers, Rank: rank,
 					PCIeFrac: tc.pcie, AdaptEvery: tc.adapt, StreamSlots: tc.streamSlots, StreamMinTokens: 2,
+					Pinned: pinnedArena(t, f, sh, tiers, tc.unbuffered), PinnedMapped: true,
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -181,4 +149,30 @@ func TestCacheMatchesTransformers(t *testing.T) {
 			})
 		}
 	}
+}
+
+// pinnedArena fills a RAM arena with the experts the plan pins (nil when none).
+func pinnedArena(t *testing.T, f *gguf.File, sh experts.Shape, tiers []experts.Tier, unbuffered bool) *experts.Arena {
+	t.Helper()
+	var ids []experts.ID
+	for i, tier := range tiers {
+		if tier == experts.TierPinned {
+			ids = append(ids, experts.ID{Layer: i / sh.Experts, Expert: i % sh.Experts})
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	l, err := experts.GGUFLayout(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := experts.DefaultFillOptions()
+	o.Unbuffered = unbuffered
+	a, _, err := experts.FillArena(t.Context(), l, ids, o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
 }

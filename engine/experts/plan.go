@@ -111,7 +111,25 @@ func MakePlan(in PlanInput) (Plan, error) {
 		for i := range p.Tier {
 			p.Tier[i] = TierCPU
 		}
-		p.Bytes[TierCPU] = int64(s.Count()) * blob
+		if in.Resident {
+			// No GPU: the resident arena holds every expert it has room for, the CPU
+			// computes from it, and the rest stays in the file.
+			for i := range p.Tier {
+				p.Tier[i] = TierCold
+			}
+			budget := in.ResidentBudgetBytes
+			if budget == 0 {
+				budget = int64(s.Count()) * blob
+			}
+			n := pinFirst(&p, rank, budget, blob)
+			note("no usable GPU: --resident-experts reads %d of %d experts into a page-locked RAM arena; the CPU computes from it", n, s.Count())
+			if n < s.Count() {
+				note("--resident-budget-gib %.2f caps the RAM arena: %d experts stay cold in the model file", float64(in.ResidentBudgetBytes)/(1<<30), s.Count()-n)
+			}
+		}
+		for _, t := range p.Tier {
+			p.Bytes[t] += blob
+		}
 		// The CPU engine gives the KV cache a quarter of the available RAM.
 		p.Context = modelCtx
 		if in.HostAvailBytes > 0 && in.KVBytesPerToken > 0 {
@@ -121,9 +139,11 @@ func MakePlan(in PlanInput) (Plan, error) {
 		if p.Context < minCtx {
 			note("a KV cache of %d tokens needs %s; a quarter of the available RAM (%s) holds %d", minCtx, humanBytes(int64(minCtx)*in.KVBytesPerToken), humanBytes(in.HostAvailBytes/4), p.Context)
 		}
-		note("no usable GPU: every expert is computed on the CPU from the mapped model file")
-		if in.Tiered || in.Resident {
-			note("--tiered-experts and --resident-experts place experts around a GPU cache; without a GPU they change nothing")
+		if !in.Resident {
+			note("no usable GPU: every expert is computed on the CPU from the mapped model file")
+		}
+		if in.Tiered {
+			note("--tiered-experts places experts around a GPU cache; without a GPU it changes nothing")
 		}
 		return p, nil
 	}

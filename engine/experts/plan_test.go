@@ -43,7 +43,9 @@ func TestMakePlan(t *testing.T) {
 	}{
 		{"no GPU", func(in *PlanInput) { in.GPUFreeBytes = 0 }, "UUUUUUUU", 0, 4096, "no usable GPU"},
 		{"no GPU, small RAM caps the context", func(in *PlanInput) { in.GPUFreeBytes, in.HostAvailBytes = 0, 4<<20 }, "UUUUUUUU", 0, 1024, ""},
-		{"no GPU, tiered changes nothing", func(in *PlanInput) { in.GPUFreeBytes, in.Tiered = 0, true }, "UUUUUUUU", 0, 4096, "without a GPU they change nothing"},
+		{"no GPU, tiered changes nothing", func(in *PlanInput) { in.GPUFreeBytes, in.Tiered = 0, true }, "UUUUUUUU", 0, 4096, "without a GPU it changes nothing"},
+		{"no GPU, resident pins every expert", func(in *PlanInput) { in.GPUFreeBytes, in.Resident = 0, true }, "PPPPPPPP", 0, 4096, "page-locked RAM arena"},
+		{"no GPU, resident within its budget", func(in *PlanInput) { in.GPUFreeBytes, in.Resident, in.ResidentBudgetBytes = 0, true, 5<<20 }, "PPPPPCCC", 0, 4096, "caps the RAM arena"},
 		{"no GPU, RAM below the minimum KV", func(in *PlanInput) { in.GPUFreeBytes, in.HostAvailBytes = 0, 4<<20+4<<10 }, "UUUUUUUU", 0, 1025, "a KV cache of 2048 tokens needs 2.0 MiB"},
 		{"no GPU, zero slots asked", func(in *PlanInput) { in.GPUFreeBytes, in.ExpertCache = 0, 0 }, "UUUUUUUU", 0, 4096, ""},
 		{"auto, all fit", func(*PlanInput) {}, "VVVVVVVV", 8, 4096, "every expert fits"},

@@ -78,6 +78,7 @@ type Weight struct {
 	typ              quant.Type
 	rows, cols, exps int
 	rowBytes         int
+	stride           int // bytes from one expert to the next
 	data             []byte
 	vec              []float32 // decoded values of a single-row tensor (norm weights)
 }
@@ -88,12 +89,14 @@ func (w *Weight) Rows() int        { return w.rows }
 func (w *Weight) Cols() int        { return w.cols }
 func (w *Weight) Experts() int     { return w.exps }
 func (w *Weight) expert(e int) []byte {
-	n := w.rows * w.rowBytes
-	return w.data[e*n : (e+1)*n]
+	return w.data[e*w.stride : e*w.stride+w.rows*w.rowBytes]
 }
 
 // Data is the weight's bytes (all experts of a stacked tensor).
 func (w *Weight) Data() []byte { return w.data }
+
+// ExpertBytes is expert e's matrix of a stacked tensor.
+func (w *Weight) ExpertBytes(e int) []byte { return w.expert(e) }
 
 // NewWeight wraps bytes of the model file as a weight, checking the size.
 func NewWeight(spec compute.WeightSpec) (*Weight, error) {
@@ -102,10 +105,11 @@ func NewWeight(spec compute.WeightSpec) (*Weight, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tensor %q: %w", spec.Name, err)
 	}
-	if want := rb * spec.Rows * exps; len(spec.Data) != want {
-		return nil, fmt.Errorf("tensor %q: %d bytes, want %d for %d x %d x %d %s", spec.Name, len(spec.Data), want, exps, spec.Rows, spec.Cols, spec.Type)
+	_, stride, err := spec.CheckSize(rb)
+	if err != nil {
+		return nil, err
 	}
-	w := &Weight{name: spec.Name, typ: spec.Type, rows: spec.Rows, cols: spec.Cols, exps: exps, rowBytes: rb, data: spec.Data}
+	w := &Weight{name: spec.Name, typ: spec.Type, rows: spec.Rows, cols: spec.Cols, exps: exps, rowBytes: rb, stride: stride, data: spec.Data}
 	if spec.Rows == 1 && exps == 1 {
 		w.vec = make([]float32, spec.Cols)
 		if err := quant.Dequantize(spec.Type, spec.Data, w.vec); err != nil {

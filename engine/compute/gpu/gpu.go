@@ -321,9 +321,13 @@ type Weight struct {
 	typ              quant.Type // as stored on the device (may differ from the file's)
 	rows, cols, exps int
 	rowBytes         int
+	stride           int // bytes from one expert to the next
 	p                cuda.DevicePtr
-	host             []byte // pinned host slots: the host view of p
+	host             []byte // host stacks: the host view of p
 }
+
+// expertBytes is the size of one expert's matrix.
+func (w *Weight) expertBytes() int { return w.rows * w.rowBytes }
 
 func (w *Weight) Name() string     { return w.name }
 func (w *Weight) Type() quant.Type { return w.typ }
@@ -337,7 +341,7 @@ func (b *Backend) Place(spec compute.WeightSpec) (compute.Weight, error) {
 	exps := max(spec.Experts, 1)
 	data, typ := spec.Data, spec.Type
 	n := spec.Rows * spec.Cols * exps
-	if want, err := quant.RowBytes(typ, spec.Cols); err != nil || want*spec.Rows*exps != len(data) {
+	if want, err := quant.RowBytes(typ, spec.Cols); err != nil || want*spec.Rows*exps != len(data) || (spec.ExpertStride != 0 && spec.ExpertStride != want*spec.Rows) {
 		return nil, fmt.Errorf("gpu: tensor %q: %d bytes do not hold %d x %d x %d %s", spec.Name, len(data), exps, spec.Rows, spec.Cols, typ)
 	}
 	vector := spec.Rows == 1 && exps == 1
@@ -365,7 +369,7 @@ func (b *Backend) Place(spec compute.WeightSpec) (compute.Weight, error) {
 	if err := cuda.Upload(b.s, p, data); err != nil {
 		return nil, fmt.Errorf("gpu: tensor %q: %w", spec.Name, err)
 	}
-	return &Weight{name: spec.Name, typ: typ, rows: spec.Rows, cols: spec.Cols, exps: exps, rowBytes: rb, p: p}, nil
+	return &Weight{name: spec.Name, typ: typ, rows: spec.Rows, cols: spec.Cols, exps: exps, rowBytes: rb, stride: rb * spec.Rows, p: p}, nil
 }
 
 // KV is a float16 cache in VRAM: per layer, keys and values [position][kv head][head dim].

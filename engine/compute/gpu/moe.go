@@ -46,7 +46,7 @@ func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r *comp
 
 // fusedGateUp reports whether gate and up can share the fused 8-bit kernel.
 func fusedGateUp(G, U *Weight) bool {
-	return q8Capable(G) && G.typ == U.typ && G.rows == U.rows && G.cols == U.cols && G.rowBytes == U.rowBytes
+	return q8Capable(G) && G.typ == U.typ && G.rows == U.rows && G.cols == U.cols && G.rowBytes == U.rowBytes && G.stride == U.stride
 }
 
 // moeDecode runs one token's k experts.
@@ -57,7 +57,7 @@ func (b *Backend) moeDecode(dst, x cuda.DevicePtr, G, U, D *Weight, r *compute.R
 	if ids == 0 || weights == 0 || h == 0 {
 		return // the error is recorded
 	}
-	gs, us, ds := G.rows*G.rowBytes, U.rows*U.rowBytes, D.rows*D.rowBytes
+	gs, us, ds := G.stride, U.stride, D.stride
 	if fusedGateUp(G, U) {
 		xq := b.quantized(x, 1, H)
 		if xq == 0 {
@@ -155,7 +155,7 @@ func (b *Backend) moePrefill(dst, x cuda.DevicePtr, G, U, D *Weight, n, K int, i
 	rowOfSlot := rowSelf.Add(4 * slots)
 	wts := rowOfSlot.Add(4 * slots)
 
-	gs, us, ds := G.rows*G.rowBytes, U.rows*U.rowBytes, D.rows*D.rowBytes
+	gs, us, ds := G.stride, U.stride, D.stride
 	b.err.Set(b.k.GemmExperts(b.s, cuda.QuantType(G.typ), G.p, gs, slotExpert, slotOff, rowTok, groups, plan.maxRows, x, g, F, H))
 	b.err.Set(b.k.GemmExperts(b.s, cuda.QuantType(U.typ), U.p, us, slotExpert, slotOff, rowTok, groups, plan.maxRows, x, u, F, H))
 	b.err.Set(b.k.SwiGLU(b.s, g, u, g, slots*F))

@@ -48,23 +48,41 @@ func (b *Backend) NewSlots(spec compute.WeightSpec, slots int) (compute.Weight, 
 	if err != nil {
 		return nil, err
 	}
-	return &Weight{name: spec.Name, typ: spec.Type, rows: spec.Rows, cols: spec.Cols, exps: slots, rowBytes: rb, p: p}, nil
+	return &Weight{name: spec.Name, typ: spec.Type, rows: spec.Rows, cols: spec.Cols, exps: slots, rowBytes: rb, stride: per, p: p}, nil
 }
 
-// NewHostSlots allocates slots experts in page-locked host memory mapped into the device:
-// kernels read them over PCIe (zero-copy), and the host can compute on the same bytes.
-func (b *Backend) NewHostSlots(spec compute.WeightSpec, slots int) (compute.Weight, []byte, error) {
-	rb, per, err := slotSpec(spec, slots)
+// RegisterHost page-locks host memory the caller owns (anonymous memory, such as the RAM
+// arena: the driver refuses file-backed pages) and maps it into the device, so HostStack
+// can view parts of it. The registration ends at Close.
+func (b *Backend) RegisterHost(mem []byte) error {
+	hb, err := b.ctx.HostRegister(mem)
 	if err != nil {
-		return nil, nil, err
-	}
-	hb, err := b.ctx.HostAlloc(per * slots)
-	if err != nil {
-		return nil, nil, fmt.Errorf("gpu: pinned expert slots %s (%d MiB): %w", spec.Name, per*slots>>20, err)
+		return fmt.Errorf("gpu: register %d MiB of host memory: %w", len(mem)>>20, err)
 	}
 	b.hostBufs = append(b.hostBufs, hb)
-	w := &Weight{name: spec.Name, typ: spec.Type, rows: spec.Rows, cols: spec.Cols, exps: slots, rowBytes: rb, p: hb.Dev, host: hb.Bytes}
-	return w, hb.Bytes, nil
+	return nil
+}
+
+// HostStack views spec.Experts experts in registered host memory (spec.Data, expert after
+// expert spec.ExpertStride bytes apart) as a stack the kernels read over PCIe.
+func (b *Backend) HostStack(spec compute.WeightSpec) (compute.Weight, error) {
+	rb, _, err := slotSpec(spec, max(spec.Experts, 1))
+	if err != nil {
+		return nil, err
+	}
+	_, stride, err := spec.CheckSize(rb)
+	if err != nil {
+		return nil, fmt.Errorf("gpu: %w", err)
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(spec.Data)))
+	for _, hb := range b.hostBufs {
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(hb.Bytes)))
+		if p >= lo && p+uintptr(len(spec.Data)) <= lo+uintptr(len(hb.Bytes)) {
+			return &Weight{name: spec.Name, typ: spec.Type, rows: spec.Rows, cols: spec.Cols, exps: max(spec.Experts, 1),
+				rowBytes: rb, stride: stride, p: hb.Dev.Add(int(p - lo)), host: spec.Data}, nil
+		}
+	}
+	return nil, fmt.Errorf("gpu: %s: host memory at %#x is not registered", spec.Name, p)
 }
 
 // WriteSlots copies expert matrices into slots of a stack from NewSlots or NewHostSlots.
@@ -75,7 +93,7 @@ func (b *Backend) WriteSlots(wt compute.Weight, writes []compute.SlotWrite) erro
 	if !ok {
 		return fmt.Errorf("gpu: write slots: %T is not a GPU weight", wt)
 	}
-	per := w.rows * w.rowBytes
+	per := w.expertBytes()
 	for _, s := range writes {
 		if s.Slot < 0 || s.Slot >= w.exps || len(s.Data) != per {
 			return fmt.Errorf("gpu: %s: write of %d bytes to slot %d of %d (%d bytes each)", w.name, len(s.Data), s.Slot, w.exps, per)
@@ -88,7 +106,7 @@ func (b *Backend) WriteSlots(wt compute.Weight, writes []compute.SlotWrite) erro
 			return fmt.Errorf("gpu: %s: %w", w.name, err)
 		}
 		parallelEach(len(writes), func(i int) {
-			copy(w.host[writes[i].Slot*per:], writes[i].Data)
+			copy(w.host[writes[i].Slot*w.stride:], writes[i].Data)
 		})
 		return nil
 	}
@@ -98,7 +116,7 @@ func (b *Backend) WriteSlots(wt compute.Weight, writes []compute.SlotWrite) erro
 	}
 	b.step.brk()
 	b.q8.drop()
-	return st.upload(w.name, w.p, per, writes)
+	return st.upload(w.name, w.p, w.stride, writes)
 }
 
 // parallelEach runs fn(0..n-1) on a few goroutines.
@@ -228,4 +246,18 @@ func (st *stager) close() error {
 	}
 	st.bufs = nil
 	return first
+}
+
+// ReadSlot copies one expert's matrix back from a stack (for --verify).
+func (b *Backend) ReadSlot(wt compute.Weight, slot int) ([]byte, error) {
+	w, ok := wt.(*Weight)
+	if !ok || slot < 0 || slot >= w.exps {
+		return nil, fmt.Errorf("gpu: read slot %d of %v", slot, wt)
+	}
+	b.step.brk()
+	out := make([]byte, w.expertBytes())
+	if err := cuda.Download(b.s, out, w.p.Add(slot*w.stride)); err != nil {
+		return nil, fmt.Errorf("gpu: %s: read slot %d: %w", w.name, slot, err)
+	}
+	return out, nil
 }
