@@ -453,14 +453,19 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 		}
 		c.cfg.Prefetch.Prefetch(ids)
 	}
-	// Device work first: it runs while the host computes the misses.
+	// The host's copy of x comes first, while the device is idle after the routes; then the
+	// device work is queued, and runs while the host computes the misses.
+	onHost := len(pinCPU)+len(cold) > 0
+	if onHost {
+		c.readX(x, n*H)
+	}
 	c.runOn(c.dev, dst, x, L.vram, vram, n)
 	c.runOn(c.dev, dst, x, L.pinDev, pcie, n)
 	if len(streamed) > 0 {
 		c.stream(L, dst, x, streamed, n)
 	}
-	if len(pinCPU)+len(cold) > 0 {
-		c.cpuMisses(L, dst, x, pinCPU, cold, n, H)
+	if onHost {
+		c.cpuMisses(L, dst, pinCPU, cold, n, H)
 	}
 	if l == c.sh.Layers-1 && c.cfg.AdaptEvery > 0 && c.tokens >= c.cfg.AdaptEvery {
 		c.adapt()
@@ -509,21 +514,14 @@ func (c *Cache) runOn(b compute.Backend, dst, x compute.Buf, st [3]compute.Weigh
 	b.MoE(dst, x, st[0], st[1], st[2], routesOf(es, n))
 }
 
-// cpuMisses computes pinned and cold misses on the host pool and adds them to dst on the
-// device.
-func (c *Cache) cpuMisses(L *layerCache, dst, x compute.Buf, pinCPU, cold []entry, n, H int) {
-	t0 := time.Now()
-	if c.hostX == nil || c.hostX.Len() < n*H {
-		c.hostX, c.hostOut = c.host.NewBuf(n*H), c.host.NewBuf(n*H)
-		c.devOut = c.dev.NewBuf(n * H)
-		c.hostXs = make([]float32, n*H)
-	}
-	xs := c.hostXs[:n*H]
-	c.dev.Read(x, xs) // waits for the device: x is this layer's normalised input
+// cpuMisses computes pinned and cold misses on the host pool (x is in hostXs, from readX)
+// and adds them to dst on the device.
+func (c *Cache) cpuMisses(L *layerCache, dst compute.Buf, pinCPU, cold []entry, n, H int) {
 	t1 := time.Now()
+	xs := c.hostXs[:n*H]
 	c.host.Write(c.hostX, xs)
-	zero := make([]float32, n*H)
-	c.host.Write(c.hostOut, zero)
+	clear(xs)
+	c.host.Write(c.hostOut, xs)
 	c.runOn(c.host, c.hostOut, c.hostX, L.pinCPU, pinCPU, n)
 	c.runOn(c.host, c.hostOut, c.hostX, L.fileCPU, cold, n)
 	c.host.Read(c.hostOut, xs)
@@ -531,9 +529,22 @@ func (c *Cache) cpuMisses(L *layerCache, dst, x compute.Buf, pinCPU, cold []entr
 	c.dev.Write(c.devOut, xs)
 	c.dev.Add(dst, c.devOut, n*H)
 	c.mu.Lock()
-	c.stats.WaitRoutes += t1.Sub(t0)
 	c.stats.CPUMisses += t2.Sub(t1)
 	c.stats.Uploads += time.Since(t2)
+	c.mu.Unlock()
+}
+
+// readX copies the layer's input (n*H values) to the host for the misses.
+func (c *Cache) readX(x compute.Buf, nh int) {
+	t0 := time.Now()
+	if c.hostX == nil || c.hostX.Len() < nh {
+		c.hostX, c.hostOut = c.host.NewBuf(nh), c.host.NewBuf(nh)
+		c.devOut = c.dev.NewBuf(nh)
+		c.hostXs = make([]float32, nh)
+	}
+	c.dev.Read(x, c.hostXs[:nh])
+	c.mu.Lock()
+	c.stats.WaitRoutes += time.Since(t0)
 	c.mu.Unlock()
 }
 
