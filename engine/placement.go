@@ -95,7 +95,7 @@ func place(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, report
 			err = fmt.Errorf("engine: --expert-cache %d asks for VRAM slots, but the model runs on the CPU (%s); use --expert-cache auto", cfg.ExpertCache, b.Name())
 			break
 		}
-		if !isGPU && tierKnobsSet(cfg) {
+		if !isGPU && (cfg.TieredExperts || cfg.PCIeFrac > 0 || cfg.AdaptEvery > 0) {
 			slog.Warn("engine: the model runs on the CPU: the expert tier knobs (--tiered-experts, --pcie-frac, --adapt-every) change nothing")
 		}
 		p.net, err = model.Load(f, b, func(done, total int64) {

@@ -25,7 +25,7 @@ func friendly(what string, err error) string {
 	case strings.Contains(msg, "architecture"):
 		advice = "Strata does not run this model's architecture yet. Try a Qwen3-MoE model such as Qwen3-30B-A3B."
 	case strings.Contains(msg, "out of memory") || strings.Contains(msg, "not enough memory") || strings.Contains(msg, "budget"):
-		advice = "There is not enough memory for this model with these settings. Open Settings and try a shorter context (8k), int8 KV cache, or a smaller host reserve."
+		advice = "There is not enough memory for this model with these settings. Open Settings and try a shorter context (8k), fewer expert slots, or a smaller host reserve."
 	case strings.Contains(msg, "truncated") || strings.Contains(msg, "out of bounds") || strings.Contains(msg, "unexpected eof"):
 		advice = "The model file looks damaged or incomplete. Download it again and check its size."
 	case errors.Is(err, errNoFile) || strings.Contains(msg, "no such file") || strings.Contains(msg, "cannot find"):

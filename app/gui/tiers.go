@@ -112,7 +112,18 @@ func (v *tiersView) show(snap engine.TierSnapshot, ok bool) {
 		v.memory.Add(memoryBar(dev, snap.Memory))
 	}
 	v.rates.SetText(hitRates(snap))
-	v.speed.SetText(fmt.Sprintf("Decode: %.1f tokens/s · swaps: %d", snap.TokensPerSec, snap.Swaps))
+	v.speed.SetText(speedLine(snap))
+}
+
+// speedLine is the decode speed, the swaps and anything the tiers could not do as planned.
+func speedLine(s engine.TierSnapshot) string {
+	line := fmt.Sprintf("Decode: %.1f tokens/s · swaps: %d", s.TokensPerSec, s.Swaps)
+	if s.Cache != nil {
+		for _, n := range s.Cache.Notes {
+			line += "\nNote: " + n
+		}
+	}
+	return line
 }
 
 // tierTitle names a tier for people.

@@ -167,3 +167,15 @@ func TestMachineWords(t *testing.T) {
 		t.Errorf("machineOnly: %+v", a)
 	}
 }
+
+// TestSpeedLineShowsTierNotes: what the tiers could not do as planned reaches the tier map.
+func TestSpeedLineShowsTierNotes(t *testing.T) {
+	s := engine.TierSnapshot{TokensPerSec: 12.5, Swaps: 3}
+	if got := speedLine(s); got != "Decode: 12.5 tokens/s · swaps: 3" {
+		t.Errorf("plain line %q", got)
+	}
+	s.Cache = &engine.CacheActivity{Notes: []string{"the RAM arena is not page-locked"}}
+	if got := speedLine(s); !strings.Contains(got, "Note: the RAM arena is not page-locked") {
+		t.Errorf("notes missing: %q", got)
+	}
+}
