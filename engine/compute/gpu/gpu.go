@@ -211,10 +211,10 @@ func (b *Backend) upload(dst cuda.DevicePtr, vals []int32) {
 	b.err.Set(cuda.Upload(b.s, dst, vals))
 }
 
-// GraphStats reports how many decode-step graphs were captured, how many steps were
-// launched as a graph, and how many held steps ran op by op after all.
-func (b *Backend) GraphStats() (captures, replays, fallbacks int) {
-	return b.step.Captures, b.step.Replays, b.step.Fallbacks
+// GraphStats reports how many segment graphs were captured, how many segments were
+// launched as a graph, and how many graphs were dropped to stay within the cache.
+func (b *Backend) GraphStats() (captures, replays, evictions int) {
+	return b.step.Captures, b.step.Replays, b.step.Evictions
 }
 
 // Name is the device's name.

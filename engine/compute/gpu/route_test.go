@@ -180,8 +180,8 @@ func TestDecodeGraphMatchesEager(t *testing.T) {
 	}
 	want, wantRoutes := decode(eager)
 	got, gotRoutes := decode(graphs)
-	captures, replays, fallbacks := graphs.GraphStats()
-	t.Logf("graphs: %d captured, %d steps replayed, %d fell back", captures, replays, fallbacks)
+	captures, replays, evictions := graphs.GraphStats()
+	t.Logf("graphs: %d captured, %d segments replayed, %d evicted", captures, replays, evictions)
 	if captures < 1 || replays < steps-4 {
 		t.Errorf("graphs: %d captured, %d of %d steps replayed", captures, replays, steps)
 	}

@@ -1,39 +1,53 @@
 package gpu
 
 import (
+	"hash/maphash"
 	"log/slog"
 	"slices"
 )
 
-// stepGraph replays a decode step as one CUDA graph. The backend never sees "a step", so
-// it takes the work between two Reads: each op describes itself (a signature: an op code,
-// then every pointer, size and scalar it launches with) and hands over a function that
-// queues its work. When two steps in a row have the same signature, the ops of the next
-// step are held back while they keep matching; at its Read they are captured into a graph
-// and launched. Later steps that match again launch the graph instead of their ops. Steps
-// change only in what is in device memory (positions and the token id come through
-// pinned host memory copied by nodes of the graph), never in pointers or shapes.
-//
-// Anything that needs the host mid-step (a download, a pageable upload) calls brk: the
-// held ops run at once and the step is not a candidate. A mismatch runs the held ops too.
+// stepGraph replays recurring runs of ops as CUDA graphs. The backend never sees "a step",
+// so it works on segments: the ops between two points where the host synchronises with the
+// device (brk: a download or a pageable upload; end: the backend's Read). Each op describes
+// itself (a signature: an op code, then every pointer, size and scalar it launches with) and
+// hands over a function that queues its work; a segment's ops are held until its end. A
+// segment seen before with the same signature is captured into a graph and launched; later
+// ones launch the graph. Whole-GPU decode is one segment per token; with the expert tiers,
+// which synchronise once per layer for the routes, each layer's attention is a segment of
+// its own. Segments change only in what is in device memory (positions and the token id
+// come through pinned host memory copied by nodes of the graph), never in pointers or shapes.
 type stepGraph struct {
 	enabled bool
 	// capture records fns into a graph (nil, err when it cannot; the fns have not run).
 	capture func(fns []func() error) (graphRunner, error)
 	report  func(error) // records an op's error (the backend's sticky error)
+	// minOps: shorter segments run op by op (a graph launch costs about one kernel launch).
+	minOps int
 
-	started   bool     // an op has come since the last end
-	holding   bool     // this step's ops are held while they match target
-	broken    bool     // this step did something a graph cannot hold
-	cur       []uint64 // this step's signature so far
-	held      []func() error
-	last      []uint64    // the previous step's signature (nil if it was broken)
-	target    []uint64    // the signature a graph is (to be) captured for
-	graph     graphRunner // nil: capture at the next matching step
-	Replays   int         // steps launched as a graph (for tests and logs)
-	Captures  int         // graphs captured
-	Fallbacks int         // held steps that ran op by op after all
+	cur    []uint64 // this segment's signature so far
+	held   []func() error
+	seed   maphash.Seed
+	seen   map[uint64]bool // signatures (hashed) that ran op by op once
+	graphs map[uint64]*cachedGraph
+	clock  uint64 // for evicting the least recently used graph
+
+	Replays   int // segments launched as a graph (for tests and logs)
+	Captures  int // graphs captured
+	Evictions int // graphs dropped to stay within maxGraphs
 }
+
+// cachedGraph is a captured segment and the exact signature it replays.
+type cachedGraph struct {
+	sig  []uint64
+	g    graphRunner
+	used uint64
+}
+
+const (
+	maxGraphs = 256  // captured segments kept
+	maxSeen   = 4096 // signatures remembered before the memory is cleared
+	minOps    = 4
+)
 
 // graphRunner is an instantiated graph bound to the backend's stream.
 type graphRunner interface {
@@ -41,121 +55,145 @@ type graphRunner interface {
 	Destroy() error
 }
 
-// op runs (or holds) one op's work; sig describes everything the work depends on apart
-// from device memory contents.
+// op holds one op's work until the segment ends; sig describes everything the work depends
+// on apart from device memory contents.
 func (g *stepGraph) op(fn func() error, sig ...uint64) {
 	if !g.enabled {
 		g.report(fn())
 		return
 	}
-	if !g.started {
-		g.started = true
-		g.holding = g.target != nil
-	}
-	start := len(g.cur)
 	g.cur = append(g.cur, uint64(len(sig)))
 	g.cur = append(g.cur, sig...)
-	if g.holding {
-		if len(g.cur) <= len(g.target) && slices.Equal(g.cur[start:], g.target[start:len(g.cur)]) {
-			g.held = append(g.held, fn)
-			return
-		}
-		g.runHeld()
-	}
-	g.report(fn())
+	g.held = append(g.held, fn)
 }
 
-// runHeld runs the held ops one by one and stops holding for the rest of the step.
-func (g *stepGraph) runHeld() {
-	if g.holding && len(g.held) > 0 {
-		g.Fallbacks++
+// brk is called before work that synchronises with the host or cannot be captured: the
+// segment so far runs (as a graph when it can), then the caller's work follows in order.
+func (g *stepGraph) brk() { g.flush() }
+
+// end closes a segment at the backend's Read.
+func (g *stepGraph) end() { g.flush() }
+
+// flush runs the held segment: its graph when one is cached, a new graph when the same
+// signature ran before, else op by op.
+func (g *stepGraph) flush() {
+	if !g.enabled || len(g.held) == 0 {
+		g.cur, g.held = g.cur[:0], g.held[:0]
+		return
 	}
+	if len(g.held) >= g.minOpsOrDefault() {
+		if g.seen == nil {
+			g.seen, g.graphs, g.seed = map[uint64]bool{}, map[uint64]*cachedGraph{}, maphash.MakeSeed()
+		}
+		h := g.hash(g.cur)
+		if cg := g.graphs[h]; cg != nil && slices.Equal(cg.sig, g.cur) {
+			if g.launch(cg) {
+				return
+			}
+		} else if g.seen[h] {
+			if cg := g.captureHeld(h); cg != nil && g.launch(cg) {
+				return
+			}
+		} else {
+			if len(g.seen) >= maxSeen {
+				clear(g.seen)
+			}
+			g.seen[h] = true
+		}
+	}
+	g.runHeld()
+}
+
+func (g *stepGraph) minOpsOrDefault() int {
+	if g.minOps > 0 {
+		return g.minOps
+	}
+	return minOps
+}
+
+func (g *stepGraph) hash(sig []uint64) uint64 {
+	var h maphash.Hash
+	h.SetSeed(g.seed)
+	for _, v := range sig {
+		var b [8]byte
+		for i := range b {
+			b[i] = byte(v >> (8 * i))
+		}
+		h.Write(b[:])
+	}
+	return h.Sum64()
+}
+
+// runHeld runs the held ops one by one.
+func (g *stepGraph) runHeld() {
 	for _, fn := range g.held {
 		g.report(fn())
 	}
+	g.reset()
+}
+
+func (g *stepGraph) reset() {
 	clear(g.held)
-	g.held = g.held[:0]
-	g.holding = false
+	g.cur, g.held = g.cur[:0], g.held[:0]
 }
 
-// brk is called before work that synchronises with the host or cannot be captured; it
-// opens the step if no op has yet, so that the step is not learnt either way.
-func (g *stepGraph) brk() {
-	if !g.enabled {
-		return
+// captureHeld records the held ops into a new cached graph (nil after turning graphs off
+// when the capture fails; the ops are still held).
+func (g *stepGraph) captureHeld(h uint64) *cachedGraph {
+	gr, err := g.capture(g.held)
+	if err != nil {
+		slog.Warn("gpu: capturing a decode segment failed; running op by op from now on", "err", err)
+		g.disable()
+		return nil
 	}
-	if g.started {
-		g.runHeld()
+	if old := g.graphs[h]; old != nil { // a hash collision: the new signature wins
+		g.report(old.g.Destroy())
 	}
-	g.started, g.broken = true, true
+	if len(g.graphs) >= maxGraphs {
+		g.evict()
+	}
+	cg := &cachedGraph{sig: slices.Clone(g.cur), g: gr}
+	g.graphs[h] = cg
+	g.Captures++
+	return cg
 }
 
-// end closes the step (the backend's Read): launch the graph or capture it when every op
-// matched, else run what is held; then learn the step's signature.
-func (g *stepGraph) end() {
-	if !g.enabled || !g.started {
-		return
-	}
-	replayed := false
-	if g.holding && len(g.cur) == len(g.target) {
-		replayed = g.launch()
-	}
-	g.runHeld()
-	if !replayed {
-		switch {
-		case g.broken || len(g.cur) == 0:
-			g.last = g.last[:0]
-		case slices.Equal(g.cur, g.last):
-			g.setTarget(g.cur)
-		default:
-			g.last = append(g.last[:0], g.cur...)
+// evict destroys the least recently used graph.
+func (g *stepGraph) evict() {
+	var oldest uint64
+	var key uint64
+	first := true
+	for k, cg := range g.graphs {
+		if first || cg.used < oldest {
+			oldest, key, first = cg.used, k, false
 		}
 	}
-	g.cur = g.cur[:0]
-	g.started, g.holding, g.broken = false, false, false
+	if cg := g.graphs[key]; cg != nil {
+		g.report(cg.g.Destroy())
+		delete(g.graphs, key)
+		g.Evictions++
+	}
 }
 
-// launch runs the held ops as the graph, capturing it first if needed; false leaves them
-// held (they then run one by one) and turns graphs off when capturing or launching fails.
-func (g *stepGraph) launch() bool {
-	if g.graph == nil {
-		gr, err := g.capture(g.held)
-		if err != nil {
-			slog.Warn("gpu: capturing the decode step failed; running op by op from now on", "err", err)
-			g.disable()
-			return false
-		}
-		g.graph = gr
-		g.Captures++
-	}
-	if err := g.graph.Launch(); err != nil {
-		slog.Warn("gpu: launching the decode step's graph failed; running op by op from now on", "err", err)
+// launch replays cg for the held ops; false (graphs turned off, ops still held) on failure.
+func (g *stepGraph) launch(cg *cachedGraph) bool {
+	if err := cg.g.Launch(); err != nil {
+		slog.Warn("gpu: launching a decode segment's graph failed; running op by op from now on", "err", err)
 		g.disable()
 		return false
 	}
-	clear(g.held)
-	g.held = g.held[:0]
-	g.holding = false
+	g.clock++
+	cg.used = g.clock
 	g.Replays++
+	g.reset()
 	return true
-}
-
-// setTarget makes sig the signature to capture at the next matching step.
-func (g *stepGraph) setTarget(sig []uint64) {
-	g.dropGraph()
-	g.target = append(g.target[:0], sig...)
-}
-
-func (g *stepGraph) dropGraph() {
-	if g.graph != nil {
-		g.report(g.graph.Destroy())
-		g.graph = nil
-	}
 }
 
 // disable turns graphs off for good (the held ops stay held for the caller to run).
 func (g *stepGraph) disable() {
-	g.dropGraph()
+	for _, cg := range g.graphs {
+		g.report(cg.g.Destroy())
+	}
+	g.graphs, g.seen = nil, nil
 	g.enabled = false
-	g.target, g.last = nil, nil
 }

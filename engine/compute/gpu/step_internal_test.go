@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -34,6 +35,7 @@ func newStepHarness(failCapture bool) *stepHarness {
 	h := &stepHarness{}
 	h.g = stepGraph{
 		enabled: true,
+		minOps:  1,
 		report: func(err error) {
 			if err != nil {
 				h.errs = append(h.errs, err)
@@ -49,11 +51,16 @@ func newStepHarness(failCapture bool) *stepHarness {
 	return h
 }
 
-// step runs ops named by names (their signature is the name's bytes) and ends the step.
-func (h *stepHarness) step(names ...string) {
+// ops queues ops named by names (their signature is the name's bytes).
+func (h *stepHarness) ops(names ...string) {
 	for _, n := range names {
 		h.g.op(func() error { h.log = append(h.log, n); return nil }, sigOf(n)...)
 	}
+}
+
+// step queues ops and ends the segment (the backend's Read).
+func (h *stepHarness) step(names ...string) {
+	h.ops(names...)
 	h.g.end()
 }
 
@@ -65,8 +72,9 @@ func sigOf(s string) []uint64 {
 	return out
 }
 
-// TestStepGraphLifecycle: two identical steps learn the signature, the third is captured,
-// later ones replay; every step's work reaches the device exactly once and in order.
+// TestStepGraphLifecycle: the first segment runs op by op, the second with the same
+// signature is captured and launched, later ones replay; every segment's work reaches the
+// device exactly once and in order.
 func TestStepGraphLifecycle(t *testing.T) {
 	h := newStepHarness(false)
 	ops := []string{"embed", "norm", "matvec", "route", "moe"}
@@ -77,16 +85,16 @@ func TestStepGraphLifecycle(t *testing.T) {
 			t.Fatalf("step %d: device saw %v, want %v", i, h.log, ops)
 		}
 	}
-	if h.g.Captures != 1 || h.g.Replays != 4 || h.g.Fallbacks != 0 {
-		t.Errorf("captures %d replays %d fallbacks %d, want 1, 4, 0", h.g.Captures, h.g.Replays, h.g.Fallbacks)
+	if h.g.Captures != 1 || h.g.Replays != 5 {
+		t.Errorf("captures %d replays %d, want 1 and 5", h.g.Captures, h.g.Replays)
 	}
 	if len(h.errs) != 0 {
 		t.Errorf("errors: %v", h.errs)
 	}
 }
 
-// TestStepGraphMismatch: a step that departs from the graph's ops runs op by op, in
-// order, and a step that is only a prefix of it is not replayed.
+// TestStepGraphMismatch: segments that differ from a cached one (another op, a prefix, a
+// longer run) run op by op in order and are not replayed as its graph.
 func TestStepGraphMismatch(t *testing.T) {
 	h := newStepHarness(false)
 	ops := []string{"a", "b", "c"}
@@ -101,45 +109,55 @@ func TestStepGraphMismatch(t *testing.T) {
 			t.Errorf("step %v: device saw %v", other, h.log)
 		}
 		if h.g.Replays != replays {
-			t.Errorf("step %v was replayed as the graph of %v", other, ops)
+			t.Errorf("step %v was replayed as a graph on first sight", other)
 		}
 	}
 	h.log = h.log[:0]
 	h.step(ops...)
-	if !slices.Equal(h.log, ops) || h.g.Replays != 2 {
-		t.Errorf("back to %v: device saw %v, replays %d (want 2)", ops, h.log, h.g.Replays)
+	if !slices.Equal(h.log, ops) || h.g.Replays != 3 {
+		t.Errorf("back to %v: device saw %v, replays %d (want 3)", ops, h.log, h.g.Replays)
 	}
 }
 
-// TestStepGraphBreak: a step that synchronises mid-way runs op by op and is never learnt.
-func TestStepGraphBreak(t *testing.T) {
+// TestStepGraphSegments: a synchronisation mid-way splits the work into segments; the work
+// before it reaches the device before the sync, and each recurring segment gets its graph
+// (the tiered experts' per-layer pattern).
+func TestStepGraphSegments(t *testing.T) {
 	h := newStepHarness(false)
-	for range 4 {
+	for i := range 4 {
 		h.log = h.log[:0]
-		h.g.op(func() error { h.log = append(h.log, "a"); return nil }, 1)
-		h.g.brk()
-		h.log = append(h.log, "sync")
-		h.g.op(func() error { h.log = append(h.log, "b"); return nil }, 2)
+		for l := range 3 {
+			h.ops(fmt.Sprintf("attn%d", l), fmt.Sprintf("router%d", l))
+			h.g.brk()
+			h.log = append(h.log, "sync")
+			h.ops(fmt.Sprintf("moe%d", l))
+		}
 		h.g.end()
-		if !slices.Equal(h.log, []string{"a", "sync", "b"}) {
-			t.Fatalf("device saw %v", h.log)
+		want := []string{"attn0", "router0", "sync", "moe0", "attn1", "router1", "sync", "moe1", "attn2", "router2", "sync", "moe2"}
+		if !slices.Equal(h.log, want) {
+			t.Fatalf("round %d: device saw %v, want %v", i, h.log, want)
 		}
 	}
-	if h.g.Captures != 0 || h.g.target != nil {
-		t.Errorf("a broken step was captured (%d) or targeted (%v)", h.g.Captures, h.g.target)
-	}
-	// A step that synchronises before its first op is not learnt either.
-	h2 := newStepHarness(false)
-	for range 4 {
-		h2.g.brk()
-		h2.step("a", "b")
-	}
-	if h2.g.Captures != 0 || h2.g.target != nil {
-		t.Errorf("a step broken before its first op was captured (%d) or targeted (%v)", h2.g.Captures, h2.g.target)
+	// Segments: attn0+router0, moe0+attn1+router1, moe1+attn2+router2, moe2: four per
+	// round, captured in round 2 and replayed from then on.
+	if h.g.Captures != 4 || h.g.Replays != 12 {
+		t.Errorf("captures %d replays %d, want 4 and 12", h.g.Captures, h.g.Replays)
 	}
 }
 
-// TestStepGraphCaptureFails: a refused capture runs the step op by op and turns graphs off.
+// TestStepGraphShortSegments: segments below minOps always run op by op.
+func TestStepGraphShortSegments(t *testing.T) {
+	h := newStepHarness(false)
+	h.g.minOps = 3
+	for range 4 {
+		h.step("a", "b")
+	}
+	if h.g.Captures != 0 {
+		t.Errorf("a two-op segment was captured %d times", h.g.Captures)
+	}
+}
+
+// TestStepGraphCaptureFails: a refused capture runs the segment op by op and turns graphs off.
 func TestStepGraphCaptureFails(t *testing.T) {
 	h := newStepHarness(true)
 	for range 4 {
@@ -154,16 +172,21 @@ func TestStepGraphCaptureFails(t *testing.T) {
 	}
 }
 
-// TestStepGraphNewShape: a new steady shape replaces the graph (the old one destroyed).
-func TestStepGraphNewShape(t *testing.T) {
+// TestStepGraphEviction: past maxGraphs the least recently used graph is destroyed, and
+// the recent ones keep replaying.
+func TestStepGraphEviction(t *testing.T) {
 	h := newStepHarness(false)
-	for range 3 {
-		h.step("a")
+	for i := range maxGraphs + 10 {
+		name := fmt.Sprintf("s%d", i)
+		h.step(name)
+		h.step(name)
 	}
-	for range 3 {
-		h.step("b", "b")
+	if h.g.Captures != maxGraphs+10 || h.g.Evictions != 10 || h.destroyed != 10 || len(h.g.graphs) != maxGraphs {
+		t.Errorf("captures %d evictions %d destroyed %d kept %d", h.g.Captures, h.g.Evictions, h.destroyed, len(h.g.graphs))
 	}
-	if h.g.Captures != 2 || h.destroyed != 1 {
-		t.Errorf("captures %d destroyed %d, want 2 and 1", h.g.Captures, h.destroyed)
+	replays := h.g.Replays
+	h.step(fmt.Sprintf("s%d", maxGraphs+9))
+	if h.g.Replays != replays+1 {
+		t.Error("the most recent segment was not replayed")
 	}
 }
