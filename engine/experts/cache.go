@@ -31,6 +31,9 @@ type Device interface {
 	HostStack(spec compute.WeightSpec) (compute.Weight, error)
 	// ReadSlot copies one expert's matrix back from a stack (for --verify).
 	ReadSlot(w compute.Weight, slot int) ([]byte, error)
+	// Flush starts the work queued so far (a device may hold ops back to replay them as a
+	// graph), so it runs while the host computes.
+	Flush()
 	// WriteSlots copies matrices into slots; work queued afterwards sees them.
 	WriteSlots(w compute.Weight, writes []compute.SlotWrite) error
 	// HostRoutes makes a routing result readable on the host.
@@ -465,6 +468,7 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 		c.stream(L, dst, x, streamed, n)
 	}
 	if onHost {
+		c.dev.Flush()
 		c.cpuMisses(L, dst, pinCPU, cold, n, H)
 	}
 	if l == c.sh.Layers-1 && c.cfg.AdaptEvery > 0 && c.tokens >= c.cfg.AdaptEvery {

@@ -261,3 +261,6 @@ func (b *Backend) ReadSlot(wt compute.Weight, slot int) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// Flush launches the ops held for a graph, so the device works while the host computes.
+func (b *Backend) Flush() { b.step.brk() }
