@@ -4,7 +4,11 @@
 // the engine knows nothing of them.
 package engine
 
-import "time"
+import (
+	"time"
+
+	"strata/engine/experts"
+)
 
 // Progress reports a slow phase of Open (and of reloads): what is happening and how far.
 type Progress struct {
@@ -136,21 +140,7 @@ const (
 	TierCPU                // everything on the CPU: the expert is read from mapped RAM
 )
 
-func (t Tier) String() string {
-	switch t {
-	case TierVRAM:
-		return "vram"
-	case TierHelper:
-		return "helper"
-	case TierPinned:
-		return "pinned"
-	case TierCold:
-		return "cold"
-	case TierCPU:
-		return "cpu"
-	}
-	return "unknown"
-}
+func (t Tier) String() string { return experts.Tier(t).String() }
 
 // TierSnapshot is the tier map's picture of the model's memory at one moment.
 type TierSnapshot struct {

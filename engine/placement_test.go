@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -60,16 +61,7 @@ func TestTieredOpenOnGPU(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer m.Close()
-				s := m.NewSession(engine.SessionOptions{})
-				for _, p := range prompts[name] {
-					res, err := s.Generate(context.Background(), p.Tokens, engine.Sampling{MaxTokens: len(p.Generated), IgnoreEOS: true}, nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !slices.Equal(res.Tokens, p.Generated) {
-						t.Errorf("%s: tokens %v, want %v", p.Name, res.Tokens, p.Generated)
-					}
-				}
+				expectContinuations(t, m, prompts[name], name+"/"+knobs.name)
 				snap := m.Tiers()
 				if snap.Cache == nil {
 					t.Fatal("tier knobs set, yet the tier map shows no expert cache")
@@ -113,16 +105,7 @@ func TestResidentOnTheCPU(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			s := m.NewSession(engine.SessionOptions{})
-			for _, p := range prompts[name] {
-				res, err := s.Generate(context.Background(), p.Tokens, engine.Sampling{MaxTokens: len(p.Generated), IgnoreEOS: true}, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !slices.Equal(res.Tokens, p.Generated) {
-					t.Errorf("%s budget %g: tokens %v, want %v", name, budget, res.Tokens, p.Generated)
-				}
-			}
+			expectContinuations(t, m, prompts[name], fmt.Sprintf("%s budget %g", name, budget))
 			snap := m.Tiers()
 			if snap.Cache == nil || snap.Cache.ArenaBytes == 0 || len(snap.Cache.Verify) == 0 {
 				t.Fatalf("%s: resident mode shows no RAM arena or checksum: %+v", name, snap.Cache)
@@ -145,6 +128,22 @@ func TestResidentOnTheCPU(t *testing.T) {
 				t.Errorf("%s: no routed expert was served from the arena", name)
 			}
 			m.Close()
+		}
+	}
+}
+
+// expectContinuations generates every prompt's greedy continuation and compares it with the
+// reference's.
+func expectContinuations(t *testing.T, m *engine.Model, prompts []refPrompt, what string) {
+	t.Helper()
+	s := m.NewSession(engine.SessionOptions{})
+	for _, p := range prompts {
+		res, err := s.Generate(context.Background(), p.Tokens, engine.Sampling{MaxTokens: len(p.Generated), IgnoreEOS: true}, nil)
+		if err != nil {
+			t.Fatalf("%s %s: %v", what, p.Name, err)
+		}
+		if !slices.Equal(res.Tokens, p.Generated) {
+			t.Errorf("%s %s: tokens %v, want %v", what, p.Name, res.Tokens, p.Generated)
 		}
 	}
 }

@@ -62,21 +62,7 @@ func TestCacheOnGPU(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				c, err := experts.NewCache(dev, host, experts.CacheConfig{
-					Shape: sh, Tier: tiers, Rank: rank,
-					PCIeFrac: tc.pcie, AdaptEvery: tc.adapt, StreamSlots: tc.streamSlots, StreamMinTokens: 2,
-					Pinned: arena, PinnedMapped: true,
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				net, err := model.LoadWith(f, dev, nil, c.Layer)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := c.Fill(t.Context(), nil); err != nil {
-					t.Fatal(err)
-				}
+				c, net := loadCached(t, f, dev, host, tc, sh, tiers, rank, arena)
 				for _, p := range v.Prompts {
 					pl, gl, gen := modeltest.Greedy(t, net, p.Tokens, len(p.Generated), "f16", nil)
 					want := append(modeltest.ReadF32(t, filepath.Join(dir, p.Files["logits"].File)), modeltest.ReadF32(t, filepath.Join(dir, p.Files["gen_logits"].File))...)

@@ -92,21 +92,7 @@ func TestCacheMatchesTransformers(t *testing.T) {
 				sh := experts.Shape{Layers: h.Layers, Experts: h.Experts}
 				rank := neutralRank(sh)
 				tiers := plan(sh, rank, tc.vram, tc.pin)
-				c, err := experts.NewCache(dev, host, experts.CacheConfig{
-					Shape: sh, Tier: tiers, Rank: rank,
-					PCIeFrac: tc.pcie, AdaptEvery: tc.adapt, StreamSlots: tc.streamSlots, StreamMinTokens: 2,
-					Pinned: pinnedArena(t, f, sh, tiers, tc.unbuffered), PinnedMapped: true,
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				net, err := model.LoadWith(f, dev, nil, c.Layer)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := c.Fill(t.Context(), nil); err != nil {
-					t.Fatal(err)
-				}
+				c, net := loadCached(t, f, dev, host, tc, sh, tiers, rank, pinnedArena(t, f, sh, tiers, tc.unbuffered))
 				for _, p := range v.Prompts {
 					pl, gl, gen := modeltest.Greedy(t, net, p.Tokens, len(p.Generated), "f32", nil)
 					dp := modeltest.MaxAbsDiff(pl, modeltest.ReadF32(t, filepath.Join(dir, p.Files["logits"].File)))
@@ -175,4 +161,25 @@ func pinnedArena(t *testing.T, f *gguf.File, sh experts.Shape, tiers []experts.T
 	}
 	t.Cleanup(func() { a.Close() })
 	return a
+}
+
+// loadCached loads f through a cache of the tiers on dev and fills it.
+func loadCached(t *testing.T, f *gguf.File, dev experts.Device, host *cpu.Backend, tc tierCase, sh experts.Shape, tiers []experts.Tier, rank []experts.ID, arena *experts.Arena) (*experts.Cache, *model.Model) {
+	t.Helper()
+	c, err := experts.NewCache(dev, host, experts.CacheConfig{
+		Shape: sh, Tier: tiers, Rank: rank,
+		PCIeFrac: tc.pcie, AdaptEvery: tc.adapt, StreamSlots: tc.streamSlots, StreamMinTokens: 2,
+		Pinned: arena, PinnedMapped: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	net, err := model.LoadWith(f, dev, nil, c.Layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Fill(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	return c, net
 }

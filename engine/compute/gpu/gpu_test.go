@@ -2,11 +2,9 @@ package gpu_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -60,24 +58,7 @@ func compare(got, want []float32) (maxAbs, rel float64) { return modeltest.Compa
 func TestFixtureModelOnGPU(t *testing.T) {
 	dir := fixtures.Path(t, "qwen3moe-tiny")
 	b := newGPU(t)
-	raw, err := os.ReadFile(filepath.Join(dir, "reference.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ref struct {
-		Variants map[string]struct {
-			File    string `json:"file"`
-			Prompts []struct {
-				Name      string                           `json:"name"`
-				Tokens    []int                            `json:"tokens"`
-				Generated []int                            `json:"generated"`
-				Files     map[string]struct{ File string } `json:"files"`
-			} `json:"prompts"`
-		} `json:"variants"`
-	}
-	if err := json.Unmarshal(raw, &ref); err != nil {
-		t.Fatal(err)
-	}
+	ref := modeltest.LoadReference(t, dir)
 	ran := 0
 	for name, v := range ref.Variants {
 		path := filepath.Join(dir, v.File)
