@@ -248,10 +248,12 @@ func (p *placement) fillArena(ctx context.Context, f *gguf.File, cfg Config, dev
 
 // verifyChecksums records (and logs) checksums of the VRAM slots and the RAM arena.
 func (p *placement) verifyChecksums() {
-	if sum, err := p.cache.VRAMChecksum(); err != nil {
-		p.note("verify: reading the VRAM slots back failed: %v", err)
-	} else {
-		p.verify = append(p.verify, "vram slots "+sum)
+	if p.cache.Snapshot().Stats.DeviceSlots > 0 {
+		if sum, err := p.cache.VRAMChecksum(); err != nil {
+			p.note("verify: reading the VRAM slots back failed: %v", err)
+		} else {
+			p.verify = append(p.verify, "vram slots "+sum)
+		}
 	}
 	if p.arena != nil {
 		p.verify = append(p.verify, "ram arena "+p.arena.Checksum())
