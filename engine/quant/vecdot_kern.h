@@ -357,19 +357,10 @@ static inline VD_T VD_AI void VD(q4k_tile)(const int R, const int T, const uint8
 		for (int t = 0; t < T; t++) acc[rr][t] = _mm256_setzero_ps();
 	for (int64_t b = 0; b < nb; b++) {
 		const int8_t *aq[VD_Q4K_T];
-		float ad[VD_Q4K_T];
-		__m128i bsum[VD_Q4K_T]; // activation sums per 32 values
-		for (int t = 0; t < T; t++) {
-			const int64_t ib = (i0 + t) * nb + b;
-			aq[t] = a->q + (i0 + t) * a->cols + b * 256;
-			ad[t] = a->d[ib];
-			const int16_t *bs = a->s + ib * 16;
-			bsum[t] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bs), _mm_loadu_si128((const __m128i *)(bs + 8)));
-		}
+		for (int t = 0; t < T; t++) aq[t] = a->q + (i0 + t) * a->cols + b * 256;
 		const uint8_t *blk[VD_Q4K_R];
 		__m256i sc16[VD_Q4K_R], scv[VD_Q4K_R][8];
 		__m128i mn[VD_Q4K_R];
-		float d[VD_Q4K_R], dm[VD_Q4K_R];
 		for (int rr = 0; rr < R; rr++) {
 			blk[rr] = w + (r + rr) * rb + b * 144;
 			_mm_prefetch((const char *)blk[rr] + VD_PREFETCH, _MM_HINT_T0);
@@ -378,10 +369,8 @@ static inline VD_T VD_AI void VD(q4k_tile)(const int R, const int T, const uint8
 			__m128i sc;
 			VD(q4k_sm)(blk[rr], &sc, &mn[rr]);
 			sc16[rr] = _mm256_broadcastsi128_si256(sc);
-			if (T > 1) // shared by T rows: shuffle once (for one row, shuffling in place is cheaper)
+			if (T > 2) // shared by T rows: shuffle once (for one or two, shuffling in place is cheaper)
 				for (int j = 0; j < 8; j++) scv[rr][j] = VD(shuf16)(sc16[rr], j, j);
-			d[rr] = VD(f16)(blk[rr]);
-			dm[rr] = VD(f16)(blk[rr] + 2);
 		}
 		__m256i isum[VD_Q4K_R][VD_Q4K_T];
 		for (int rr = 0; rr < R; rr++)
@@ -395,7 +384,7 @@ static inline VD_T VD_AI void VD(q4k_tile)(const int R, const int T, const uint8
 			for (int t = 0; t < T; t++) {
 				const __m256i av = VD(load)(aq[t] + 64 * p);
 				for (int rr = 0; rr < R; rr++) {
-					const __m256i s = T > 1 ? scv[rr][2 * p] : VD(shuf16)(sc16[rr], 2 * p, 2 * p);
+					const __m256i s = T > 2 ? scv[rr][2 * p] : VD(shuf16)(sc16[rr], 2 * p, 2 * p);
 					isum[rr][t] = _mm256_add_epi32(isum[rr][t], VD(dot_us16)(u[rr], av, s));
 				}
 			}
@@ -403,16 +392,28 @@ static inline VD_T VD_AI void VD(q4k_tile)(const int R, const int T, const uint8
 			for (int t = 0; t < T; t++) {
 				const __m256i av = VD(load)(aq[t] + 64 * p + 32);
 				for (int rr = 0; rr < R; rr++) {
-					const __m256i s = T > 1 ? scv[rr][2 * p + 1] : VD(shuf16)(sc16[rr], 2 * p + 1, 2 * p + 1);
+					const __m256i s = T > 2 ? scv[rr][2 * p + 1] : VD(shuf16)(sc16[rr], 2 * p + 1, 2 * p + 1);
 					isum[rr][t] = _mm256_add_epi32(isum[rr][t], VD(dot_us16)(u[rr], av, s));
 				}
 			}
 		}
+		// Scales and mins are applied here, not loaded before the loop above, which needs
+		// every register it can get.
+		__m256 fs[VD_Q4K_T]; // activation sums per 32 values, times the activation scale
+		float ad[VD_Q4K_T];
+		for (int t = 0; t < T; t++) {
+			const int64_t ib = (i0 + t) * nb + b;
+			ad[t] = a->d[ib];
+			const int16_t *bs = a->s + ib * 16;
+			const __m128i s32 = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bs), _mm_loadu_si128((const __m128i *)(bs + 8)));
+			fs[t] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(s32)), _mm256_set1_ps(ad[t]));
+		}
 		for (int rr = 0; rr < R; rr++) {
+			const float d = VD(f16)(blk[rr]);
+			const __m256 fm = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(mn[rr])), _mm256_set1_ps(VD(f16)(blk[rr] + 2)));
 			for (int t = 0; t < T; t++) {
-				const __m256i mt = _mm256_zextsi128_si256(_mm_madd_epi16(mn[rr], bsum[t]));
-				acc[rr][t] = _mm256_fmadd_ps(_mm256_set1_ps(d[rr] * ad[t]), _mm256_cvtepi32_ps(isum[rr][t]), acc[rr][t]);
-				acc[rr][t] = _mm256_fnmadd_ps(_mm256_set1_ps(dm[rr] * ad[t]), _mm256_cvtepi32_ps(mt), acc[rr][t]);
+				acc[rr][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ad[t]), _mm256_cvtepi32_ps(isum[rr][t]), acc[rr][t]);
+				acc[rr][t] = _mm256_fnmadd_ps(fm, fs[t], acc[rr][t]);
 			}
 		}
 	}
@@ -442,11 +443,11 @@ static inline VD_T VD_AI void VD(q4k_rows)(const int R, const uint8_t *w, int64_
 	}
 }
 
-// mmt_q4_k: one row at a time for a single activation row (decode: sharing its loads
-// across rows measured slower than one row's simpler loop), else VD_Q4K_R rows a tile.
+// mmt_q4_k: one weight row at a time for one or two activation rows (sharing their loads
+// across rows measured slower there than one row's simpler loop), else VD_Q4K_R rows a tile.
 static VD_T void VD(mmt_q4_k)(const uint8_t *w, int64_t rb, const vd_act *a, float *y, int64_t ldy, int64_t r0, int64_t r1) {
 	int64_t r = r0;
-	if (a->n == 1) {
+	if (a->n <= 2) {
 		for (; r < r1; r++) VD(q4k_rows)(1, w, rb, a, r, y, ldy);
 		return;
 	}
