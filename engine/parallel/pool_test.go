@@ -1,6 +1,7 @@
 package parallel
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -117,4 +118,50 @@ func TestWorkersWakeAfterParking(t *testing.T) {
 			t.Fatalf("round %d: the second chunk never ran beside the first: parked worker not woken", round)
 		}
 	}
+}
+
+// BenchmarkForAfterGap is decode's rhythm: the caller works alone for a gap (norms, routing,
+// SwiGLU), then a region of 32 chunks of about 10 µs each. With every worker joining at
+// once an op costs gap + 320 µs / size; a worker still waking up costs more. "caller-share"
+// is the fraction of chunks the caller ran itself (1/size when the workers keep up).
+func BenchmarkForAfterGap(b *testing.B) {
+	for _, gap := range []time.Duration{5 * time.Microsecond, 50 * time.Microsecond, 200 * time.Microsecond} {
+		b.Run("gap="+gap.String(), func(b *testing.B) {
+			p := NewPool(2)
+			defer p.Close()
+			var mine, all atomic.Int64
+			for b.Loop() {
+				busy(gap)
+				caller := goid()
+				p.For(32, 1, func(lo, hi int) {
+					busy(10 * time.Microsecond)
+					if goid() == caller {
+						mine.Add(1)
+					}
+					all.Add(1)
+				})
+			}
+			b.ReportMetric(float64(mine.Load())/float64(all.Load()), "caller-share")
+		})
+	}
+}
+
+// busy spins for d without yielding, as arithmetic does.
+func busy(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); {
+	}
+}
+
+// goid is the current goroutine's id, from its stack header ("goroutine N [...").
+func goid() int {
+	var buf [32]byte
+	n := runtime.Stack(buf[:], false)
+	id := 0
+	for _, c := range buf[len("goroutine "):n] {
+		if c < '0' || c > '9' {
+			break
+		}
+		id = 10*id + int(c-'0')
+	}
+	return id
 }
