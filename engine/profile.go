@@ -8,7 +8,6 @@ import (
 
 	"strata/engine/experts"
 	"strata/engine/gguf"
-	"strata/engine/tokenizer"
 )
 
 // RoutingProfile is a snapshot of the routing counts since the model was opened, as a
@@ -141,28 +140,4 @@ func ProfileModel(ctx context.Context, m *Model, prompts []string, progress func
 		return nil, fmt.Errorf("engine: profile: the %d prompts gave no tokens: the tokenizer of %s encodes no text", len(prompts), m.file.Path)
 	}
 	return after, nil
-}
-
-// chatTokens renders msgs with the model's chat template (as Session.Chat does) and encodes
-// them. thinking nil leaves the template's default.
-func (c *textCodec) chatTokens(msgs []Message, thinking *bool, addGenerationPrompt bool) ([]int, error) {
-	tm := make([]tokenizer.ChatMessage, len(msgs))
-	for i, m := range msgs {
-		tm[i] = tokenizer.ChatMessage{Role: string(m.Role), Content: m.Content, Thinking: m.Thinking}
-	}
-	opts := tokenizer.RenderOptions{AddGenerationPrompt: addGenerationPrompt, BOS: c.tok.BOSText(), EOS: c.tok.EOSText()}
-	if thinking != nil {
-		opts.Kwargs = map[string]any{"enable_thinking": *thinking}
-	}
-	prompt, err := tokenizer.RenderChat(c.template, tm, opts)
-	if err != nil {
-		return nil, fmt.Errorf("chat template: %w", err)
-	}
-	ids := c.tok.Encode(prompt, true)
-	if c.tok.AddBOS() {
-		if bos, ok := c.tok.BOS(); ok && (len(ids) == 0 || ids[0] != bos) {
-			ids = append([]int{bos}, ids...)
-		}
-	}
-	return ids, nil
 }

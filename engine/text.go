@@ -78,17 +78,28 @@ func (f *reasoningFilter) flush() []textPart {
 // the conversation shares with the previous call.
 func (s *Session) Chat(ctx context.Context, msgs []Message, sp Sampling, onToken func(Token)) (Result, error) {
 	c := s.m.text
+	ids, err := c.chatTokens(msgs, s.opts.EnableThinking, true)
+	if err != nil {
+		return Result{}, fmt.Errorf("engine: %w", err)
+	}
+	split := &reasoningFilter{tokenizer.NewReasoningSplitter(tokenizer.ReasoningStyle(c.template, c.tok))}
+	return s.generate(ctx, ids, sp, onToken, split)
+}
+
+// chatTokens renders msgs with the model's chat template (as Session.Chat does) and encodes
+// them. thinking nil leaves the template's default.
+func (c *textCodec) chatTokens(msgs []Message, thinking *bool, addGenerationPrompt bool) ([]int, error) {
 	tm := make([]tokenizer.ChatMessage, len(msgs))
 	for i, m := range msgs {
 		tm[i] = tokenizer.ChatMessage{Role: string(m.Role), Content: m.Content, Thinking: m.Thinking}
 	}
-	opts := tokenizer.RenderOptions{AddGenerationPrompt: true, BOS: c.tok.BOSText(), EOS: c.tok.EOSText()}
-	if s.opts.EnableThinking != nil {
-		opts.Kwargs = map[string]any{"enable_thinking": *s.opts.EnableThinking}
+	opts := tokenizer.RenderOptions{AddGenerationPrompt: addGenerationPrompt, BOS: c.tok.BOSText(), EOS: c.tok.EOSText()}
+	if thinking != nil {
+		opts.Kwargs = map[string]any{"enable_thinking": *thinking}
 	}
 	prompt, err := tokenizer.RenderChat(c.template, tm, opts)
 	if err != nil {
-		return Result{}, fmt.Errorf("engine: chat template: %w", err)
+		return nil, fmt.Errorf("chat template: %w", err)
 	}
 	ids := c.tok.Encode(prompt, true)
 	if c.tok.AddBOS() {
@@ -96,6 +107,5 @@ func (s *Session) Chat(ctx context.Context, msgs []Message, sp Sampling, onToken
 			ids = append([]int{bos}, ids...)
 		}
 	}
-	split := &reasoningFilter{tokenizer.NewReasoningSplitter(tokenizer.ReasoningStyle(c.template, c.tok))}
-	return s.generate(ctx, ids, sp, onToken, split)
+	return ids, nil
 }
