@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"strata/engine/compute"
@@ -34,6 +35,7 @@ type placement struct {
 	pack     *experts.Layout // experts.bin next to the model, when it matches
 	arena    *experts.Arena  // the pinned / resident experts
 	prefetch *experts.Prefetcher
+	cold     *experts.ColdReader // batches' cold experts, around the page cache (tiered)
 	fill     experts.FillStats
 	notes    []string // what the tiers could not do as planned (shown in the tier map)
 	verify   []string // checksums for --verify
@@ -49,6 +51,9 @@ func (p *placement) close() error {
 	}
 	if p.prefetch != nil {
 		p.prefetch.Close()
+	}
+	if p.cold != nil {
+		errs = append(errs, p.cold.Close())
 	}
 	if p.arena != nil {
 		errs = append(errs, p.arena.Close())
@@ -180,6 +185,14 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 	if cold > 0 {
 		p.prefetch = experts.NewPrefetcher(p.layout, 4)
 		cc.Prefetch = p.prefetch
+	}
+	if cold > 0 && onGPU && cfg.TieredExperts {
+		first := slices.Index(plan.Tier, experts.TierCold)
+		var why string
+		if p.cold, why = experts.NewColdReader(p.layout, experts.ID{Layer: first / s.Experts, Expert: first % s.Experts}, 4); p.cold == nil {
+			p.note("prompts read cold experts through the page cache: %s", why)
+		}
+		cc.Cold = p.cold
 	}
 	if p.cache, err = experts.NewCache(dev, host, cc); err != nil {
 		return err

@@ -123,7 +123,7 @@ func runBench(ctx context.Context, args []string, io IO) error {
 	if c := tiers.Cache; c != nil {
 		rep.Cache = &cacheReport{
 			VRAMSlots: c.VRAMSlots, PinnedSlots: c.PinnedSlots, Swaps: tiers.Swaps,
-			PCIeReads: c.PCIeReads, Streamed: c.Streamed,
+			PCIeReads: c.PCIeReads, Streamed: c.Streamed, ColdReads: c.ColdReads,
 			FillGB: float64(c.FillBytes) / 1e9, FillSeconds: c.FillTime.Seconds(),
 			WaitRoutesSeconds: c.WaitRoutes.Seconds(), CPUMissSeconds: c.CPUMisses.Seconds(), UploadSeconds: c.Uploads.Seconds(),
 			ArenaGB: float64(c.ArenaBytes) / 1e9, ArenaSeconds: c.ArenaFill.Seconds(),
@@ -167,6 +167,7 @@ type cacheReport struct {
 	Swaps             uint64   `json:"swaps"`
 	PCIeReads         uint64   `json:"pcie_reads"`
 	Streamed          uint64   `json:"streamed_experts"`
+	ColdReads         uint64   `json:"cold_unbuffered_reads"`
 	FillGB            float64  `json:"fill_gb"`
 	FillSeconds       float64  `json:"fill_s"`
 	WaitRoutesSeconds float64  `json:"wait_routes_s"`

@@ -65,6 +65,9 @@ type CacheConfig struct {
 	PinnedMapped bool
 	// Prefetch, when set, is asked to bring cold experts in as soon as they are routed.
 	Prefetch *Prefetcher
+	// Cold, when set, reads the cold experts a batch streams with unbuffered reads instead
+	// of through the mapping (the tiered mode: the page cache should not fill with them).
+	Cold *ColdReader
 }
 
 // Cache places every layer's experts across VRAM slots, pinned host slots and the model
@@ -98,18 +101,20 @@ type Cache struct {
 
 // CacheStats is what the tier map and benchmarks show of the cache.
 type CacheStats struct {
-	Routed      map[Tier]uint64 // routed (token, expert) pairs by the tier that served them
-	Decode      map[Tier]uint64 // the same, counting single-token steps only
-	PCIe        uint64          // pinned misses read by the GPU over PCIe
-	Streamed    uint64          // experts streamed into the ring for batches
-	Swaps       uint64
-	FillBytes   int64
-	FillTime    time.Duration
-	WaitRoutes  time.Duration // host waiting for the routing result and activations
-	CPUMisses   time.Duration // host computing misses
-	Uploads     time.Duration // host time uploading miss results and streamed experts
-	DeviceSlots int
-	PinnedSlots int
+	Routed         map[Tier]uint64 // routed (token, expert) pairs by the tier that served them
+	Decode         map[Tier]uint64 // the same, counting single-token steps only
+	PCIe           uint64          // pinned misses read by the GPU over PCIe
+	Streamed       uint64          // experts streamed into the ring for batches
+	ColdReads      uint64          // of those, cold ones read around the page cache
+	ColdReadErrors uint64          // unbuffered reads that failed (the mapping served them)
+	Swaps          uint64
+	FillBytes      int64
+	FillTime       time.Duration
+	WaitRoutes     time.Duration // host waiting for the routing result and activations
+	CPUMisses      time.Duration // host computing misses
+	Uploads        time.Duration // host time uploading miss results and streamed experts
+	DeviceSlots    int
+	PinnedSlots    int
 }
 
 // layerCache is one layer's share.
@@ -573,11 +578,16 @@ func (c *Cache) stream(L *layerCache, dst, x compute.Buf, es []entry, n int) {
 	for lo := 0; lo < len(order); lo += rg.n {
 		round := order[lo:min(lo+rg.n, len(order))]
 		slotOf := make(map[int32]int32, len(round))
+		cold := c.readCold(L, round)
 		var writes [3][]compute.SlotWrite
 		for j, e := range round {
 			slotOf[e] = int32(j)
 			for m := range 3 {
-				writes[m] = append(writes[m], compute.SlotWrite{Slot: j, Data: c.bytesOf(L, m, int(e))})
+				data := c.bytesOf(L, m, int(e))
+				if b, ok := cold[e]; ok {
+					data = b[m]
+				}
+				writes[m] = append(writes[m], compute.SlotWrite{Slot: j, Data: data})
 			}
 		}
 		for m := range 3 {
@@ -599,6 +609,39 @@ func (c *Cache) stream(L *layerCache, dst, x compute.Buf, es []entry, n int) {
 	c.stats.Streamed += uint64(len(order))
 	c.stats.Uploads += time.Since(t0)
 	c.mu.Unlock()
+}
+
+// readCold reads the round's cold experts with the cold reader (nil without one, or when it
+// fails: the mapping serves them then, and the failure is counted).
+func (c *Cache) readCold(L *layerCache, round []int32) map[int32][3][]byte {
+	if c.cfg.Cold == nil {
+		return nil
+	}
+	l := indexLayer(c, L)
+	var ids []ID
+	for _, e := range round {
+		if c.tier[c.sh.Index(ID{l, int(e)})] == TierCold {
+			ids = append(ids, ID{l, int(e)})
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	parts, err := c.cfg.Cold.Read(ids)
+	if err != nil {
+		c.mu.Lock()
+		c.stats.ColdReadErrors++
+		c.mu.Unlock()
+		return nil
+	}
+	out := make(map[int32][3][]byte, len(ids))
+	for i, id := range ids {
+		out[int32(id.Expert)] = parts[i]
+	}
+	c.mu.Lock()
+	c.stats.ColdReads += uint64(len(ids))
+	c.mu.Unlock()
+	return out
 }
 
 // bytesOf is matrix m of expert e of a layer: its pinned copy when it has one, else the file.

@@ -21,6 +21,7 @@ type tierCase struct {
 	adapt       int
 	streamSlots int
 	unbuffered  bool // fill the RAM arena with unbuffered reads (else through the mapping)
+	coldDirect  bool // batches read their cold experts with unbuffered reads
 }
 
 func tierCases() []tierCase {
@@ -36,6 +37,7 @@ func tierCases() []tierCase {
 		{name: "adaptive swaps", vram: 0.3, pin: 0.2, adapt: 2},
 		{name: "streamed batches", vram: 0.25, pin: 0.25, streamSlots: 3},
 		{name: "streamed, ring holds all", vram: 0.5, streamSlots: 64},
+		{name: "streamed, cold read unbuffered", vram: 0.25, pin: 0.25, streamSlots: 3, coldDirect: true},
 	}
 }
 
@@ -131,6 +133,9 @@ func TestCacheMatchesTransformers(t *testing.T) {
 				if tc.streamSlots > 0 && tc.vram < 1 && st.Streamed == 0 {
 					t.Error("streaming on, yet no expert was streamed for a batch")
 				}
+				if tc.coldDirect && (st.ColdReads == 0 || st.ColdReadErrors != 0) {
+					t.Errorf("unbuffered cold reads: %d done, %d failed", st.ColdReads, st.ColdReadErrors)
+				}
 				t.Logf("routed %v, pcie %d, streamed %d, swaps %d", st.Routed, st.PCIe, st.Streamed, st.Swaps)
 			})
 		}
@@ -166,11 +171,25 @@ func pinnedArena(t *testing.T, f *gguf.File, sh experts.Shape, tiers []experts.T
 // loadCached loads f through a cache of the tiers on dev and fills it.
 func loadCached(t *testing.T, f *gguf.File, dev experts.Device, host *cpu.Backend, tc tierCase, sh experts.Shape, tiers []experts.Tier, rank []experts.ID, arena *experts.Arena) (*experts.Cache, *model.Model) {
 	t.Helper()
-	c, err := experts.NewCache(dev, host, experts.CacheConfig{
+	cc := experts.CacheConfig{
 		Shape: sh, Tier: tiers, Rank: rank,
 		PCIeFrac: tc.pcie, AdaptEvery: tc.adapt, StreamSlots: tc.streamSlots, StreamMinTokens: 2,
 		Pinned: arena, PinnedMapped: true,
-	})
+	}
+	if tc.coldDirect {
+		l, err := experts.GGUFLayout(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := slices.Index(tiers, experts.TierCold)
+		r, why := experts.NewColdReader(l, experts.ID{Layer: first / sh.Experts, Expert: first % sh.Experts}, 2)
+		if r == nil {
+			t.Fatalf("no unbuffered reads of %s: %s", f.Path, why)
+		}
+		t.Cleanup(func() { r.Close() })
+		cc.Cold = r
+	}
+	c, err := experts.NewCache(dev, host, cc)
 	if err != nil {
 		t.Fatal(err)
 	}
