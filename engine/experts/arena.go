@@ -62,9 +62,10 @@ type FillStats struct {
 type Arena struct {
 	shape   Shape
 	mem     []byte
-	offsets []int64 // by Shape.Index; -1 when the expert is not here
-	ids     []ID    // ascending
-	aligned bool    // mem came from platform.AlignedAlloc
+	offsets []int64    // by Shape.Index; -1 when the expert is not here
+	parts   [][3]int64 // by Shape.Index: the sizes of its gate, up and down
+	ids     []ID       // ascending
+	aligned bool       // mem came from platform.AlignedAlloc
 	locked  bool
 }
 
@@ -104,11 +105,11 @@ func FillArena(ctx context.Context, l *Layout, ids []ID, o FillOptions, progress
 	if l.data == nil {
 		return nil, FillStats{}, fmt.Errorf("experts: fill arena from %s: the layout is closed", l.Path)
 	}
-	a, err := newArena(l.Shape, ids)
+	a, err := newArena(l, ids)
 	if err != nil {
 		return nil, FillStats{}, fmt.Errorf("experts: fill arena from %s: %w", l.Path, err)
 	}
-	st := FillStats{Bytes: int64(len(a.ids)) * l.Shape.BlobBytes()}
+	st := FillStats{Bytes: a.blobBytes()}
 	pieces := a.pieces(l, o.MergeBytes-2*PackAlign)
 	f := filler{l: l, a: a, total: st.Bytes, progress: progress}
 
@@ -184,7 +185,8 @@ func (f *filler) mapped(ctx context.Context, pieces []piece, workers int) error 
 }
 
 // newArena allocates room for ids' blobs; ids must be distinct experts of s.
-func newArena(s Shape, ids []ID) (*Arena, error) {
+func newArena(l *Layout, ids []ID) (*Arena, error) {
+	s := l.Shape
 	a := &Arena{shape: s, offsets: make([]int64, s.Count()), ids: slices.Clone(ids)}
 	for _, id := range ids {
 		if id.Layer < 0 || id.Layer >= s.Layers || id.Expert < 0 || id.Expert >= s.Experts {
@@ -201,8 +203,12 @@ func newArena(s Shape, ids []ID) (*Arena, error) {
 		a.offsets[i] = -1
 	}
 	stride := packStride(s)
+	a.parts = make([][3]int64, s.Count())
 	for i, id := range a.ids {
 		a.offsets[s.Index(id)] = int64(i) * stride
+		for p, e := range l.Parts(id) {
+			a.parts[s.Index(id)][p] = e.Len
+		}
 	}
 	n := int64(len(a.ids)) * stride
 	if n == 0 {
@@ -471,10 +477,20 @@ func (a *Arena) Blob(id ID) (gate, up, down []byte, ok bool) {
 	if !ok {
 		return nil, nil, nil, false
 	}
-	s := a.shape
-	g, u := off+s.GateBytes, off+s.GateBytes+s.UpBytes
-	end := u + s.DownBytes
+	n := a.parts[a.shape.Index(id)]
+	g, u := off+n[0], off+n[0]+n[1]
+	end := u + n[2]
 	return a.mem[off:g:g], a.mem[g:u:u], a.mem[u:end:end], true
+}
+
+// blobBytes is the size of the blobs in the arena (padding excluded).
+func (a *Arena) blobBytes() int64 {
+	var n int64
+	for _, id := range a.ids {
+		p := a.parts[a.shape.Index(id)]
+		n += p[0] + p[1] + p[2]
+	}
+	return n
 }
 
 // Bytes is the whole allocation (for registering it with a GPU driver).

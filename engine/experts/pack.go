@@ -175,6 +175,9 @@ func Pack(ctx context.Context, f *gguf.File, dir string, progress func(done, tot
 	if err != nil {
 		return "", err
 	}
+	if src.mixed {
+		return "", fmt.Errorf("experts: pack %s: its layers store experts in different types, which experts.bin (one blob size) does not hold; the engine reads the GGUF in place", f.Path)
+	}
 	h := newPackHeader(ModelKey(f), src.Shape)
 	path = filepath.Join(dir, PackFile)
 	tmp, err := os.CreateTemp(dir, PackFile+".*.tmp")

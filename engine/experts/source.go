@@ -24,11 +24,12 @@ type Layout struct {
 	base  int64
 	size  int64        // the file's size
 	unmap func() error // nil when the mapping belongs to someone else (a gguf.File)
+	mixed bool         // layers' experts differ in size (a quantisation mix)
 }
 
 // GGUFLayout finds the experts of a GGUF file's stacked tensors
 // blk.L.ffn_{gate,up,down}_exps.weight: expert e of a stacked tensor is bytes
-// [e*size/E, (e+1)*size/E) of it. Every MoE layer must have the same expert sizes. The
+// [e*size/E, (e+1)*size/E) of it. Layers may store their experts in different types. The
 // layout borrows f's mapping: it is valid while f is open, and its Close does not close f.
 func GGUFLayout(f *gguf.File) (*Layout, error) {
 	layers, err := f.ArchUint("block_count")
@@ -74,12 +75,15 @@ func GGUFLayout(f *gguf.File) (*Layout, error) {
 				l.parts[l.Shape.Index(ID{layer, e})][p] = Extent{Offset: start + int64(e)*sizes[p], Len: sizes[p]}
 			}
 		}
-		if layer == 0 {
-			l.Shape.GateBytes, l.Shape.UpBytes, l.Shape.DownBytes = sizes[0], sizes[1], sizes[2]
-		} else if sizes != [3]int64{l.Shape.GateBytes, l.Shape.UpBytes, l.Shape.DownBytes} {
-			return nil, fmt.Errorf("experts: %s: layer %d experts are %v bytes (gate, up, down), layer 0's are %v: mixed expert types are not supported",
-				f.Path, layer, sizes, [3]int64{l.Shape.GateBytes, l.Shape.UpBytes, l.Shape.DownBytes})
+		// Quantisation mixes store some layers' experts in a wider type: the shape keeps the
+		// widest of each matrix, so one stride fits every layer, and the parts keep each
+		// layer's own sizes.
+		if layer > 0 && sizes != [3]int64{l.Shape.GateBytes, l.Shape.UpBytes, l.Shape.DownBytes} {
+			l.mixed = true
 		}
+		l.Shape.GateBytes = max(l.Shape.GateBytes, sizes[0])
+		l.Shape.UpBytes = max(l.Shape.UpBytes, sizes[1])
+		l.Shape.DownBytes = max(l.Shape.DownBytes, sizes[2])
 	}
 	return l, nil
 }
