@@ -126,12 +126,6 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 		rank = prof.Rank()
 	}
 	onGPU := gpuFree > 0
-	if onGPU && cfg.PCIeFrac > 0 && !cfg.TieredExperts && !cfg.ResidentExperts {
-		// The GPU reads misses over PCIe from pinned host memory: pin the experts the cache
-		// does not hold, as the tiered mode does.
-		slog.Info("engine: --pcie-frac pins the experts outside VRAM (the tiered mode's pinned tier)")
-		cfg.TieredExperts = true
-	}
 	in := planInput(info, s, gpuFree, platform.ProbeMemory(ctx).AvailableBytes, cfg, rank)
 	ring := 0
 	if onGPU {
@@ -186,7 +180,7 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 		p.prefetch = experts.NewPrefetcher(p.layout, 4)
 		cc.Prefetch = p.prefetch
 	}
-	if cold > 0 && onGPU && cfg.TieredExperts {
+	if cold > 0 && onGPU && in.Tiered {
 		first := slices.Index(plan.Tier, experts.TierCold)
 		var why string
 		if p.cold, why = experts.NewColdReader(p.layout, experts.ID{Layer: first / s.Experts, Expert: first % s.Experts}, 4); p.cold == nil {

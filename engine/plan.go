@@ -116,7 +116,8 @@ func planInput(info ModelInfo, s experts.Shape, gpuFree, hostAvail int64, cfg Co
 		HostBudgetBytes:  gib(cfg.HostBudgetGiB),
 		HostReserveBytes: gib(cfg.HostReserveGiB),
 
-		Tiered:              cfg.TieredExperts,
+		// --pcie-frac needs pinned experts for the GPU to read: it pins as the tiered mode does.
+		Tiered:              cfg.TieredExperts || (cfg.PCIeFrac > 0 && !cfg.ResidentExperts && gpuFree > 0),
 		Resident:            cfg.ResidentExperts,
 		ResidentBudgetBytes: gib(cfg.ResidentBudgetGiB),
 

@@ -57,6 +57,12 @@ func TestPlanInput(t *testing.T) {
 			}
 			return ""
 		}},
+		{"--pcie-frac pins the experts outside VRAM", func(c *Config) { c.PCIeFrac = 0.5 }, func(in experts.PlanInput) string {
+			if !in.Tiered || in.Resident {
+				return "pcie-frac without a pinned tier"
+			}
+			return ""
+		}},
 		{"resident", func(c *Config) { c.ResidentExperts, c.ResidentBudgetGiB = true, 20 }, func(in experts.PlanInput) string {
 			if !in.Resident || in.ResidentBudgetBytes != 20<<30 {
 				return "resident not carried"
