@@ -18,8 +18,10 @@ import (
 // keeps it.
 const activationBytes = 512 << 20
 
-// minPlanContext is the smallest KV cache a plan must hold when --max-context is not given.
-const minPlanContext = 2048
+// minPlanContext is the KV cache a plan keeps room for when --max-context is not given: a
+// chat with a thinking model runs past 2k tokens quickly, and 8k of a 30b-a3b cache cost
+// about 800 MiB, some 300 of its 6,144 expert slots.
+const minPlanContext = 8192
 
 // PlanFor says where each expert of the model at path would go with cfg on this machine:
 // the VRAM slots, every expert's tier, bytes per tier and the context left for the KV cache.

@@ -26,7 +26,7 @@ func TestPlanInput(t *testing.T) {
 		check func(experts.PlanInput) string
 	}{
 		{"defaults", func(*Config) {}, func(in experts.PlanInput) string {
-			if in.KVBytesPerToken != 2*48*4*128*2 || in.MinContext != 2048 || in.ModelContext != 40960 ||
+			if in.KVBytesPerToken != 2*48*4*128*2 || in.MinContext != 8192 || in.ModelContext != 40960 ||
 				in.ExpertCache != experts.AutoSlots || in.VRAMReserveBytes != 1024<<20 || in.VRAMBudgetBytes != 0 ||
 				in.HostReserveBytes != 8<<30 || in.HostBudgetBytes != 0 || in.Tiered || in.Resident ||
 				in.GPUFreeBytes != 16<<30 || in.HostAvailBytes != 30<<30 || in.NonExpertBytes != 1<<30 ||
@@ -80,17 +80,17 @@ func TestPlanInput(t *testing.T) {
 	}
 
 	// The whole chain on a 16 GiB card capped at 12000 MiB: the cache takes what the
-	// weights, 2048 tokens of KV and the activations leave.
+	// weights, 8192 tokens of KV and the activations leave.
 	cfg := DefaultConfig()
 	cfg.VRAMBudgetMiB = 12000
 	p, err := experts.MakePlan(planInput(info, s, 16<<30, 30<<30, cfg, rank))
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv := int64(2048 * 2 * 48 * 4 * 128 * 2)
+	kv := int64(8192 * 2 * 48 * 4 * 128 * 2)
 	wantSlots := int((12000<<20 - 1<<30 - kv - activationBytes) / (3 << 20))
-	if p.Slots != wantSlots || p.Context < 2048 {
-		t.Fatalf("%d slots and %d tokens of context, want %d and at least 2048", p.Slots, p.Context, wantSlots)
+	if p.Slots != wantSlots || p.Context < 8192 {
+		t.Fatalf("%d slots and %d tokens of context, want %d and at least 8192", p.Slots, p.Context, wantSlots)
 	}
 	// Budget too small for the weights and the minimal KV cache: the error names the fix.
 	cfg.VRAMBudgetMiB = 1200

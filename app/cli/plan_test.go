@@ -43,14 +43,15 @@ func TestPlanCommand(t *testing.T) {
 		t.Errorf("cpu plan: tier array %v", p.Tier)
 	}
 
-	// A 2000 MiB card capped at 516 MiB: the weights, 2048 tokens of KV and the activations
-	// come first, the cache gets what is left.
-	p, code, errs = planCLI(t, "-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", "516")
+	// A 2000 MiB card capped at 518 MiB: the weights, 4096 tokens of KV (the model's
+	// context, below the 8k the planner keeps) and the activations come first, the cache
+	// gets what is left.
+	p, code, errs = planCLI(t, "-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", "518")
 	if code != 0 {
 		t.Fatalf("gpu plan: exit %d: %s", code, errs)
 	}
-	left := p.VRAMLimitBytes - p.NonExpertBytes - 2048*kvPerToken - p.ActivationBytes
-	if p.VRAMLimitBytes != 516<<20 || p.Slots != int(left/p.ExpertBytes) || p.Slots <= 0 || p.Slots >= count {
+	left := p.VRAMLimitBytes - p.NonExpertBytes - 4096*kvPerToken - p.ActivationBytes
+	if p.VRAMLimitBytes != 518<<20 || p.Slots != int(left/p.ExpertBytes) || p.Slots <= 0 || p.Slots >= count {
 		t.Fatalf("gpu plan: %d slots in %d bytes (%d left, %d per expert)", p.Slots, p.VRAMLimitBytes, left, p.ExpertBytes)
 	}
 	vram := 0
@@ -69,7 +70,7 @@ func TestPlanCommand(t *testing.T) {
 	}
 
 	// Tiered: what VRAM does not hold is pinned while the host budget lasts.
-	p, code, errs = planCLI(t, "-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", "516", "--tiered-experts", "--ram-avail-gib", "10")
+	p, code, errs = planCLI(t, "-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", "518", "--tiered-experts", "--ram-avail-gib", "10")
 	if code != 0 {
 		t.Fatalf("tiered plan: exit %d: %s", code, errs)
 	}
@@ -84,9 +85,9 @@ func TestPlanCommand(t *testing.T) {
 		want []string
 	}{
 		{"budget too small", []string{"-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", "100"}, 1,
-			[]string{"100 MiB for Strata", "needs 515.5 MiB", "0.6 MiB of non-expert weights", "raise --vram-budget-mib", "--backend cpu"}},
+			[]string{"100 MiB for Strata", "needs 517.5 MiB", "0.6 MiB of non-expert weights", "raise --vram-budget-mib", "--backend cpu"}},
 		{"slots without a GPU", []string{"-m", model, "--backend", "cpu", "--expert-cache", "3"}, 1, []string{"no usable GPU"}},
-		{"slots that do not fit", []string{"-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", "516", "--expert-cache", "15"}, 1, []string{"at most"}},
+		{"slots that do not fit", []string{"-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", "518", "--expert-cache", "15"}, 1, []string{"at most"}},
 		{"no model", []string{"--backend", "cpu"}, 2, []string{"-m MODEL is required"}},
 		{"missing model", []string{"-m", model + ".absent"}, 1, []string{"absent"}},
 		{"negative machine", []string{"-m", model, "--gpu-free-mib", "-1"}, 2, []string{"cannot be negative"}},
@@ -111,7 +112,7 @@ func TestPlanCommand(t *testing.T) {
 	}
 
 	// Human output is the summary table.
-	code, out, errs := runCLI(t, "plan", "-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", "516")
+	code, out, errs := runCLI(t, "plan", "-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", "518")
 	if code != 0 {
 		t.Fatalf("human plan: exit %d: %s", code, errs)
 	}
