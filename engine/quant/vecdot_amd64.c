@@ -6,6 +6,7 @@
 
 #include <immintrin.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "vecdot_amd64.h"
@@ -36,6 +37,14 @@ typedef struct {
 	__m256i sg; // signed types: w, whose signs go onto the activations
 	float d, m; // scale, and min (Q4_1, Q5_1)
 } vd_dec32;
+
+// vd_q4k_pre: one Q4_K block of a weight row decoded once for all the activation rows of a
+// call: each sub-block's scale in all 16 int16 lanes, the mins times dmin, and d.
+typedef struct {
+	int16_t sc[8][16];
+	float fm[8];
+	float d;
+} vd_q4k_pre;
 
 // vd_e8m0_bits: MXFP4's exponent byte e as the float32 bits of 2^(e-128)
 // (E8M0ToFP32Half): (e-1)<<23, and float32 subnormals for e < 2. A table is two

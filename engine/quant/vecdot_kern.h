@@ -346,10 +346,41 @@ static inline VD_T VD_AI void VD(q4k_sm)(const uint8_t *b, __m128i *sc, __m128i 
 	*mn = _mm_cvtepu8_epi16(_mm_setr_epi32((int)m_lo, (int)m_hi, 0, 0));
 }
 
+// q4k_fsum: an activation block's sums per 32 values (from its sixteen 16-value sums bs),
+// times its scale ad.
+static inline VD_T VD_AI __m256 VD(q4k_fsum)(const int16_t *bs, float ad) {
+	const __m128i s32 = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bs), _mm_loadu_si128((const __m128i *)(bs + 8)));
+	return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(s32)), _mm256_set1_ps(ad));
+}
+
+// q4k_fm: a weight block's mins (mn, from q4k_sm) times its dmin.
+static inline VD_T VD_AI __m256 VD(q4k_fm)(__m128i mn, const uint8_t *blk) {
+	return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(mn)), _mm256_set1_ps(VD(f16)(blk + 2)));
+}
+
+// q4k_prep decodes the nb blocks of weight rows r..r+R-1 into pre.
+static VD_T void VD(q4k_prep)(int R, const uint8_t *w, int64_t rb, int64_t nb, int64_t r, vd_q4k_pre *pre) {
+	for (int rr = 0; rr < R; rr++) {
+		for (int64_t b = 0; b < nb; b++) {
+			const uint8_t *blk = w + (r + rr) * rb + b * 144;
+			vd_q4k_pre *o = &pre[rr * nb + b];
+			__m128i sc, mn;
+			VD(q4k_sm)(blk, &sc, &mn);
+			const __m256i sc16 = _mm256_broadcastsi128_si256(sc);
+			for (int j = 0; j < 8; j++) _mm256_storeu_si256((__m256i *)o->sc[j], VD(shuf16)(sc16, j, j));
+			_mm256_storeu_ps(o->fm, VD(q4k_fm)(mn, blk));
+			o->d = VD(f16)(blk);
+		}
+	}
+}
+
 // q4k_tile: rows r..r+R-1 against activation rows i0..i0+T-1, into y. R and T are constants
 // at every call, so the arrays below become registers.
+// With pre (R rows x nb blocks, see q4k_prep) and fsum (q4k_fsums), the scales, mins and
+// activation sums come decoded; without, the tile decodes them itself. Same values either way.
 static inline VD_T VD_AI void VD(q4k_tile)(const int R, const int T, const uint8_t *w, int64_t rb, const vd_act *a,
-                                           int64_t r, int64_t i0, float *y, int64_t ldy) {
+                                           int64_t r, int64_t i0, float *y, int64_t ldy, const vd_q4k_pre *pre,
+                                           const float *fsum) {
 	const int64_t nb = a->cols / 256;
 	const __m256i m4 = _mm256_set1_epi8(15);
 	__m256 acc[VD_Q4K_R][VD_Q4K_T];
@@ -366,6 +397,10 @@ static inline VD_T VD_AI void VD(q4k_tile)(const int R, const int T, const uint8
 			_mm_prefetch((const char *)blk[rr] + VD_PREFETCH, _MM_HINT_T0);
 			_mm_prefetch((const char *)blk[rr] + VD_PREFETCH + 64, _MM_HINT_T0);
 			_mm_prefetch((const char *)blk[rr] + VD_PREFETCH + 128, _MM_HINT_T0);
+			if (pre) {
+				for (int j = 0; j < 8; j++) scv[rr][j] = VD(load)(pre[rr * nb + b].sc[j]);
+				continue;
+			}
 			__m128i sc;
 			VD(q4k_sm)(blk[rr], &sc, &mn[rr]);
 			sc16[rr] = _mm256_broadcastsi128_si256(sc);
@@ -384,7 +419,7 @@ static inline VD_T VD_AI void VD(q4k_tile)(const int R, const int T, const uint8
 			for (int t = 0; t < T; t++) {
 				const __m256i av = VD(load)(aq[t] + 64 * p);
 				for (int rr = 0; rr < R; rr++) {
-					const __m256i s = T > 2 ? scv[rr][2 * p] : VD(shuf16)(sc16[rr], 2 * p, 2 * p);
+					const __m256i s = pre || T > 2 ? scv[rr][2 * p] : VD(shuf16)(sc16[rr], 2 * p, 2 * p);
 					isum[rr][t] = _mm256_add_epi32(isum[rr][t], VD(dot_us16)(u[rr], av, s));
 				}
 			}
@@ -392,7 +427,7 @@ static inline VD_T VD_AI void VD(q4k_tile)(const int R, const int T, const uint8
 			for (int t = 0; t < T; t++) {
 				const __m256i av = VD(load)(aq[t] + 64 * p + 32);
 				for (int rr = 0; rr < R; rr++) {
-					const __m256i s = T > 2 ? scv[rr][2 * p + 1] : VD(shuf16)(sc16[rr], 2 * p + 1, 2 * p + 1);
+					const __m256i s = pre || T > 2 ? scv[rr][2 * p + 1] : VD(shuf16)(sc16[rr], 2 * p + 1, 2 * p + 1);
 					isum[rr][t] = _mm256_add_epi32(isum[rr][t], VD(dot_us16)(u[rr], av, s));
 				}
 			}
@@ -404,13 +439,11 @@ static inline VD_T VD_AI void VD(q4k_tile)(const int R, const int T, const uint8
 		for (int t = 0; t < T; t++) {
 			const int64_t ib = (i0 + t) * nb + b;
 			ad[t] = a->d[ib];
-			const int16_t *bs = a->s + ib * 16;
-			const __m128i s32 = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bs), _mm_loadu_si128((const __m128i *)(bs + 8)));
-			fs[t] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(s32)), _mm256_set1_ps(ad[t]));
+			fs[t] = fsum ? _mm256_loadu_ps(fsum + ib * 8) : VD(q4k_fsum)(a->s + ib * 16, ad[t]);
 		}
 		for (int rr = 0; rr < R; rr++) {
-			const float d = VD(f16)(blk[rr]);
-			const __m256 fm = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(mn[rr])), _mm256_set1_ps(VD(f16)(blk[rr] + 2)));
+			const float d = pre ? pre[rr * nb + b].d : VD(f16)(blk[rr]);
+			const __m256 fm = pre ? _mm256_loadu_ps(pre[rr * nb + b].fm) : VD(q4k_fm)(mn[rr], blk[rr]);
 			for (int t = 0; t < T; t++) {
 				acc[rr][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ad[t]), _mm256_cvtepi32_ps(isum[rr][t]), acc[rr][t]);
 				acc[rr][t] = _mm256_fnmadd_ps(fm, fs[t], acc[rr][t]);
@@ -423,43 +456,85 @@ static inline VD_T VD_AI void VD(q4k_tile)(const int R, const int T, const uint8
 
 // q4k_rows: rows [r, r+R) against every activation row, VD_Q4K_T at a time.
 static inline VD_T VD_AI void VD(q4k_rows)(const int R, const uint8_t *w, int64_t rb, const vd_act *a, int64_t r, float *y,
-                                           int64_t ldy) {
+                                           int64_t ldy, const vd_q4k_pre *pre, const float *fsum) {
 	int64_t i = 0;
-	for (; i + VD_Q4K_T <= a->n; i += VD_Q4K_T) VD(q4k_tile)(R, VD_Q4K_T, w, rb, a, r, i, y, ldy);
+	for (; i + VD_Q4K_T <= a->n; i += VD_Q4K_T) VD(q4k_tile)(R, VD_Q4K_T, w, rb, a, r, i, y, ldy, pre, fsum);
 	switch (a->n - i) {
 #if VD_Q4K_T > 5
-	case 5: VD(q4k_tile)(R, 5, w, rb, a, r, i, y, ldy); break;
+	case 5: VD(q4k_tile)(R, 5, w, rb, a, r, i, y, ldy, pre, fsum); break;
 #endif
 #if VD_Q4K_T > 4
-	case 4: VD(q4k_tile)(R, 4, w, rb, a, r, i, y, ldy); break;
+	case 4: VD(q4k_tile)(R, 4, w, rb, a, r, i, y, ldy, pre, fsum); break;
 #endif
 #if VD_Q4K_T > 3
-	case 3: VD(q4k_tile)(R, 3, w, rb, a, r, i, y, ldy); break;
+	case 3: VD(q4k_tile)(R, 3, w, rb, a, r, i, y, ldy, pre, fsum); break;
 #endif
 #if VD_Q4K_T > 2
-	case 2: VD(q4k_tile)(R, 2, w, rb, a, r, i, y, ldy); break;
+	case 2: VD(q4k_tile)(R, 2, w, rb, a, r, i, y, ldy, pre, fsum); break;
 #endif
-	case 1: VD(q4k_tile)(R, 1, w, rb, a, r, i, y, ldy); break;
+	case 1: VD(q4k_tile)(R, 1, w, rb, a, r, i, y, ldy, pre, fsum); break;
 	}
+}
+
+// q4k_rows_pre: q4k_rows with each row's blocks decoded once, not once per group of
+// activation rows (pre holds VD_Q4K_R rows).
+static inline VD_T VD_AI void VD(q4k_rows_pre)(const int R, const uint8_t *w, int64_t rb, const vd_act *a, int64_t r,
+                                               float *y, int64_t ldy, vd_q4k_pre *pre, const float *fsum) {
+	VD(q4k_prep)(R, w, rb, a->cols / 256, r, pre);
+	VD(q4k_rows)(R, w, rb, a, r, y, ldy, pre, fsum);
 }
 
 // mmt_q4_k: one weight row at a time for one or two activation rows (sharing their loads
 // across rows measured slower there than one row's simpler loop), else VD_Q4K_R rows a tile.
+// From VD_Q4K_PRE activation rows up, each weight row's scales and each activation row's
+// sums are decoded once per call (into malloc'd space; without it, per tile).
+#ifndef VD_Q4K_PRE
+#define VD_Q4K_PRE 8
+#endif
 static VD_T void VD(mmt_q4_k)(const uint8_t *w, int64_t rb, const vd_act *a, float *y, int64_t ldy, int64_t r0, int64_t r1) {
 	int64_t r = r0;
 	if (a->n <= 2) {
-		for (; r < r1; r++) VD(q4k_rows)(1, w, rb, a, r, y, ldy);
+		for (; r < r1; r++) VD(q4k_rows)(1, w, rb, a, r, y, ldy, NULL, NULL);
 		return;
 	}
-	for (; r + VD_Q4K_R <= r1; r += VD_Q4K_R) VD(q4k_rows)(VD_Q4K_R, w, rb, a, r, y, ldy);
-	switch (r1 - r) {
+	const int64_t nb = a->cols / 256;
+	vd_q4k_pre *pre = NULL;
+	float *fsum = NULL;
+	if (a->n >= VD_Q4K_PRE) {
+		pre = malloc(sizeof(vd_q4k_pre) * (size_t)(VD_Q4K_R * nb));
+		fsum = malloc(sizeof(float) * 8 * (size_t)(a->n * nb));
+		if (pre && fsum) {
+			for (int64_t ib = 0; ib < a->n * nb; ib++) _mm256_storeu_ps(fsum + ib * 8, VD(q4k_fsum)(a->s + ib * 16, a->d[ib]));
+		} else {
+			free(pre);
+			free(fsum);
+			pre = NULL, fsum = NULL;
+		}
+	}
+	if (pre) {
+		for (; r + VD_Q4K_R <= r1; r += VD_Q4K_R) VD(q4k_rows_pre)(VD_Q4K_R, w, rb, a, r, y, ldy, pre, fsum);
+		switch (r1 - r) {
 #if VD_Q4K_R > 3
-	case 3: VD(q4k_rows)(3, w, rb, a, r, y, ldy); break;
+		case 3: VD(q4k_rows_pre)(3, w, rb, a, r, y, ldy, pre, fsum); break;
 #endif
 #if VD_Q4K_R > 2
-	case 2: VD(q4k_rows)(2, w, rb, a, r, y, ldy); break;
+		case 2: VD(q4k_rows_pre)(2, w, rb, a, r, y, ldy, pre, fsum); break;
 #endif
-	case 1: VD(q4k_rows)(1, w, rb, a, r, y, ldy); break;
+		case 1: VD(q4k_rows_pre)(1, w, rb, a, r, y, ldy, pre, fsum); break;
+		}
+		free(pre);
+		free(fsum);
+		return;
+	}
+	for (; r + VD_Q4K_R <= r1; r += VD_Q4K_R) VD(q4k_rows)(VD_Q4K_R, w, rb, a, r, y, ldy, NULL, NULL);
+	switch (r1 - r) {
+#if VD_Q4K_R > 3
+	case 3: VD(q4k_rows)(3, w, rb, a, r, y, ldy, NULL, NULL); break;
+#endif
+#if VD_Q4K_R > 2
+	case 2: VD(q4k_rows)(2, w, rb, a, r, y, ldy, NULL, NULL); break;
+#endif
+	case 1: VD(q4k_rows)(1, w, rb, a, r, y, ldy, NULL, NULL); break;
 	}
 }
 
