@@ -493,11 +493,18 @@ static inline VD_T VD_AI void VD(q4k_rows_pre)(const int R, const uint8_t *w, in
 #endif
 static VD_T void VD(mmt_q4_k)(const uint8_t *w, int64_t rb, const vd_act *a, float *y, int64_t ldy, int64_t r0, int64_t r1) {
 	int64_t r = r0;
+	const int64_t nb = a->cols / 256;
 	if (a->n <= 2) {
-		for (; r < r1; r++) VD(q4k_rows)(1, w, rb, a, r, y, ldy, NULL, NULL);
+		// The activation sums once per call here too (decode: per row they cost about 5%).
+		float fbuf[2 * 8 * 64];
+		const float *fsum = NULL;
+		if (a->n * nb <= 64 * 2) {
+			for (int64_t ib = 0; ib < a->n * nb; ib++) _mm256_storeu_ps(fbuf + ib * 8, VD(q4k_fsum)(a->s + ib * 16, a->d[ib]));
+			fsum = fbuf;
+		}
+		for (; r < r1; r++) VD(q4k_rows)(1, w, rb, a, r, y, ldy, NULL, fsum);
 		return;
 	}
-	const int64_t nb = a->cols / 256;
 	vd_q4k_pre *pre = NULL;
 	float *fsum = NULL;
 	if (a->n >= VD_Q4K_PRE) {
