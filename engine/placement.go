@@ -153,11 +153,11 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 	}
 	cold := s.Count() - len(pinned) - len(vram)
 
-	host := cpu.New(cpu.Options{Threads: cfg.Threads})
+	var host *cpu.Backend
 	if hd, ok := dev.(experts.HostDevice); ok {
-		host.Close()
 		host = hd.Backend // the CPU computes everything: one pool
 	} else {
+		host = cpu.New(cpu.Options{Threads: cfg.Threads})
 		p.host = host
 	}
 	if len(pinned) > 0 || cold > 0 {
