@@ -10,8 +10,6 @@ import (
 	"strata/engine/compute/gpu"
 	"strata/engine/experts"
 	"strata/engine/fixtures"
-	"strata/engine/gguf"
-	"strata/engine/model"
 	"strata/engine/model/modeltest"
 )
 
@@ -32,15 +30,7 @@ func TestCacheOnGPU(t *testing.T) {
 	ref := modeltest.LoadReference(t, dir)
 	ran := 0
 	for name, v := range ref.Variants {
-		f, err := gguf.Open(filepath.Join(dir, v.File))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		h, err := model.ReadHparams(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, h := openVariant(t, filepath.Join(dir, v.File))
 		if !gpu.HeadDimSupported(h.HeadDim) {
 			continue
 		}

@@ -77,15 +77,7 @@ func TestCacheMatchesTransformers(t *testing.T) {
 	dir := fixtures.Path(t, "qwen3moe-tiny")
 	ref := modeltest.LoadReference(t, dir)
 	for name, v := range ref.Variants {
-		f, err := gguf.Open(filepath.Join(dir, v.File))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		h, err := model.ReadHparams(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, h := openVariant(t, filepath.Join(dir, v.File))
 		for _, tc := range tierCases() {
 			t.Run(name+"/"+tc.name, func(t *testing.T) {
 				dev := experts.HostDevice{Backend: cpu.New(cpu.Options{Threads: 2, FloatPath: true})}
@@ -201,4 +193,19 @@ func loadCached(t *testing.T, f *gguf.File, dev experts.Device, host *cpu.Backen
 		t.Fatal(err)
 	}
 	return c, net
+}
+
+// openVariant opens a fixture model for the test's lifetime and reads its hyper-parameters.
+func openVariant(t *testing.T, path string) (*gguf.File, model.Hparams) {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	h, err := model.ReadHparams(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, h
 }
