@@ -28,7 +28,6 @@ type placement struct {
 	backend compute.Backend // runs everything but the tiered experts
 	host    *cpu.Backend    // the CPU pool for expert misses, when it is not backend
 	cache   *experts.Cache  // nil unless the experts are tiered
-	plan    experts.Plan    // the tier plan (tiers only)
 	net     *model.Model
 
 	layout   *experts.Layout // the experts in the GGUF
@@ -140,7 +139,6 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 	for _, n := range plan.Notes {
 		slog.Info("engine: plan", "note", n)
 	}
-	p.plan = plan
 	var pinned, vram []experts.ID
 	for i, t := range plan.Tier {
 		id := experts.ID{Layer: i / s.Experts, Expert: i % s.Experts}

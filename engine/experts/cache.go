@@ -119,13 +119,12 @@ type CacheStats struct {
 
 // layerCache is one layer's share.
 type layerCache struct {
-	file      [3]compute.WeightSpec // the stacked tensors as they sit in the file
-	fileCPU   [3]compute.Weight     // the CPU's view of them
-	vram      [3]compute.Weight     // device slot stacks (nil with no slots)
-	vramOwner []int32               // slot -> expert, -1 empty
-	pinDev    [3]compute.Weight     // pinned slot stacks, device view
-	pinCPU    [3]compute.Weight     // the same bytes for the CPU
-	pinOwner  []int32
+	l       int                   // the layer
+	file    [3]compute.WeightSpec // the stacked tensors as they sit in the file
+	fileCPU [3]compute.Weight     // the CPU's view of them
+	vram    [3]compute.Weight     // device slot stacks (nil with no slots)
+	pinDev  [3]compute.Weight     // pinned slot stacks, device view
+	pinCPU  [3]compute.Weight     // the same bytes for the CPU
 }
 
 type ringKey struct {
@@ -173,7 +172,7 @@ func (c *Cache) Layer(l int, gate, up, down compute.WeightSpec) (compute.Experts
 	if l < 0 || l >= c.sh.Layers {
 		return nil, fmt.Errorf("experts: layer %d of %d", l, c.sh.Layers)
 	}
-	L := &layerCache{file: [3]compute.WeightSpec{gate, up, down}}
+	L := &layerCache{l: l, file: [3]compute.WeightSpec{gate, up, down}}
 	for i, s := range L.file {
 		if s.Experts != c.sh.Experts {
 			return nil, fmt.Errorf("experts: %s holds %d experts, the plan %d", s.Name, s.Experts, c.sh.Experts)
@@ -206,20 +205,10 @@ func (c *Cache) Layer(l int, gate, up, down compute.WeightSpec) (compute.Experts
 			}
 			L.vram[i] = w
 		}
-		L.vramOwner = make([]int32, nv)
 	}
 	if np > 0 {
 		if err := c.pinnedStacks(l, L, np); err != nil {
 			return nil, err
-		}
-	}
-	for e := range c.sh.Experts {
-		i := c.sh.Index(ID{l, e})
-		switch c.tier[i] {
-		case TierVRAM:
-			L.vramOwner[c.slot[i]] = int32(e)
-		case TierPinned:
-			L.pinOwner[c.slot[i]] = int32(e)
 		}
 	}
 	if c.cfg.StreamSlots > 0 && nv < c.sh.Experts {
@@ -296,7 +285,6 @@ func (c *Cache) pinnedStacks(l int, L *layerCache, np int) error {
 			}
 		}
 	}
-	L.pinOwner = make([]int32, np)
 	return nil
 }
 
@@ -617,7 +605,7 @@ func (c *Cache) readCold(L *layerCache, round []int32) map[int32][3][]byte {
 	if c.cfg.Cold == nil {
 		return nil
 	}
-	l := indexLayer(c, L)
+	l := L.l
 	var ids []ID
 	for _, e := range round {
 		if c.tier[c.sh.Index(ID{l, int(e)})] == TierCold {
@@ -646,7 +634,7 @@ func (c *Cache) readCold(L *layerCache, round []int32) map[int32][3][]byte {
 
 // bytesOf is matrix m of expert e of a layer: its pinned copy when it has one, else the file.
 func (c *Cache) bytesOf(L *layerCache, m, e int) []byte {
-	if i := c.sh.Index(ID{indexLayer(c, L), e}); c.tier[i] == TierPinned {
+	if i := c.sh.Index(ID{L.l, e}); c.tier[i] == TierPinned {
 		if w, ok := L.pinCPU[m].(*cpu.Weight); ok {
 			return w.ExpertBytes(int(c.slot[i]))
 		}
@@ -654,15 +642,13 @@ func (c *Cache) bytesOf(L *layerCache, m, e int) []byte {
 	return L.matrix(m, e)
 }
 
-func indexLayer(c *Cache, L *layerCache) int { return slices.Index(c.lays, L) }
-
 // adapt swaps experts that keep missing into VRAM slots whose experts were not used since
 // the last pass, layer by layer, and starts counting again.
 func (c *Cache) adapt() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for l, L := range c.lays {
-		if len(L.vramOwner) == 0 {
+		if L.vram[0] == nil {
 			continue
 		}
 		var cands, victims []int32
@@ -708,12 +694,10 @@ func (c *Cache) swap(l int, L *layerCache, in, victim int) error {
 				return fmt.Errorf("experts: swap %s out: %w", ID{l, victim}, err)
 			}
 		}
-		L.pinOwner[pslot] = int32(victim)
 		c.tier[vi], c.slot[vi] = TierPinned, pslot
 	} else {
 		c.tier[vi], c.slot[vi] = TierCold, -1
 	}
-	L.vramOwner[vslot] = int32(in)
 	c.tier[ii], c.slot[ii] = TierVRAM, vslot
 	return nil
 }
