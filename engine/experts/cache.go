@@ -13,6 +13,7 @@ import (
 
 	"strata/engine/compute"
 	"strata/engine/compute/cpu"
+	"strata/platform"
 )
 
 // Errors recorded mid-pass surface through the layer's Err, which the model checks after
@@ -324,35 +325,54 @@ func (c *Cache) Fill(ctx context.Context, progress func(done, total int64)) erro
 		}
 	}
 	// Batches of experts in rank order; within a batch, one WriteSlots per stack.
+	type stackWrites struct {
+		w      compute.Weight
+		writes []compute.SlotWrite
+	}
 	const batch = 64
+	var batches [][]stackWrites
 	for lo := 0; lo < len(order); lo += batch {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		type key struct {
-			w compute.Weight
-		}
-		writes := map[key][]compute.SlotWrite{}
-		var keys []key
+		var b []stackWrites
 		for _, id := range order[lo:min(lo+batch, len(order))] {
 			i := c.sh.Index(id)
 			L := c.lays[id.Layer]
 			if c.tier[i] != TierVRAM {
 				continue // pinned experts are in the arena already; cold ones stay in the file
 			}
-			st := L.vram
-			for m := range 3 {
-				k := key{st[m]}
-				if _, ok := writes[k]; !ok {
-					keys = append(keys, k)
+			for m, w := range L.vram {
+				k := slices.IndexFunc(b, func(s stackWrites) bool { return s.w == w })
+				if k < 0 {
+					k, b = len(b), append(b, stackWrites{w: w})
 				}
-				writes[k] = append(writes[k], compute.SlotWrite{Slot: int(c.slot[i]), Data: L.matrix(m, id.Expert)})
-				done += int64(len(L.matrix(m, id.Expert)))
+				b[k].writes = append(b[k].writes, compute.SlotWrite{Slot: int(c.slot[i]), Data: L.matrix(m, id.Expert)})
 			}
 		}
-		for _, k := range keys {
-			if err := c.dev.WriteSlots(k.w, writes[k]); err != nil {
+		batches = append(batches, b)
+	}
+	// Ask the OS for the next batch's exact ranges while this one is written: left to page
+	// faults, the file's read-ahead (8 MiB on many disks) also reads the neighbouring
+	// experts this fill skips, two or three times the bytes the VRAM needs.
+	advise := func(k int) {
+		if k < len(batches) {
+			for _, s := range batches[k] {
+				for _, w := range s.writes {
+					_ = platform.AdviseWillNeed(w.Data)
+				}
+			}
+		}
+	}
+	advise(0)
+	for k, b := range batches {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		advise(k + 1)
+		for _, s := range b {
+			if err := c.dev.WriteSlots(s.w, s.writes); err != nil {
 				return fmt.Errorf("experts: fill: %w", err)
+			}
+			for _, w := range s.writes {
+				done += int64(len(w.Data))
 			}
 		}
 		if progress != nil {

@@ -14,6 +14,7 @@ import (
 	"strata/cuda"
 	"strata/engine/compute"
 	"strata/engine/quant"
+	"strata/platform"
 )
 
 // ErrNoGPU wraps every "there is no usable NVIDIA GPU" failure, so callers can fall back.
@@ -344,6 +345,9 @@ func (b *Backend) Place(spec compute.WeightSpec) (compute.Weight, error) {
 	if want, err := quant.RowBytes(typ, spec.Cols); err != nil || want*spec.Rows*exps != len(data) || (spec.ExpertStride != 0 && spec.ExpertStride != want*spec.Rows) {
 		return nil, fmt.Errorf("gpu: tensor %q: %d bytes do not hold %d x %d x %d %s", spec.Name, len(data), exps, spec.Rows, spec.Cols, typ)
 	}
+	// The exact range, before the copy faults it in: the file's read-ahead would also read
+	// the neighbouring expert stacks, which tiered mode places elsewhere.
+	_ = platform.AdviseWillNeed(data)
 	vector := spec.Rows == 1 && exps == 1
 	if (vector && typ != quant.F32) || (!vector && !cuda.QuantType(typ).Supported()) {
 		f := make([]float32, n)
