@@ -46,6 +46,23 @@ typedef struct {
 	float d;
 } vd_q4k_pre;
 
+// vd_shuf16_ctrl[lo][hi]: the _mm256_shuffle_epi8 control that copies int16 element lo of
+// the low 128-bit lane over that lane and element hi of the high lane over the high lane.
+#define VD_W16(j) 2 * (j), 2 * (j) + 1
+#define VD_W16X8(j) VD_W16(j), VD_W16(j), VD_W16(j), VD_W16(j), VD_W16(j), VD_W16(j), VD_W16(j), VD_W16(j)
+#define VD_CTRL(lo, hi) {VD_W16X8(lo), VD_W16X8(hi)}
+#define VD_CTRL_ROW(lo)                                                                                         \
+	{VD_CTRL(lo, 0), VD_CTRL(lo, 1), VD_CTRL(lo, 2), VD_CTRL(lo, 3),                                        \
+	 VD_CTRL(lo, 4), VD_CTRL(lo, 5), VD_CTRL(lo, 6), VD_CTRL(lo, 7)}
+static const uint8_t vd_shuf16_ctrl[8][8][32] __attribute__((aligned(32))) = {
+	VD_CTRL_ROW(0), VD_CTRL_ROW(1), VD_CTRL_ROW(2), VD_CTRL_ROW(3),
+	VD_CTRL_ROW(4), VD_CTRL_ROW(5), VD_CTRL_ROW(6), VD_CTRL_ROW(7),
+};
+#undef VD_CTRL_ROW
+#undef VD_CTRL
+#undef VD_W16X8
+#undef VD_W16
+
 // vd_e8m0_bits: MXFP4's exponent byte e as the float32 bits of 2^(e-128)
 // (E8M0ToFP32Half): (e-1)<<23, and float32 subnormals for e < 2. A table is two
 // instructions where the arithmetic with its special case took about six.

@@ -39,11 +39,10 @@ static inline VD_T __m256i VD(dot_us16)(__m256i u, __m256i s, __m256i sc) {
 }
 
 // shuf16: int16 element lo of v's low 128-bit lane in every int16 of the low lane, and
-// element hi of the high lane in every int16 of the high lane (one shuffle; constant masks).
+// element hi of the high lane in every int16 of the high lane (one shuffle). The control
+// comes from a table: built in registers, it cost four instructions per use.
 static inline VD_T __m256i VD(shuf16)(__m256i v, int lo, int hi) {
-	const __m256i ctrl = _mm256_set_m128i(_mm_set1_epi16((short)((2 * hi + 1) << 8 | 2 * hi)),
-	                                      _mm_set1_epi16((short)((2 * lo + 1) << 8 | 2 * lo)));
-	return _mm256_shuffle_epi8(v, ctrl);
+	return _mm256_shuffle_epi8(v, _mm256_load_si256((const __m256i *)vd_shuf16_ctrl[lo][hi]));
 }
 
 static inline VD_T __m256i VD(load)(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
@@ -189,8 +188,10 @@ static inline VD_T void VD(b_q45_k)(const uint8_t *b, const uint8_t *qh, const u
                                     const int16_t *bs, __m256 *acc, float *corr) {
 	(void)corr;
 	// The 6-bit scales and mins, unpacked four at a time in 32-bit words.
-	uint32_t w[3];
-	memcpy(w, b + 4, 12);
+	uint32_t w[3]; // three loads: gcc sent one 12-byte memcpy through the stack
+	memcpy(&w[0], b + 4, 4);
+	memcpy(&w[1], b + 8, 4);
+	memcpy(&w[2], b + 12, 4);
 	const uint32_t sc_lo = w[0] & 0x3f3f3f3fu, m_lo = w[1] & 0x3f3f3f3fu;
 	const uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
 	const uint32_t m_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
@@ -283,8 +284,10 @@ static inline VD_T __m256i VD(dots8)(const __m256i u[8], const __m256i s[8], con
 
 static inline VD_T void VD(m_q45_k)(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, int na, const int8_t *const *aq,
                                     const float *ad, const int16_t *const *bs, __m256 *acc) {
-	uint32_t w[3];
-	memcpy(w, b + 4, 12);
+	uint32_t w[3]; // three loads: gcc sent one 12-byte memcpy through the stack
+	memcpy(&w[0], b + 4, 4);
+	memcpy(&w[1], b + 8, 4);
+	memcpy(&w[2], b + 12, 4);
 	const uint32_t sc_lo = w[0] & 0x3f3f3f3fu, m_lo = w[1] & 0x3f3f3f3fu;
 	const uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
 	const uint32_t m_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
@@ -337,8 +340,10 @@ static inline VD_T void VD(m_q5_k)(const uint8_t *b, int na, const int8_t *const
 
 // q4k_sm: a Q4_K block's eight 6-bit scales and eight mins, as int16.
 static inline VD_T VD_AI void VD(q4k_sm)(const uint8_t *b, __m128i *sc, __m128i *mn) {
-	uint32_t w[3];
-	memcpy(w, b + 4, 12);
+	uint32_t w[3]; // three loads: gcc sent one 12-byte memcpy through the stack
+	memcpy(&w[0], b + 4, 4);
+	memcpy(&w[1], b + 8, 4);
+	memcpy(&w[2], b + 12, 4);
 	const uint32_t sc_lo = w[0] & 0x3f3f3f3fu, m_lo = w[1] & 0x3f3f3f3fu;
 	const uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
 	const uint32_t m_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
