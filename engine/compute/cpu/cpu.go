@@ -5,6 +5,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"strata/engine/compute"
 	"strata/engine/kv"
@@ -25,7 +26,20 @@ type Backend struct {
 	pool  *parallel.Pool
 	float bool
 	err   compute.StickyErr
+	spare sync.Pool // *[]float32 scratch for the MoE's per-expert buffers
 }
+
+// scratch returns at least n floats of reused, uninitialised memory; release gives it back.
+func (b *Backend) scratch(n int) *[]float32 {
+	if s, ok := b.spare.Get().(*[]float32); ok && cap(*s) >= n {
+		*s = (*s)[:n]
+		return s
+	}
+	s := make([]float32, n)
+	return &s
+}
+
+func (b *Backend) release(s *[]float32) { b.spare.Put(s) }
 
 // Err returns and clears the first error since the last call.
 func (b *Backend) Err() error { return b.err.Take() }

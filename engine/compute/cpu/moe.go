@@ -44,13 +44,23 @@ func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r *comp
 	}
 	routes := len(r.IDs)
 
+	// Every buffer below is written in full before it is read, so one reused block serves
+	// them all (a prefill step allocated and cleared ~12 MB per layer otherwise).
+	sc := b.scratch(routes * 2 * (H + F))
+	defer b.release(sc)
+	space := *sc
+	carve := func(n int) []float32 {
+		s := space[:n:n]
+		space = space[n:]
+		return s
+	}
 	gu := make([]segment, 2*len(experts))
 	dn := make([]segment, len(experts))
 	for j, e := range experts {
 		ne := count[j]
-		gu[2*j] = segment{w: G, expert: int(e), xs: make([]float32, ne*H), n: ne, y: make([]float32, ne*F)}
-		gu[2*j+1] = segment{w: U, expert: int(e), xs: gu[2*j].xs, n: ne, y: make([]float32, ne*F)}
-		dn[j] = segment{w: Dn, expert: int(e), xs: gu[2*j].y, n: ne, y: make([]float32, ne*H)}
+		gu[2*j] = segment{w: G, expert: int(e), xs: carve(ne * H), n: ne, y: carve(ne * F)}
+		gu[2*j+1] = segment{w: U, expert: int(e), xs: gu[2*j].xs, n: ne, y: carve(ne * F)}
+		dn[j] = segment{w: Dn, expert: int(e), xs: gu[2*j].y, n: ne, y: carve(ne * H)}
 	}
 	b.forWork(routes, routes*H, func(lo, hi int) {
 		for k := lo; k < hi; k++ {
