@@ -1,7 +1,9 @@
 // Package gguf reads and writes GGUF model files (versions 2 and 3, little-endian).
 //
 // Open maps the file read-only and parses its header; tensor data is never copied:
-// TensorData returns slices of the mapping. Every malformed input is a *FormatError that
+// TensorData returns slices of the mapping. OpenUnmapped parses the header with ordinary
+// reads and leaves the file unmapped until Map, so the file's data can first be read around
+// the page cache (the resident RAM arena) without a mapping of it in the process. Every malformed input is a *FormatError that
 // names the file, the byte offset and what is wrong. Writer streams a new file tensor by
 // tensor, so files larger than RAM can be written.
 package gguf
@@ -9,7 +11,9 @@ package gguf
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"time"
 
 	"strata/engine/quant"
 )
@@ -23,10 +27,13 @@ type File struct {
 	Tensors    []TensorInfo
 	DataOffset int64 // file offset of the tensor data section
 
-	data   []byte // the whole file: the read-only mapping (or a test's bytes)
-	unmap  func() error
-	keys   map[string]int // key -> index in KV
-	byName map[string]int // tensor name -> index in Tensors
+	data    []byte // the whole file: the read-only mapping (or a test's bytes); nil until mapped
+	unmap   func() error
+	size    int64     // the file's size when its header was read
+	modTime time.Time // its modification time then (zero for a test's bytes)
+	closed  bool
+	keys    map[string]int // key -> index in KV
+	byName  map[string]int // tensor name -> index in Tensors
 }
 
 // KV is one metadata pair.
@@ -85,13 +92,107 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, errors.Join(err, unmap())
 	}
-	f.unmap = unmap
+	f.unmap, f.modTime = unmap, st.ModTime()
 	return f, nil
 }
 
+// headerFirstRead is the prefix OpenUnmapped reads first: most headers fit (a 150k-token
+// vocabulary and its merges take a few MiB), and a larger one grows it.
+const headerFirstRead = 4 << 20
+
+// OpenUnmapped parses and validates path's header with ordinary reads and does not map the
+// file: TensorData and Mapping return nil until Map. Tensor extents are checked against the
+// file's size, and a malformed header gives the same error as Open.
+func OpenUnmapped(path string) (*File, error) {
+	return openUnmapped(path, headerFirstRead)
+}
+
+// openUnmapped reads first bytes of the file, then more while the header runs past them.
+func openUnmapped(path string, first int64) (*File, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("gguf: %w", err)
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("gguf: %w", err)
+	}
+	size := st.Size()
+	if size == 0 {
+		return nil, &FormatError{Path: path, Offset: 0, Msg: "empty file"}
+	}
+	f, err := readHeader(path, fh, size, first)
+	if err != nil {
+		return nil, err
+	}
+	f.size, f.modTime = size, st.ModTime()
+	return f, nil
+}
+
+// readHeader parses the header of the size-byte file r: it reads the first bytes, then
+// more while the header runs past them.
+func readHeader(path string, r io.ReaderAt, size, first int64) (*File, error) {
+	var prefix []byte
+	want := min(size, max(first, 1))
+	for {
+		grown := make([]byte, want)
+		copy(grown, prefix)
+		if _, err := r.ReadAt(grown[len(prefix):], int64(len(prefix))); err != nil {
+			// io.EOF: the file shrank while it was read.
+			return nil, fmt.Errorf("gguf: %s: read the header's first %d bytes: %w", path, want, err)
+		}
+		prefix = grown
+		f, err := parseHeader(path, prefix, size)
+		var short *shortError
+		if !errors.As(err, &short) {
+			return f, err
+		}
+		// Doubling bounds the number of parses by the log of the header's size.
+		want = min(size, max(short.need, 2*int64(len(prefix))))
+	}
+}
+
+// Mapped reports whether the file's data is mapped (TensorData and Mapping work).
+func (f *File) Mapped() bool { return f.data != nil }
+
+// Map maps the file read-only after OpenUnmapped; it does nothing when the file is mapped
+// already. The file must still have the size and modification time its header was read
+// with. Map is not safe to call concurrently with itself or with readers of the mapping.
+func (f *File) Map() error {
+	if f.data != nil {
+		return nil
+	}
+	if f.closed {
+		return fmt.Errorf("gguf: %s: map after Close", f.Path)
+	}
+	fh, err := os.Open(f.Path)
+	if err != nil {
+		return fmt.Errorf("gguf: map: %w", err)
+	}
+	defer fh.Close() // the mapping outlives the descriptor
+	st, err := fh.Stat()
+	if err != nil {
+		return fmt.Errorf("gguf: map: %w", err)
+	}
+	if st.Size() != f.size || !st.ModTime().Equal(f.modTime) {
+		return fmt.Errorf("gguf: %s: the file changed after its header was read (%d bytes modified %s, now %d bytes modified %s)",
+			f.Path, f.size, f.modTime.Format(time.RFC3339Nano), st.Size(), st.ModTime().Format(time.RFC3339Nano))
+	}
+	data, unmap, err := mapFile(fh, f.size)
+	if err != nil {
+		return fmt.Errorf("gguf: %s: map %d bytes: %w", f.Path, f.size, err)
+	}
+	f.data, f.unmap = data, unmap
+	return nil
+}
+
+// Size is the file's size in bytes.
+func (f *File) Size() int64 { return f.size }
+
 // Close unmaps the file. Slices from TensorData and Mapping must not be used afterwards.
 func (f *File) Close() error {
-	f.data = nil
+	f.data, f.closed = nil, true
 	if f.unmap == nil {
 		return nil
 	}
@@ -122,7 +223,8 @@ func (f *File) Tensor(name string) (TensorInfo, bool) {
 }
 
 // TensorData is the tensor's bytes inside the read-only mapping (no copy; do not write).
-// It returns nil for a tensor that is not inside this file or after Close.
+// It returns nil for a tensor that is not inside this file, before Map (after
+// OpenUnmapped) and after Close.
 func (f *File) TensorData(t TensorInfo) []byte {
 	start := f.DataOffset + t.Offset
 	if t.Offset < 0 || t.Size < 0 || start < f.DataOffset || start > int64(len(f.data)) || t.Size > int64(len(f.data))-start {
@@ -132,7 +234,8 @@ func (f *File) TensorData(t TensorInfo) []byte {
 }
 
 // Mapping is the whole data section of the mapping, for code that advises the OS about
-// it (prefetch, eviction). It is empty for a file without tensor data.
+// it (prefetch, eviction). It is empty for a file without tensor data, and nil before Map
+// (after OpenUnmapped) and after Close.
 func (f *File) Mapping() []byte {
 	if f.DataOffset >= int64(len(f.data)) {
 		return nil

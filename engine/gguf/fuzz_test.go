@@ -1,8 +1,10 @@
 package gguf
 
 import (
+	"bytes"
 	"errors"
 	"os"
+	"reflect"
 	"testing"
 )
 
@@ -26,6 +28,17 @@ func FuzzOpen(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := parse("fuzz.gguf", data)
+		if len(data) > 0 {
+			// The unmapped open reads a growing prefix: it must reach the same result.
+			first := int64(data[0]%64) + 1
+			got, uerr := readHeader("fuzz.gguf", bytes.NewReader(data), int64(len(data)), first)
+			switch {
+			case (err == nil) != (uerr == nil) || err != nil && err.Error() != uerr.Error():
+				t.Fatalf("prefix from %d bytes: error %v, the whole input gives %v", first, uerr, err)
+			case err == nil && (!reflect.DeepEqual(got.KV, file.KV) || !reflect.DeepEqual(got.Tensors, file.Tensors) || got.DataOffset != file.DataOffset):
+				t.Fatalf("prefix from %d bytes: the header differs from the whole input's", first)
+			}
+		}
 		if err != nil {
 			var fe *FormatError
 			if !errors.As(err, &fe) {

@@ -40,24 +40,47 @@ func (e *FormatError) Error() string {
 	return fmt.Sprintf("gguf: %s: offset %d: %s", e.Path, e.Offset, e.Msg)
 }
 
-// decoder reads little-endian GGUF fields from the file's bytes (the read-only mapping).
-// Strings are copied out; nothing else of the data is.
+// decoder reads little-endian GGUF fields from the file's bytes: the whole file (the
+// read-only mapping, or a test's bytes) or, for OpenUnmapped, a prefix of it. Bounds and
+// limits are checked against the file's size, so a prefix gives the same errors as the
+// whole file; a field that runs past the prefix but not past the file is a *shortError, and
+// the caller reads more and parses again. Strings are copied out; nothing else of the data is.
 type decoder struct {
 	path string
-	b    []byte
+	b    []byte // the file's first len(b) bytes
+	size int64  // the file's size
 	off  int64
+}
+
+// shortError says the header needs the file's bytes up to need, beyond the prefix held.
+type shortError struct{ need int64 }
+
+func (e *shortError) Error() string {
+	return fmt.Sprintf("gguf: the header runs past the %d bytes read so far", e.need)
+}
+
+// need checks that the prefix holds the bytes up to end (which the caller has checked
+// against the file's size).
+func (d *decoder) need(end int64) error {
+	if end > int64(len(d.b)) {
+		return &shortError{need: end}
+	}
+	return nil
 }
 
 func (d *decoder) errAt(off int64, format string, args ...any) error {
 	return &FormatError{Path: d.path, Offset: off, Msg: fmt.Sprintf(format, args...)}
 }
 
-func (d *decoder) remaining() int64 { return int64(len(d.b)) - d.off }
+func (d *decoder) remaining() int64 { return d.size - d.off }
 
 // take returns the next n bytes or a truncation error naming what was being read.
 func (d *decoder) take(n int64, what string) ([]byte, error) {
 	if n < 0 || n > d.remaining() {
 		return nil, d.errAt(d.off, "truncated: %s needs %d bytes, %d left in the file", what, n, d.remaining())
+	}
+	if err := d.need(d.off + n); err != nil {
+		return nil, err
 	}
 	p := d.b[d.off : d.off+n]
 	d.off += n
@@ -113,12 +136,18 @@ func (d *decoder) skipStr(what string, idx int64) error {
 		return fmt.Sprintf("%s[%d]", what, idx)
 	}
 	p, err := d.take(8, "string length")
+	if _, short := err.(*shortError); short {
+		return err
+	}
 	if err != nil {
 		return d.errAt(at, "truncated: %s length needs 8 bytes, %d left in the file", name(), d.remaining())
 	}
 	n := binary.LittleEndian.Uint64(p)
 	if n > uint64(d.remaining()) {
 		return d.errAt(at, "%s length %d is past the end of the file (%d bytes left)", name(), n, d.remaining())
+	}
+	if err := d.need(d.off + int64(n)); err != nil {
+		return err
 	}
 	d.off += int64(n)
 	return nil
@@ -264,7 +293,19 @@ func (d *decoder) array(depth int, what string) (Value, error) {
 // parse reads and validates a whole GGUF file held in b (the mapping, or a test's bytes).
 // The returned File refers to b for tensor data; it copies only the metadata.
 func parse(path string, b []byte) (*File, error) {
-	d := &decoder{path: path, b: b}
+	f, err := parseHeader(path, b, int64(len(b)))
+	if err != nil {
+		return nil, err
+	}
+	f.data, f.size = b, int64(len(b))
+	return f, nil
+}
+
+// parseHeader reads and validates the header of a GGUF file of size bytes from prefix, its
+// first bytes. It returns a *shortError when the header runs past the prefix. The File has
+// no data.
+func parseHeader(path string, prefix []byte, size int64) (*File, error) {
+	d := &decoder{path: path, b: prefix, size: size}
 	head, err := d.take(4, "magic")
 	if err != nil {
 		return nil, err
@@ -317,7 +358,6 @@ func parse(path string, b []byte) (*File, error) {
 	if err := checkLayout(d, f); err != nil {
 		return nil, err
 	}
-	f.data = b
 	return f, nil
 }
 
@@ -435,7 +475,7 @@ func checkLayout(d *decoder, f *File) error {
 	if len(f.Tensors) == 0 {
 		return nil
 	}
-	size := int64(len(d.b))
+	size := d.size
 	if f.DataOffset > size {
 		return d.errAt(size, "truncated: the tensor data section starts at %d, past the end of the %d-byte file", f.DataOffset, size)
 	}

@@ -47,14 +47,18 @@ func withData(h []byte, n int) []byte {
 	return append(h, make([]byte, n)...)
 }
 
-func TestMalformed(t *testing.T) {
+// malformedCase is a header the parser must refuse: the error it must contain and where.
+type malformedCase struct {
+	name    string
+	data    []byte
+	want    string
+	wantOff int64 // -1: not checked
+}
+
+// malformedCases are shared by the parse and the unmapped open tests.
+func malformedCases() []malformedCase {
 	const f32, q4k = 0, 12
-	cases := []struct {
-		name    string
-		data    []byte
-		want    string
-		wantOff int64 // -1: not checked
-	}{
+	return []malformedCase{
 		{"empty", nil, "truncated: magic", 0},
 		{"short magic", []byte("GG"), "truncated: magic", 0},
 		{"bad magic", cat([]byte("GGML"), le32(3)), "bad magic", 0},
@@ -101,7 +105,10 @@ func TestMalformed(t *testing.T) {
 		{"overlap", withData(cat(head(2, 0), tinfo("a", f32, 0, 16), tinfo("b", f32, 32, 4)), 64), "tensor \"b\": bytes [32, 48) overlap tensor \"a\" at [0, 64)", 24 + 33},
 		{"data section missing", cat(head(1, 0), tinfo("t", f32, 0, 4)), "data section starts at 64, past the end", -1},
 	}
-	for _, c := range cases {
+}
+
+func TestMalformed(t *testing.T) {
+	for _, c := range malformedCases() {
 		t.Run(c.name, func(t *testing.T) {
 			f, err := parse("bad.gguf", c.data)
 			if err == nil {
