@@ -46,10 +46,14 @@ const (
 
 // FillStats says how a fill went.
 type FillStats struct {
-	Bytes       int64 // blob bytes placed in the arena
-	Duration    time.Duration
-	Unbuffered  bool   // the blobs came through unbuffered reads
-	Fallback    string // why an unbuffered fill fell back to the mapping ("" if it did not)
+	Bytes      int64 // blob bytes placed in the arena
+	Duration   time.Duration
+	Unbuffered bool   // the blobs came through unbuffered reads
+	Fallback   string // why an unbuffered fill fell back to the mapping ("" if it did not)
+	// Unmapped says the file had no mapping in this process during the fill (a GGUF layout
+	// of gguf.OpenUnmapped, filled with unbuffered reads), so no mapped view of it could pull
+	// the experts into the page cache as a second copy of the arena.
+	Unmapped    bool
 	Reads       int    // read requests (unbuffered) or extent copies (mapping)
 	DirectReads int    // unbuffered reads that landed in the arena without a bounce copy
 	ReadBytes   int64  // bytes read from the file, alignment and merged holes included
@@ -87,8 +91,10 @@ type request struct {
 // FillArena copies the blobs of ids (each at most once) from l's file into a new arena.
 // Reads are sorted by file offset, merged up to o.MergeBytes and run on o.Workers
 // goroutines. With o.Unbuffered it reads around the page cache; if that cannot open the
-// file, or the first blob read that way differs from the mapping, it copies through the
-// mapping instead and says why in FillStats.Fallback. progress (may be nil, called from
+// file, or the first blob read that way differs from an ordinary buffered read, it copies
+// through the mapping instead and says why in FillStats.Fallback. A layout of an unmapped
+// GGUF (gguf.OpenUnmapped) stays unmapped through an unbuffered fill; copying through the
+// mapping attaches it first (Layout.Attach maps the file). progress (may be nil, called from
 // one goroutine at a time) gets bytes placed so far and the total.
 func FillArena(ctx context.Context, l *Layout, ids []ID, o FillOptions, progress func(done, total int64)) (*Arena, FillStats, error) {
 	start := time.Now()
@@ -102,7 +108,7 @@ func FillArena(ctx context.Context, l *Layout, ids []ID, o FillOptions, progress
 	if o.openUnbuffered == nil {
 		o.openUnbuffered = platform.OpenUnbuffered
 	}
-	if l.data == nil {
+	if l.closed {
 		return nil, FillStats{}, fmt.Errorf("experts: fill arena from %s: the layout is closed", l.Path)
 	}
 	a, err := newArena(l, ids)
@@ -121,8 +127,11 @@ func FillArena(ctx context.Context, l *Layout, ids []ID, o FillOptions, progress
 			slog.Warn("experts: unbuffered fill fell back to the mapping", "file", l.Path, "reason", reason)
 		}
 	}
+	st.Unmapped = st.Unbuffered && !l.Attached()
 	if !st.Unbuffered {
-		err = f.mapped(ctx, pieces, o.Workers)
+		if err = l.Attach(); err == nil {
+			err = f.mapped(ctx, pieces, o.Workers)
+		}
 		st.Reads, st.ReadBytes = len(pieces), st.Bytes
 	}
 	if err != nil {
@@ -280,8 +289,9 @@ func mergePieces(pieces []piece, maxBytes int64) []request {
 }
 
 // openProbed opens one unbuffered handle per worker (Windows serialises positioned reads
-// on one handle) and checks that the first blob reads the same as through the mapping. It
-// returns the handles, or why the unbuffered path cannot be used.
+// on one handle) and checks that the first blob reads the same as through an ordinary
+// buffered handle (not the mapping: the file may not be mapped yet). It returns the
+// handles, or why the unbuffered path cannot be used.
 func openProbed(l *Layout, first ID, o FillOptions) ([]*os.File, string) {
 	var files []*os.File
 	fail := func(reason string) ([]*os.File, string) {
@@ -310,13 +320,22 @@ func openProbed(l *Layout, first ID, o FillOptions) ([]*os.File, string) {
 		return fail(fmt.Sprintf("no aligned buffer for the probe read: %v", err))
 	}
 	defer platform.FreeAligned(buf)
+	buffered, err := os.Open(l.Path)
+	if err != nil {
+		return fail(fmt.Sprintf("open for the probe's buffered read: %v", err))
+	}
+	defer buffered.Close()
 	for p, e := range parts {
 		got, err := readDirect(files[0], buf, e, l.size, l)
 		if err != nil {
 			return fail(fmt.Sprintf("unbuffered read of %s %s failed: %v", first, partName(p), err))
 		}
-		if !bytes.Equal(got, l.view(e)) {
-			return fail(fmt.Sprintf("%s %s read unbuffered differs from the mapping (offset %d, %d bytes)", first, partName(p), e.Offset, e.Len))
+		want := make([]byte, e.Len)
+		if _, err := buffered.ReadAt(want, e.Offset); err != nil {
+			return fail(fmt.Sprintf("buffered read of %s %s at offset %d failed: %v", first, partName(p), e.Offset, err))
+		}
+		if !bytes.Equal(got, want) {
+			return fail(fmt.Sprintf("%s %s read unbuffered differs from a buffered read (offset %d, %d bytes)", first, partName(p), e.Offset, e.Len))
 		}
 	}
 	return files, ""
@@ -324,7 +343,8 @@ func openProbed(l *Layout, first ID, o FillOptions) ([]*os.File, string) {
 
 // readDirect reads extent e through the unbuffered handle fh into the aligned buffer buf and
 // returns e's bytes inside it. The part of an aligned read past the last whole block of
-// the file comes from the mapping instead: unbuffered reads must not run past the end.
+// the file comes from the mapping (or a buffered read before l is attached) instead:
+// unbuffered reads must not run past the end.
 func readDirect(fh *os.File, buf []byte, e Extent, fileSize int64, l *Layout) ([]byte, error) {
 	lo, hi := alignDown(e.Offset, PackAlign), alignUp(e.End(), PackAlign)
 	direct := min(hi, alignDown(fileSize, PackAlign))
@@ -335,9 +355,29 @@ func readDirect(fh *os.File, buf []byte, e Extent, fileSize int64, l *Layout) ([
 	}
 	if direct < e.End() {
 		from := max(direct, e.Offset)
-		copy(buf[from-lo:e.End()-lo], l.view(Extent{from, e.End() - from}))
+		if err := l.readBuffered(buf[from-lo:e.End()-lo], from); err != nil {
+			return nil, err
+		}
 	}
 	return buf[e.Offset-lo : e.End()-lo], nil
+}
+
+// readBuffered fills dst with the file's bytes from off: from the mapping when l is
+// attached, else with an ordinary read (rare: only the file's last partial block).
+func (l *Layout) readBuffered(dst []byte, off int64) error {
+	if l.data != nil {
+		copy(dst, l.view(Extent{off, int64(len(dst))}))
+		return nil
+	}
+	fh, err := os.Open(l.Path)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	if _, err := fh.ReadAt(dst, off); err != nil {
+		return fmt.Errorf("buffered read at offset %d (%d bytes): %w", off, len(dst), err)
+	}
+	return nil
 }
 
 // filler runs a fill's work items on a few goroutines and reports progress.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"strata/engine/gguf"
 	"strata/platform"
 )
 
@@ -226,7 +227,7 @@ func TestFillArenaFallback(t *testing.T) {
 		{"reads differ", func(string) (*os.File, int, error) {
 			fh, err := os.Open(bad)
 			return fh, PackAlign, err
-		}, "layer 0 expert 1 up read unbuffered differs from the mapping"},
+		}, "layer 0 expert 1 up read unbuffered differs from a buffered read"},
 		{"odd alignment", func(p string) (*os.File, int, error) {
 			fh, err := os.Open(p)
 			return fh, 3 * PackAlign, err
@@ -374,5 +375,112 @@ func TestMergePieces(t *testing.T) {
 	}
 	if n != len(pieces) || len(reqs[0].pieces) != 2 || len(reqs[1].pieces) != 1 {
 		t.Errorf("pieces spread %d, %d, %d", len(reqs[0].pieces), len(reqs[1].pieces), len(reqs[2].pieces))
+	}
+}
+
+// openUnmappedLayout opens path without mapping it and builds its GGUF layout.
+func openUnmappedLayout(t *testing.T, path string) (*gguf.File, *Layout) {
+	t.Helper()
+	f, err := gguf.OpenUnmapped(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	l, err := GGUFLayout(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Attached() || f.Mapped() {
+		t.Fatalf("%s: the layout of an unmapped file is attached (%v) or the file mapped (%v)", path, l.Attached(), f.Mapped())
+	}
+	if g, u, d := l.Blob(ID{0, 0}); g != nil || u != nil || d != nil {
+		t.Fatal("Blob has views before Attach")
+	}
+	return f, l
+}
+
+// TestFillArenaUnmapped fills arenas from GGUF files that are not mapped: unbuffered reads
+// leave the file unmapped; the fallback and the mapped fill map it first. Every way gives the
+// arena a fill from the mapped file gives.
+func TestFillArenaUnmapped(t *testing.T) {
+	buffered := func(p string) (*os.File, int, error) { fh, err := os.Open(p); return fh, PackAlign, err }
+	failing := func(p string) (*os.File, int, error) { return nil, 0, errors.New("open unbuffered " + p + ": refused") }
+	rng := rand.New(rand.NewPCG(5, 6))
+	for name, path := range testModels(t) {
+		ref, err := GGUFLayout(openGGUF(t, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := randomIDs(rng, ref.Shape, 0.5)
+		ids = append(ids, ID{ref.Shape.Layers - 1, ref.Shape.Experts - 1}) // the file's last bytes, in the hand-made models
+		ids = slices.Compact(slices.SortedFunc(slices.Values(ids), compareIDs))
+		o := DefaultFillOptions()
+		o.Unbuffered = false
+		want, _, err := FillArena(context.Background(), ref, ids, o, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantSum := want.Checksum()
+		want.Close()
+		for _, c := range []struct {
+			way        string
+			unbuffered bool
+			open       func(string) (*os.File, int, error) // nil: the platform's
+			fallback   string
+		}{
+			{"unbuffered", true, nil, ""},
+			{"read", true, buffered, ""}, // where the filesystem refuses unbuffered reads
+			{"fallback", true, failing, "unbuffered open failed"},
+			{"mapped", false, nil, ""},
+		} {
+			t.Run(name+"/"+c.way, func(t *testing.T) {
+				if c.way == "unbuffered" && !unbufferedWorks(path) {
+					t.Skipf("%s: no unbuffered reads on this filesystem (the read case covers the path)", path)
+				}
+				f, l := openUnmappedLayout(t, path)
+				o := DefaultFillOptions()
+				o.Unbuffered, o.MergeBytes = c.unbuffered, 1 // small reads: many requests, split parts
+				o.openUnbuffered = c.open
+				a, st, err := FillArena(context.Background(), l, ids, o, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer a.Close()
+				if got := a.Checksum(); got != wantSum {
+					t.Errorf("checksum %s, the mapped file's fill gives %s", got, wantSum)
+				}
+				viaMapping := !c.unbuffered || c.fallback != ""
+				if st.Unmapped == viaMapping || st.Unbuffered == viaMapping || f.Mapped() != viaMapping || l.Attached() != viaMapping ||
+					!strings.Contains(st.Fallback, c.fallback) || (c.fallback == "") != (st.Fallback == "") {
+					t.Errorf("stats %+v; file mapped %v, layout attached %v after the fill", st, f.Mapped(), l.Attached())
+				}
+				if err := l.Attach(); err != nil {
+					t.Fatal(err)
+				}
+				checkArena(t, a, l, ids)
+			})
+		}
+	}
+}
+
+func TestAttachErrors(t *testing.T) {
+	path := handModel{layers: 2, experts: 4, rows: 3, cols: 5, seed: 1}.write(t, filepath.Join(t.TempDir(), "m.gguf"))
+	_, l := openUnmappedLayout(t, path)
+	l.Close()
+	if err := l.Attach(); err == nil || !strings.Contains(err.Error(), "closed") || !strings.Contains(err.Error(), path) {
+		t.Errorf("Attach after Close: %v", err)
+	}
+	if _, _, err := FillArena(context.Background(), l, []ID{{0, 0}}, DefaultFillOptions(), nil); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("fill from a closed unmapped layout: %v", err)
+	}
+	// The file changed between the header read and the fallback's map: a clear error.
+	f, l2 := openUnmappedLayout(t, path)
+	if err := os.Truncate(path, f.Size()-1); err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultFillOptions()
+	o.Unbuffered = false
+	if _, _, err := FillArena(context.Background(), l2, []ID{{0, 0}}, o, nil); err == nil || !strings.Contains(err.Error(), "changed") || !strings.Contains(err.Error(), path) {
+		t.Errorf("mapped fill of a changed file: %v", err)
 	}
 }

@@ -20,17 +20,23 @@ type Layout struct {
 	Shape Shape
 
 	parts [][3]Extent // by Shape.Index: gate, up, down file extents
-	data  []byte      // the read-only mapping, starting at file offset base
+	data  []byte      // the read-only mapping, starting at file offset base; nil until attached
 	base  int64
 	size  int64        // the file's size
 	unmap func() error // nil when the mapping belongs to someone else (a gguf.File)
 	mixed bool         // layers' experts differ in size (a quantisation mix)
+
+	gguf   *gguf.File // the file a GGUF layout borrows its mapping from (nil for experts.bin)
+	closed bool
 }
 
 // GGUFLayout finds the experts of a GGUF file's stacked tensors
 // blk.L.ffn_{gate,up,down}_exps.weight: expert e of a stacked tensor is bytes
 // [e*size/E, (e+1)*size/E) of it. Layers may store their experts in different types. The
 // layout borrows f's mapping: it is valid while f is open, and its Close does not close f.
+// f may be unmapped (gguf.OpenUnmapped): the layout's extents work at once, so FillArena can
+// read the experts around the page cache with no mapping of the file; Blob's views need
+// Attach, which maps f.
 func GGUFLayout(f *gguf.File) (*Layout, error) {
 	layers, err := f.ArchUint("block_count")
 	if err != nil {
@@ -43,13 +49,13 @@ func GGUFLayout(f *gguf.File) (*Layout, error) {
 	if layers == 0 || experts == 0 || layers > 1<<16 || experts > 1<<16 {
 		return nil, fmt.Errorf("experts: %s: %d layers of %d experts is not a MoE model this code can place", f.Path, layers, experts)
 	}
-	mapping := f.Mapping()
 	l := &Layout{
 		Path:  f.Path,
 		Shape: Shape{Layers: int(layers), Experts: int(experts)},
-		data:  mapping,
+		data:  f.Mapping(),
 		base:  f.DataOffset,
-		size:  f.DataOffset + int64(len(mapping)),
+		size:  f.Size(),
+		gguf:  f,
 	}
 	E := int64(experts)
 	l.parts = make([][3]Extent, l.Shape.Count())
@@ -66,7 +72,7 @@ func GGUFLayout(f *gguf.File) (*Layout, error) {
 			if t.Size <= 0 || t.Size%E != 0 {
 				return nil, fmt.Errorf("experts: %s: tensor %q: %d bytes do not split into %d experts", f.Path, name, t.Size, E)
 			}
-			if f.TensorData(t) == nil {
+			if t.Offset < 0 || t.Size > l.size-f.DataOffset-t.Offset {
 				return nil, fmt.Errorf("experts: %s: tensor %q at data offset %d (%d bytes) is outside the file", f.Path, name, t.Offset, t.Size)
 			}
 			sizes[p] = t.Size / E
@@ -102,9 +108,32 @@ func (l *Layout) Parts(id ID) [3]Extent {
 	return l.parts[l.Shape.Index(id)]
 }
 
+// Attach gives a layout built on an unmapped GGUF (gguf.OpenUnmapped) its views: it maps
+// the file (gguf.File.Map) and takes the mapping. It does nothing for a layout that has
+// them. It must not run while another goroutine uses the layout's views.
+func (l *Layout) Attach() error {
+	switch {
+	case l.data != nil:
+		return nil
+	case l.closed:
+		return fmt.Errorf("experts: attach %s: the layout is closed", l.Path)
+	case l.gguf == nil:
+		return fmt.Errorf("experts: attach %s: the layout has no file to map", l.Path)
+	}
+	if err := l.gguf.Map(); err != nil {
+		return fmt.Errorf("experts: attach %s: %w", l.Path, err)
+	}
+	// A data section of zero bytes has no mapping to take; such a file has no experts.
+	l.data = l.gguf.Mapping()
+	return nil
+}
+
+// Attached reports whether the layout has views of its file (Blob works).
+func (l *Layout) Attached() bool { return l.data != nil }
+
 // Blob returns id's gate, up and down bytes as views of the read-only mapping (do not
-// write them; they are invalid after Close). They are nil for an id outside the model or
-// after Close.
+// write them; they are invalid after Close). They are nil for an id outside the model,
+// before Attach (a layout of an unmapped GGUF) and after Close.
 func (l *Layout) Blob(id ID) (gate, up, down []byte) {
 	if !l.valid(id) || l.data == nil {
 		return nil, nil, nil
@@ -126,7 +155,7 @@ func (l *Layout) FileSize() int64 { return l.size }
 // Close releases the mapping of an experts.bin (a GGUF layout's mapping belongs to its
 // gguf.File, which stays open). Views from Blob must not be used afterwards.
 func (l *Layout) Close() error {
-	l.data = nil
+	l.data, l.closed = nil, true
 	if l.unmap == nil {
 		return nil
 	}
