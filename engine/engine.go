@@ -36,8 +36,11 @@ type Model struct {
 	kvOwner *Session     // the session whose tokens it holds
 }
 
-// Open maps the model file, checks it, places the weights and returns when the first token
-// can be generated. onProgress (may be nil) is called from the loading goroutine.
+// Open reads and checks the model file's header, places the weights and returns when the
+// first token can be generated. The file is mapped as soon as placement knows it will not
+// first fill the resident RAM arena from it; that fill reads around the page cache while the
+// file is not mapped, and the file is mapped after it. onProgress (may be nil) is called from
+// the loading goroutine.
 func Open(ctx context.Context, path string, cfg Config, onProgress func(Progress)) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -51,7 +54,7 @@ func Open(ctx context.Context, path string, cfg Config, onProgress func(Progress
 		}
 	}
 	report(Progress{Phase: "mapping"})
-	f, err := gguf.Open(path)
+	f, err := gguf.OpenUnmapped(path)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -71,6 +72,25 @@ func (p *placement) note(format string, args ...any) {
 	p.notes = append(p.notes, msg)
 }
 
+// info is a note about how the tiers were set up that is no warning (the tier map and
+// bench show it next to the notes).
+func (p *placement) info(msg string) {
+	slog.Info("engine: " + msg)
+	p.notes = append(p.notes, msg)
+}
+
+// mapModel maps the model file when it is not mapped yet (gguf.OpenUnmapped), reporting
+// phase first when it is not "".
+func mapModel(f *gguf.File, phase string, report func(Progress)) error {
+	if f.Mapped() {
+		return nil
+	}
+	if phase != "" {
+		report(Progress{Phase: phase})
+	}
+	return f.Map()
+}
+
 // tierKnobsSet says whether the user asked for the expert tiers explicitly.
 func tierKnobsSet(cfg Config) bool {
 	return (cfg.ExpertCache != Auto) || cfg.TieredExperts || cfg.ResidentExperts || cfg.PCIeFrac > 0 || cfg.AdaptEvery > 0
@@ -80,7 +100,8 @@ func tierKnobsSet(cfg Config) bool {
 // one GPU when it fits (or --backend cuda without tier knobs); or, when the model is larger
 // than the GPU or the tier knobs ask for it, the experts tiered across a VRAM cache, host
 // memory and the file by the plan. Without a GPU, --resident-experts still reads the experts
-// into a page-locked RAM arena for the CPU.
+// into a page-locked RAM arena for the CPU. f may be unmapped (gguf.OpenUnmapped): place
+// maps it before anything reads through the mapping, after the arena fill when there is one.
 func place(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, report func(Progress)) (*placement, error) {
 	b, whole, err := newBackend(cfg, info)
 	if err != nil {
@@ -101,6 +122,9 @@ func place(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, report
 		}
 		if !isGPU && (cfg.TieredExperts || cfg.PCIeFrac > 0 || cfg.AdaptEvery > 0) {
 			slog.Warn("engine: the model runs on the CPU: the expert tier knobs (--tiered-experts, --pcie-frac, --adapt-every) change nothing")
+		}
+		if err = mapModel(f, "", report); err != nil {
+			break
 		}
 		p.net, err = model.Load(f, b, func(done, total int64) {
 			report(Progress{Phase: "weights", Done: done, Total: total})
@@ -159,6 +183,7 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 		p.host = host
 	}
 	if len(pinned) > 0 || cold > 0 {
+		// On an unmapped file the layout has extents but no views until Attach.
 		if p.layout, err = experts.GGUFLayout(f); err != nil {
 			return err
 		}
@@ -173,6 +198,20 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 			return err
 		}
 		cc.Pinned, cc.PinnedMapped = p.arena, onGPU && p.fill.Locked
+	}
+	// Everything from here on reads the file through the mapping: the non-expert weights,
+	// the VRAM fill, the cold experts.
+	phase := ""
+	if len(pinned) > 0 {
+		phase = "mapping" // a new phase after the RAM copy
+	}
+	if err := mapModel(f, phase, report); err != nil {
+		return err
+	}
+	if p.layout != nil {
+		if err := p.layout.Attach(); err != nil {
+			return err
+		}
 	}
 	if cold > 0 {
 		p.prefetch = experts.NewPrefetcher(p.layout, 4)
@@ -217,6 +256,16 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 // with the OS when there is no GPU. Failing either keeps the copy unlocked, and says so.
 func (p *placement) fillArena(ctx context.Context, f *gguf.File, cfg Config, dev experts.Device, onGPU bool, ids []experts.ID, report func(Progress)) error {
 	src := p.layout
+	if _, err := os.Stat(filepath.Join(filepath.Dir(f.Path), experts.PackFile)); err == nil {
+		// Checking experts.bin against the model compares bytes of both: map the model
+		// first. The arena then comes from experts.bin, not from the model file.
+		if err := mapModel(f, "", report); err != nil {
+			return err
+		}
+		if err := p.layout.Attach(); err != nil {
+			return err
+		}
+	}
 	if pk, ok := experts.FindPack(f); ok {
 		p.pack, src = pk, pk
 	}
@@ -232,8 +281,13 @@ func (p *placement) fillArena(ctx context.Context, f *gguf.File, cfg Config, dev
 		return err
 	}
 	p.arena, p.fill = a, st
-	if st.Fallback != "" {
+	switch {
+	case st.Fallback != "":
 		p.note("the RAM arena was filled through the page cache: %s", st.Fallback)
+	case st.Unmapped:
+		p.info("the RAM arena was filled with unbuffered reads before the model file was mapped")
+	case !o.Unbuffered:
+		p.info("the RAM arena was filled through the mapping (STRATA_FILL_MAPPED=1)")
 	}
 	if onGPU {
 		if err := dev.RegisterHost(a.Bytes()); err != nil {

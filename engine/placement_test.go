@@ -10,6 +10,7 @@ import (
 
 	"strata/engine"
 	"strata/engine/compute/gpu"
+	"strata/platform"
 )
 
 // TestExpertCacheKnobOnTheCPU: asking for VRAM slots on a CPU-only run is a clear error,
@@ -89,6 +90,8 @@ func TestTieredOpenOnGPU(t *testing.T) {
 // TestResidentOnTheCPU: without a GPU, --resident-experts reads the experts into the RAM
 // arena (all of them, or as many as --resident-budget-gib allows, the rest staying in the
 // file) and the CPU computes from it: the reference continuation, and a tier map that says so.
+// The arena is filled before the model file is mapped (where the filesystem takes unbuffered
+// reads), and filling it through the mapping instead gives the same arena.
 func TestResidentOnTheCPU(t *testing.T) {
 	_, files, prompts := qwenVariants(t)
 	for name, path := range files {
@@ -96,12 +99,18 @@ func TestResidentOnTheCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		unbuffered := unbufferedWorks(path)
 		half := float64(info.ExpertBytes) / 2 / (1 << 30) // room for half the experts
 		for _, budget := range []float64{0, half} {
 			cfg := engine.DefaultConfig()
 			cfg.Backend, cfg.Threads, cfg.MaxContext, cfg.ResidentExperts, cfg.ResidentBudgetGiB = "cpu", 2, 128, true, budget
 			cfg.Verify, cfg.LearnProfile = true, false
-			m, err := engine.Open(context.Background(), path, cfg, nil)
+			var phases []string
+			m, err := engine.Open(context.Background(), path, cfg, func(p engine.Progress) {
+				if len(phases) == 0 || phases[len(phases)-1] != p.Phase {
+					phases = append(phases, p.Phase)
+				}
+			})
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
@@ -109,6 +118,14 @@ func TestResidentOnTheCPU(t *testing.T) {
 			snap := m.Tiers()
 			if snap.Cache == nil || snap.Cache.ArenaBytes == 0 || len(snap.Cache.Verify) == 0 {
 				t.Fatalf("%s: resident mode shows no RAM arena or checksum: %+v", name, snap.Cache)
+			}
+			notes := strings.Join(snap.Cache.Notes, "\n")
+			if unbuffered != strings.Contains(notes, "filled with unbuffered reads before the model file was mapped") {
+				t.Errorf("%s: unbuffered reads work here: %v; notes %q", name, unbuffered, notes)
+			}
+			// The file is mapped after the RAM copy, before the weights are placed.
+			if want := []string{"mapping", "ram-copy", "mapping", "weights"}; unbuffered && (len(phases) < len(want) || !slices.Equal(phases[:len(want)], want)) {
+				t.Errorf("%s: progress phases %v, want them to start %v", name, phases, want)
 			}
 			pinned, cold := 0, 0
 			for _, row := range snap.Tier {
@@ -128,8 +145,33 @@ func TestResidentOnTheCPU(t *testing.T) {
 				t.Errorf("%s: no routed expert was served from the arena", name)
 			}
 			m.Close()
+			if budget == 0 {
+				// The start-up comparison's other path, through the mapping: the same arena.
+				t.Setenv("STRATA_FILL_MAPPED", "1")
+				m, err := engine.Open(context.Background(), path, cfg, nil)
+				if err != nil {
+					t.Fatalf("%s through the mapping: %v", name, err)
+				}
+				mapped := m.Tiers().Cache
+				if !slices.Equal(mapped.Verify, snap.Cache.Verify) || !strings.Contains(strings.Join(mapped.Notes, "\n"), "through the mapping") {
+					t.Errorf("%s: filled through the mapping: verify %q notes %q; before mapping: verify %q", name, mapped.Verify, mapped.Notes, snap.Cache.Verify)
+				}
+				expectContinuations(t, m, prompts[name], name+" through the mapping")
+				m.Close()
+				t.Setenv("STRATA_FILL_MAPPED", "")
+			}
 		}
 	}
+}
+
+// unbufferedWorks says whether the folder of path takes unbuffered reads (tmpfs may not).
+func unbufferedWorks(path string) bool {
+	fh, _, err := platform.OpenUnbuffered(path)
+	if err != nil {
+		return false
+	}
+	fh.Close()
+	return true
 }
 
 // expectContinuations generates every prompt's greedy continuation and compares it with the
