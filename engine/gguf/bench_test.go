@@ -10,8 +10,35 @@ import (
 )
 
 // BenchmarkOpen opens a file with a Qwen-sized vocabulary (151936 tokens) and 579 tensor
-// infos, the header of a 30B MoE model, with little data behind it.
+// infos, the header of a 30B MoE model, with little data behind it: mapped, and with
+// ordinary reads (OpenUnmapped) from the default first read and from a small one that
+// has to grow several times.
 func BenchmarkOpen(b *testing.B) {
+	path := qwenSizedHeader(b)
+	for _, c := range []struct {
+		name string
+		open func(string) (*File, error)
+	}{
+		{"mapped", Open},
+		{"unmapped", OpenUnmapped},
+		{"unmapped-from-64KiB", func(p string) (*File, error) { return openUnmapped(p, 64<<10) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				f, err := c.open(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				f.Close()
+			}
+		})
+	}
+}
+
+// qwenSizedHeader writes the benchmark's file and returns its path.
+func qwenSizedHeader(b *testing.B) string {
+	b.Helper()
 	w := NewWriter()
 	w.AddString("general.architecture", "qwen3moe")
 	toks := make([]string, 151936)
@@ -35,12 +62,5 @@ func BenchmarkOpen(b *testing.B) {
 	if err := w.WriteFile(path); err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		f, err := Open(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		f.Close()
-	}
+	return path
 }
