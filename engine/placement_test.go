@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"strata/engine"
 	"strata/engine/compute/gpu"
+	"strata/engine/experts"
+	"strata/engine/gguf"
+	"strata/engine/synth"
 	"strata/platform"
 )
 
@@ -187,5 +192,71 @@ func expectContinuations(t *testing.T, m *engine.Model, prompts []refPrompt, wha
 		if !slices.Equal(res.Tokens, p.Generated) {
 			t.Errorf("%s %s: tokens %v, want %v", what, p.Name, res.Tokens, p.Generated)
 		}
+	}
+}
+
+// TestResidentWithPack: with an experts.bin next to the model the arena comes from it, and
+// a stale one (written for a model with the same tensors but other weights) is still caught
+// by comparing bytes with the model, which the unmapped open must map for that check.
+func TestResidentWithPack(t *testing.T) {
+	spec, err := synth.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Layers, spec.Experts, spec.Pool = 2, 8, 256
+	dir := t.TempDir()
+	models := map[string]string{}
+	for name, seed := range map[string]uint64{"a": 1, "b": 2} {
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		spec.Seed = seed
+		models[name] = filepath.Join(dir, name, "model.gguf")
+		if err := synth.Write(context.Background(), models[name], spec, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := gguf.Open(models["a"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"a", "b"} { // b gets a's pack: same tensor index, other bytes
+		if _, err := experts.Pack(context.Background(), f, filepath.Join(dir, d), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	sums := map[string]string{}
+	for name, path := range models {
+		for _, pack := range []bool{true, false} {
+			if !pack {
+				if err := os.Remove(filepath.Join(dir, name, experts.PackFile)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := engine.DefaultConfig()
+			cfg.Backend, cfg.Threads, cfg.MaxContext, cfg.ResidentExperts = "cpu", 2, 64, true
+			cfg.Verify, cfg.LearnProfile = true, false
+			m, err := engine.Open(context.Background(), path, cfg, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			c := m.Tiers().Cache
+			if _, err := m.NewSession(engine.SessionOptions{}).Generate(context.Background(), []int{1, 2, 3}, engine.Sampling{MaxTokens: 2, IgnoreEOS: true}, nil); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			m.Close()
+			if c == nil || len(c.Verify) == 0 {
+				t.Fatalf("%s: no arena checksum: %+v", name, c)
+			}
+			if want := pack && name == "a"; c.ArenaFromPack != want {
+				t.Errorf("%s (experts.bin there: %v): arena from experts.bin %v, want %v", name, pack, c.ArenaFromPack, want)
+			}
+			key := fmt.Sprintf("%s/%v", name, pack)
+			sums[key] = strings.Join(c.Verify, " ")
+		}
+	}
+	if sums["a/true"] != sums["a/false"] || sums["b/true"] != sums["b/false"] || sums["a/false"] == sums["b/false"] {
+		t.Errorf("arena checksums %v: want one per model, whether or not experts.bin is used", sums)
 	}
 }
