@@ -175,6 +175,7 @@ type CacheActivity struct {
 	ArenaUnbuffered bool // filled with unbuffered reads (else through the page cache)
 	ArenaLocked     bool // page-locked (registered with the GPU, or locked by the OS)
 	ArenaFromPack   bool // read from experts.bin rather than the GGUF
+	ArenaUnmapped   bool // filled before the model file was mapped (no page-cache copy)
 
 	Notes  []string // what the tiers could not do as planned
 	Verify []string // checksums of the VRAM slots and the arena, with --verify

@@ -72,13 +72,6 @@ func (p *placement) note(format string, args ...any) {
 	p.notes = append(p.notes, msg)
 }
 
-// info is a note about how the tiers were set up that is no warning (the tier map and
-// bench show it next to the notes).
-func (p *placement) info(msg string) {
-	slog.Info("engine: " + msg)
-	p.notes = append(p.notes, msg)
-}
-
 // mapModel maps the model file when it is not mapped yet (gguf.OpenUnmapped), reporting
 // phase first when it is not "".
 func mapModel(f *gguf.File, phase string, report func(Progress)) error {
@@ -284,10 +277,8 @@ func (p *placement) fillArena(ctx context.Context, f *gguf.File, cfg Config, dev
 	switch {
 	case st.Fallback != "":
 		p.note("the RAM arena was filled through the page cache: %s", st.Fallback)
-	case st.Unmapped:
-		p.info("the RAM arena was filled with unbuffered reads before the model file was mapped")
 	case !o.Unbuffered:
-		p.info("the RAM arena was filled through the mapping (STRATA_FILL_MAPPED=1)")
+		p.note("the RAM arena was filled through the mapping (STRATA_FILL_MAPPED=1)")
 	}
 	if onGPU {
 		if err := dev.RegisterHost(a.Bytes()); err != nil {

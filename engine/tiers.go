@@ -84,7 +84,7 @@ func (m *Model) Tiers() TierSnapshot {
 		if pl.arena != nil {
 			snap.Cache.ArenaBytes, snap.Cache.ArenaFill = pl.fill.Bytes, pl.fill.Duration
 			snap.Cache.ArenaUnbuffered, snap.Cache.ArenaLocked = pl.fill.Unbuffered, pl.fill.Locked
-			snap.Cache.ArenaFromPack = pl.pack != nil
+			snap.Cache.ArenaFromPack, snap.Cache.ArenaUnmapped = pl.pack != nil, pl.fill.Unmapped
 		}
 		snap.Cache.Notes = slices.Clone(pl.notes)
 		snap.Cache.Verify = slices.Clone(pl.verify)

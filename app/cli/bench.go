@@ -128,7 +128,8 @@ func runBench(ctx context.Context, args []string, io IO) error {
 			WaitRoutesSeconds: c.WaitRoutes.Seconds(), CPUMissSeconds: c.CPUMisses.Seconds(), UploadSeconds: c.Uploads.Seconds(),
 			ArenaGB: float64(c.ArenaBytes) / 1e9, ArenaSeconds: c.ArenaFill.Seconds(),
 			ArenaUnbuffered: c.ArenaUnbuffered, ArenaLocked: c.ArenaLocked, ArenaFromPack: c.ArenaFromPack,
-			Notes: c.Notes, Verify: c.Verify,
+			ArenaUnmapped: c.ArenaUnmapped,
+			Notes:         c.Notes, Verify: c.Verify,
 		}
 	}
 	if *asJSON {
@@ -147,8 +148,8 @@ func runBench(ctx context.Context, args []string, io IO) error {
 		fmt.Fprintf(io.Out, "host time waiting for routes %.2f s, CPU misses %.2f s, uploads %.2f s; fill %.2f GB in %.2f s\n",
 			c.WaitRoutesSeconds, c.CPUMissSeconds, c.UploadSeconds, c.FillGB, c.FillSeconds)
 		if c.ArenaGB > 0 {
-			fmt.Fprintf(io.Out, "RAM arena %.2f GB in %.2f s (unbuffered %v, page-locked %v, from experts.bin %v)\n",
-				c.ArenaGB, c.ArenaSeconds, c.ArenaUnbuffered, c.ArenaLocked, c.ArenaFromPack)
+			fmt.Fprintf(io.Out, "RAM arena %.2f GB in %.2f s (unbuffered %v, before the file was mapped %v, page-locked %v, from experts.bin %v)\n",
+				c.ArenaGB, c.ArenaSeconds, c.ArenaUnbuffered, c.ArenaUnmapped, c.ArenaLocked, c.ArenaFromPack)
 		}
 		for _, n := range c.Notes {
 			fmt.Fprintf(io.Out, "note      %s\n", n)
@@ -178,6 +179,7 @@ type cacheReport struct {
 	ArenaUnbuffered   bool     `json:"arena_unbuffered"`
 	ArenaLocked       bool     `json:"arena_locked"`
 	ArenaFromPack     bool     `json:"arena_from_pack"`
+	ArenaUnmapped     bool     `json:"arena_filled_unmapped"`
 	Notes             []string `json:"notes,omitempty"`
 	Verify            []string `json:"verify,omitempty"`
 }
