@@ -489,6 +489,56 @@ static inline VD_T VD_AI void VD(q4k_rows_pre)(const int R, const uint8_t *w, in
 	VD(q4k_rows)(R, w, rb, a, r, y, ldy, pre, fsum);
 }
 
+// mv_q4_k: mmt_q4_k for one activation row (decode), the tile of one row by one written
+// out with every shuffle control held in a register. In the general tile gcc kept them on
+// the stack and loaded the weights twice: llvm-mca -mcpu=znver3 put the block at 20 cycles,
+// bound by vector loads. The arithmetic is the tile's, in the same order, so the results
+// are the same bits. fsum (may be NULL) holds the activation sums per 32 values times the
+// block's scale (q4k_fsum).
+static VD_T void VD(mv_q4_k)(const uint8_t *w, int64_t rb, const vd_act *a, const float *fsum, float *y, int64_t r0,
+                             int64_t r1) {
+	const int64_t nb = a->cols / 256;
+	const __m256i m4 = _mm256_set1_epi8(15);
+	const __m256i c0 = VD(load)(vd_shuf16_ctrl[0][0]), c1 = VD(load)(vd_shuf16_ctrl[1][1]);
+	const __m256i c2 = VD(load)(vd_shuf16_ctrl[2][2]), c3 = VD(load)(vd_shuf16_ctrl[3][3]);
+	const __m256i c4 = VD(load)(vd_shuf16_ctrl[4][4]), c5 = VD(load)(vd_shuf16_ctrl[5][5]);
+	const __m256i c6 = VD(load)(vd_shuf16_ctrl[6][6]), c7 = VD(load)(vd_shuf16_ctrl[7][7]);
+	for (int64_t r = r0; r < r1; r++) {
+		__m256 acc = _mm256_setzero_ps();
+		for (int64_t b = 0; b < nb; b++) {
+			const uint8_t *blk = w + r * rb + b * 144;
+			const int8_t *aq = a->q + b * 256;
+			_mm_prefetch((const char *)blk + VD_PREFETCH, _MM_HINT_T0);
+			_mm_prefetch((const char *)blk + VD_PREFETCH + 64, _MM_HINT_T0);
+			_mm_prefetch((const char *)blk + VD_PREFETCH + 128, _MM_HINT_T0);
+			__m128i sc128, mn;
+			VD(q4k_sm)(blk, &sc128, &mn);
+			const __m256i sc = _mm256_broadcastsi128_si256(sc128);
+			__m256i q = VD(load)(blk + 16);
+			__m256i isum = VD(dot_us16)(_mm256_and_si256(q, m4), VD(load)(aq), _mm256_shuffle_epi8(sc, c0));
+			isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), VD(load)(aq + 32),
+			                                           _mm256_shuffle_epi8(sc, c1)));
+			q = VD(load)(blk + 48);
+			isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_and_si256(q, m4), VD(load)(aq + 64), _mm256_shuffle_epi8(sc, c2)));
+			isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), VD(load)(aq + 96),
+			                                           _mm256_shuffle_epi8(sc, c3)));
+			q = VD(load)(blk + 80);
+			isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_and_si256(q, m4), VD(load)(aq + 128), _mm256_shuffle_epi8(sc, c4)));
+			isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), VD(load)(aq + 160),
+			                                           _mm256_shuffle_epi8(sc, c5)));
+			q = VD(load)(blk + 112);
+			isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_and_si256(q, m4), VD(load)(aq + 192), _mm256_shuffle_epi8(sc, c6)));
+			isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), VD(load)(aq + 224),
+			                                           _mm256_shuffle_epi8(sc, c7)));
+			const float ad = a->d[b];
+			const __m256 fs = fsum ? _mm256_loadu_ps(fsum + b * 8) : VD(q4k_fsum)(a->s + b * 16, ad);
+			acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(blk) * ad), _mm256_cvtepi32_ps(isum), acc);
+			acc = _mm256_fnmadd_ps(VD(q4k_fm)(mn, blk), fs, acc);
+		}
+		y[r] = VD(hsum)(acc);
+	}
+}
+
 // mmt_q4_k: one weight row at a time for one or two activation rows (sharing their loads
 // across rows measured slower there than one row's simpler loop), else VD_Q4K_R rows a tile.
 // From VD_Q4K_PRE activation rows up, each weight row's scales and each activation row's
@@ -506,6 +556,10 @@ static VD_T void VD(mmt_q4_k)(const uint8_t *w, int64_t rb, const vd_act *a, flo
 		if (a->n * nb <= 64 * 2) {
 			for (int64_t ib = 0; ib < a->n * nb; ib++) _mm256_storeu_ps(fbuf + ib * 8, VD(q4k_fsum)(a->s + ib * 16, a->d[ib]));
 			fsum = fbuf;
+		}
+		if (a->n == 1) {
+			VD(mv_q4_k)(w, rb, a, fsum, y, r0, r1);
+			return;
 		}
 		for (; r < r1; r++) VD(q4k_rows)(1, w, rb, a, r, y, ldy, NULL, fsum);
 		return;
