@@ -71,6 +71,16 @@ func vdNativeFloatRow(l vdLevel, row []float32, a *Activations, y []float32, ldy
 	return vdNative(l, F32, b, len(b), a, y, ldy, 0, 1)
 }
 
+// readSumNative adds b's whole 128-byte chunks as 64-bit words with AVX2 loads, reporting
+// how many bytes it covered (0 without AVX2).
+func readSumNative(b []byte) (uint64, int) {
+	n := len(b) &^ 127
+	if n == 0 || !cpu.X86.HasAVX2 {
+		return 0, 0
+	}
+	return uint64(C.vd_read_sum((*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(b))), C.int64_t(n))), n
+}
+
 // vdQuantizeNative runs Activations.Set's rounding in C at level l (whole blocks of x). It
 // reports false when l has no kernel.
 func vdQuantizeNative(l vdLevel, x []float32, block int, qs []int8, d []float32, sums []int16) bool {

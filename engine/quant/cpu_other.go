@@ -12,4 +12,6 @@ func vdNative(vdLevel, Type, []byte, int, *Activations, []float32, int, int, int
 
 func vdNativeFloatRow(vdLevel, []float32, *Activations, []float32, int) bool { return false }
 
+func readSumNative([]byte) (uint64, int) { return 0, 0 }
+
 func vdQuantizeNative(vdLevel, []float32, int, []int8, []float32, []int16) bool { return false }

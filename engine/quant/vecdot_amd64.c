@@ -162,3 +162,16 @@ int vd_quantize(int level, const float *x, int64_t nb, int bsz, int8_t *q, float
 	}
 	return -1;
 }
+
+__attribute__((target("avx2"))) uint64_t vd_read_sum(const uint8_t *p, int64_t n) {
+	__m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+	for (int64_t i = 0; i + 128 <= n; i += 128) {
+		s0 = _mm256_add_epi64(s0, _mm256_loadu_si256((const __m256i *)(p + i)));
+		s1 = _mm256_add_epi64(s1, _mm256_loadu_si256((const __m256i *)(p + i + 32)));
+		s2 = _mm256_add_epi64(s2, _mm256_loadu_si256((const __m256i *)(p + i + 64)));
+		s3 = _mm256_add_epi64(s3, _mm256_loadu_si256((const __m256i *)(p + i + 96)));
+	}
+	uint64_t w[4];
+	_mm256_storeu_si256((__m256i *)w, _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3)));
+	return w[0] + w[1] + w[2] + w[3];
+}

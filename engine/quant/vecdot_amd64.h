@@ -20,4 +20,8 @@ int vd_matmul(int level, int type, const uint8_t *w, int64_t row_bytes, int64_t 
 // Activations.Set does in Go. Returns 0, or -1 for an unknown level.
 int vd_quantize(int level, const float *x, int64_t nb, int bsz, int8_t *q, float *d, int16_t *sums);
 
+// vd_read_sum adds the n bytes at p as 64-bit words with 256-bit loads (n a multiple of
+// 128; the caller sums any tail). Used to measure the read bandwidth the kernels can reach.
+uint64_t vd_read_sum(const uint8_t *p, int64_t n);
+
 #endif
