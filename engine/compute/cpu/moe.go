@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"math"
 	"slices"
 
 	"strata/engine/compute"
@@ -73,10 +72,7 @@ func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r *comp
 	// SwiGLU in place of the gate output, which is the down product's input.
 	b.forWork(len(experts), routes*F, func(lo, hi int) {
 		for j := lo; j < hi; j++ {
-			g, u := gu[2*j].y, gu[2*j+1].y
-			for i, v := range g {
-				g[i] = v / (1 + float32(math.Exp(float64(-v)))) * u[i]
-			}
+			swiGLU(gu[2*j].y, gu[2*j+1].y)
 		}
 	})
 	b.matmulSegments(dn)
