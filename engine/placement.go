@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -249,16 +248,6 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 // with the OS when there is no GPU. Failing either keeps the copy unlocked, and says so.
 func (p *placement) fillArena(ctx context.Context, f *gguf.File, cfg Config, dev experts.Device, onGPU bool, ids []experts.ID, report func(Progress)) error {
 	src := p.layout
-	if _, err := os.Stat(filepath.Join(filepath.Dir(f.Path), experts.PackFile)); err == nil {
-		// Checking experts.bin against the model compares bytes of both: map the model
-		// first. The arena then comes from experts.bin, not from the model file.
-		if err := mapModel(f, "", report); err != nil {
-			return err
-		}
-		if err := p.layout.Attach(); err != nil {
-			return err
-		}
-	}
 	if pk, ok := experts.FindPack(f); ok {
 		p.pack, src = pk, pk
 	}
@@ -274,6 +263,9 @@ func (p *placement) fillArena(ctx context.Context, f *gguf.File, cfg Config, dev
 		return err
 	}
 	p.arena, p.fill = a, st
+	// FindPack checks experts.bin against the model with ordinary reads, so with either
+	// source neither file is mapped yet when unbuffered reads worked.
+	p.fill.Unmapped = st.Unmapped && !f.Mapped()
 	switch {
 	case st.Fallback != "":
 		p.note("the RAM arena was filled through the page cache: %s", st.Fallback)

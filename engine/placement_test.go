@@ -196,7 +196,9 @@ func expectContinuations(t *testing.T, m *engine.Model, prompts []refPrompt, wha
 
 // TestResidentWithPack: with an experts.bin next to the model the arena comes from it, and
 // a stale one (written for a model with the same tensors but other weights) is still caught
-// by comparing bytes with the model, which the unmapped open must map for that check.
+// by comparing bytes with the model. That check reads both files without mapping them, so
+// the arena is filled before either is mapped wherever unbuffered reads work, from
+// experts.bin as from the model.
 func TestResidentWithPack(t *testing.T) {
 	spec, err := synth.Preset("tiny")
 	if err != nil {
@@ -250,6 +252,9 @@ func TestResidentWithPack(t *testing.T) {
 			}
 			if want := pack && name == "a"; c.ArenaFromPack != want {
 				t.Errorf("%s (experts.bin there: %v): arena from experts.bin %v, want %v", name, pack, c.ArenaFromPack, want)
+			}
+			if want := unbufferedWorks(path); c.ArenaUnmapped != want {
+				t.Errorf("%s (experts.bin there: %v): unbuffered reads work here: %v; arena filled before mapping: %v (notes %q)", name, pack, want, c.ArenaUnmapped, c.Notes)
 			}
 			key := fmt.Sprintf("%s/%v", name, pack)
 			sums[key] = strings.Join(c.Verify, " ")

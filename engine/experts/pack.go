@@ -2,11 +2,13 @@ package experts
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -100,71 +102,130 @@ func (h packHeader) encode() []byte {
 	return b[:h.dataStart] // the rest of the capacity is zeros
 }
 
-// decodePackHeader parses and checks the index at the start of data (a whole experts.bin).
-func decodePackHeader(path string, data []byte) (packHeader, error) {
-	bad := func(off int64, format string, args ...any) (packHeader, error) {
-		return packHeader{}, &PackError{Path: path, Offset: off, Msg: fmt.Sprintf(format, args...)}
+// packFields are the fixed fields at the start of an experts.bin header.
+type packFields struct {
+	keyLen, layers, experts, gate, up, down, count, dataStart, fileSize int64
+}
+
+// indexEnd is where the index ends and its CRC-32C starts: decodePackHeader needs the
+// header up to indexEnd()+4.
+func (pf packFields) indexEnd() int64 { return packFixed + pf.keyLen + 8*pf.count }
+
+// decodePackFields parses and checks the fixed fields at the start of head (at least
+// packFixed bytes unless the file is shorter) against size, the file's size.
+func decodePackFields(path string, head []byte, size int64) (packFields, error) {
+	bad := func(off int64, format string, args ...any) (packFields, error) {
+		return packFields{}, &PackError{Path: path, Offset: off, Msg: fmt.Sprintf(format, args...)}
 	}
-	size := int64(len(data))
 	if size < packFixed {
 		return bad(-1, "%d bytes is too short for an experts.bin header", size)
 	}
-	if string(data[:8]) != packMagic {
-		return bad(0, "not an experts.bin (magic %q)", data[:8])
+	if len(head) < packFixed {
+		return bad(0, "only %d header bytes were read, the fixed fields need %d", len(head), packFixed)
+	}
+	if string(head[:8]) != packMagic {
+		return bad(0, "not an experts.bin (magic %q)", head[:8])
 	}
 	le := binary.LittleEndian
-	if v := le.Uint32(data[8:]); v != packVersion {
+	if v := le.Uint32(head[8:]); v != packVersion {
 		return bad(8, "format version %d, this build reads version %d (run strata pack again)", v, packVersion)
 	}
-	keyLen := int64(le.Uint32(data[12:]))
-	layers, experts := int64(le.Uint32(data[16:])), int64(le.Uint32(data[20:]))
+	pf := packFields{
+		keyLen:  int64(le.Uint32(head[12:])),
+		layers:  int64(le.Uint32(head[16:])),
+		experts: int64(le.Uint32(head[20:])),
+	}
 	var u [7]int64
 	for i := range u {
-		x := le.Uint64(data[24+8*i:])
+		x := le.Uint64(head[24+8*i:])
 		if x > 1<<62 {
 			return bad(int64(24+8*i), "field value %d is out of range", x)
 		}
 		u[i] = int64(x)
 	}
-	gate, up, down, align, count, dataStart, fileSize := u[0], u[1], u[2], u[3], u[4], u[5], u[6]
+	var align int64
+	pf.gate, pf.up, pf.down, align, pf.count, pf.dataStart, pf.fileSize = u[0], u[1], u[2], u[3], u[4], u[5], u[6]
 	switch {
-	case keyLen > 1024:
-		return bad(12, "model key of %d bytes", keyLen)
-	case layers <= 0 || experts <= 0 || layers > 1<<16 || experts > 1<<16:
-		return bad(16, "%d layers of %d experts", layers, experts)
-	case gate <= 0 || up <= 0 || down <= 0 || gate+up+down > 1<<40:
-		return bad(24, "expert part sizes %d, %d, %d", gate, up, down)
+	case pf.keyLen > 1024:
+		return bad(12, "model key of %d bytes", pf.keyLen)
+	case pf.layers <= 0 || pf.experts <= 0 || pf.layers > 1<<16 || pf.experts > 1<<16:
+		return bad(16, "%d layers of %d experts", pf.layers, pf.experts)
+	case pf.gate <= 0 || pf.up <= 0 || pf.down <= 0 || pf.gate+pf.up+pf.down > 1<<40:
+		return bad(24, "expert part sizes %d, %d, %d", pf.gate, pf.up, pf.down)
 	case align != PackAlign:
 		return bad(48, "blob alignment %d, want %d", align, PackAlign)
-	case count != layers*experts:
-		return bad(56, "%d blobs for %d layers of %d experts", count, layers, experts)
-	case fileSize != size:
-		return bad(72, "the index says the file has %d bytes but it has %d (truncated or still being written?)", fileSize, size)
+	case pf.count != pf.layers*pf.experts:
+		return bad(56, "%d blobs for %d layers of %d experts", pf.count, pf.layers, pf.experts)
+	case pf.fileSize != size:
+		return bad(72, "the index says the file has %d bytes but it has %d (truncated or still being written?)", pf.fileSize, size)
 	}
-	end := packFixed + keyLen + 8*count
-	if end+4 > dataStart || dataStart > size || dataStart%PackAlign != 0 {
-		return bad(64, "first blob at %d, the index needs %d bytes", dataStart, end+4)
+	if end := pf.indexEnd(); end+4 > pf.dataStart || pf.dataStart > size || pf.dataStart%PackAlign != 0 {
+		return bad(64, "first blob at %d, the index needs %d bytes", pf.dataStart, end+4)
 	}
-	if got, want := le.Uint32(data[end:]), crc32.Checksum(data[:end], crc32.MakeTable(crc32.Castagnoli)); got != want {
+	return pf, nil
+}
+
+// decodePackHeader parses and checks the header at the start of head (at least up to the
+// index's checksum; a whole experts.bin will do) of an experts.bin of size bytes.
+func decodePackHeader(path string, head []byte, size int64) (packHeader, error) {
+	bad := func(off int64, format string, args ...any) (packHeader, error) {
+		return packHeader{}, &PackError{Path: path, Offset: off, Msg: fmt.Sprintf(format, args...)}
+	}
+	pf, err := decodePackFields(path, head, size)
+	if err != nil {
+		return packHeader{}, err
+	}
+	end := pf.indexEnd()
+	if int64(len(head)) < end+4 {
+		return bad(packFixed, "only %d header bytes were read, the index needs %d", len(head), end+4)
+	}
+	le := binary.LittleEndian
+	if got, want := le.Uint32(head[end:]), crc32.Checksum(head[:end], crc32.MakeTable(crc32.Castagnoli)); got != want {
 		return bad(end, "index checksum %08x, computed %08x (the index is corrupt)", got, want)
 	}
 	h := packHeader{
-		key:       string(data[packFixed : packFixed+keyLen]),
-		shape:     Shape{Layers: int(layers), Experts: int(experts), GateBytes: gate, UpBytes: up, DownBytes: down},
-		dataStart: dataStart,
-		fileSize:  fileSize,
-		offsets:   make([]int64, count),
+		key:       string(head[packFixed : packFixed+pf.keyLen]),
+		shape:     Shape{Layers: int(pf.layers), Experts: int(pf.experts), GateBytes: pf.gate, UpBytes: pf.up, DownBytes: pf.down},
+		dataStart: pf.dataStart,
+		fileSize:  pf.fileSize,
+		offsets:   make([]int64, pf.count),
 	}
-	blob, prevEnd := h.shape.BlobBytes(), dataStart
+	blob, prevEnd := h.shape.BlobBytes(), pf.dataStart
 	for i := range h.offsets {
-		at := packFixed + keyLen + 8*int64(i)
-		o := int64(le.Uint64(data[at:]))
+		at := packFixed + pf.keyLen + 8*int64(i)
+		o := int64(le.Uint64(head[at:]))
 		if o < prevEnd || o%PackAlign != 0 || o > size-blob {
 			return bad(at, "blob %d at offset %d (after %d, aligned to %d, ending by %d)", i, o, prevEnd, PackAlign, size)
 		}
 		h.offsets[i], prevEnd = o, o+blob
 	}
 	return h, nil
+}
+
+// readPackHeader reads and checks the header of the experts.bin fh (size bytes) with
+// ordinary reads: the fixed fields first, then as much as they say the index takes.
+func readPackHeader(path string, fh io.ReaderAt, size int64) (packHeader, error) {
+	head := make([]byte, min(size, packFixed))
+	if err := readFull(fh, path, head, 0); err != nil {
+		return packHeader{}, err
+	}
+	pf, err := decodePackFields(path, head, size)
+	if err != nil {
+		return packHeader{}, err
+	}
+	head = make([]byte, pf.indexEnd()+4) // at most dataStart, checked against the file size
+	if err := readFull(fh, path, head, 0); err != nil {
+		return packHeader{}, err
+	}
+	return decodePackHeader(path, head, size)
+}
+
+// readFull reads len(dst) bytes at off of the file fh (named path for errors).
+func readFull(fh io.ReaderAt, path string, dst []byte, off int64) error {
+	if _, err := fh.ReadAt(dst, off); err != nil {
+		return fmt.Errorf("experts: %s: read of %d bytes at offset %d: %w", path, len(dst), off, err)
+	}
+	return nil
 }
 
 // Pack writes DIR/experts.bin for f's experts (through a temporary file that is synced and
@@ -263,9 +324,13 @@ func syncDir(dir string) {
 	d.Close()
 }
 
-// OpenPack maps an experts.bin read-only and checks that it belongs to f: format version,
-// model key, expert shape, every blob's offset and the file size, and a sample of each
-// layer's bytes against the GGUF. A stale or foreign file is a *PackError naming it.
+// OpenPack checks that the experts.bin at path belongs to f with ordinary reads, mapping
+// neither file: format version, model key, expert shape, every blob's offset and the file
+// size, and a sample of each layer's bytes against the GGUF. A stale or foreign file is a
+// *PackError naming it. The layout is attached (Blob works) when f is mapped; for a model
+// opened with gguf.OpenUnmapped it stays unmapped, like the model, until Attach maps
+// experts.bin, so FillArena can read it around the page cache with no mapping of either
+// file.
 func OpenPack(path string, f *gguf.File) (*Layout, error) {
 	src, err := GGUFLayout(f)
 	if err != nil {
@@ -275,29 +340,12 @@ func OpenPack(path string, f *gguf.File) (*Layout, error) {
 	if err != nil {
 		return nil, fmt.Errorf("experts: %w", err)
 	}
-	defer fh.Close() // the mapping outlives the descriptor
+	defer fh.Close()
 	st, err := fh.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("experts: %w", err)
 	}
-	if st.Size() < packFixed {
-		return nil, &PackError{Path: path, Offset: -1, Msg: fmt.Sprintf("%d bytes is too short for an experts.bin header", st.Size())}
-	}
-	data, unmap, err := platform.MapReadOnly(fh, st.Size())
-	if err != nil {
-		return nil, fmt.Errorf("experts: %w", err)
-	}
-	l, err := packLayout(path, data, f, src)
-	if err != nil {
-		return nil, errors.Join(err, unmap())
-	}
-	l.unmap = unmap
-	return l, nil
-}
-
-// packLayout checks a mapped experts.bin against the GGUF layout src and builds its layout.
-func packLayout(path string, data []byte, f *gguf.File, src *Layout) (*Layout, error) {
-	h, err := decodePackHeader(path, data)
+	h, err := readPackHeader(path, fh, st.Size())
 	if err != nil {
 		return nil, err
 	}
@@ -307,32 +355,51 @@ func packLayout(path string, data []byte, f *gguf.File, src *Layout) (*Layout, e
 	if h.shape != src.Shape {
 		return nil, &PackError{Path: path, Offset: 16, Msg: fmt.Sprintf("expert shape %+v, %s has %+v", h.shape, f.Path, src.Shape)}
 	}
-	l := &Layout{Path: path, Shape: h.shape, data: data, size: int64(len(data)), parts: make([][3]Extent, len(h.offsets))}
+	l := &Layout{Path: path, Shape: h.shape, size: h.fileSize, parts: make([][3]Extent, len(h.offsets))}
 	s := h.shape
 	for i, o := range h.offsets {
 		l.parts[i] = [3]Extent{{o, s.GateBytes}, {o + s.GateBytes, s.UpBytes}, {o + s.GateBytes + s.UpBytes, s.DownBytes}}
 	}
-	if err := sampleMatches(l, src); err != nil {
+	if err := sampleMatches(fh, l, src); err != nil {
 		return nil, err
+	}
+	if f.Mapped() {
+		if err := l.Attach(); err != nil {
+			return nil, err
+		}
 	}
 	return l, nil
 }
 
 // sampleMatches compares the ends of every part of each layer's first and last expert in
-// the pack with the GGUF: a model rewritten with the same tensor index but other weights
-// (a synthetic model with another seed) is caught here without reading everything.
-func sampleMatches(pack, src *Layout) error {
+// the pack (read from packFile) with the GGUF, with buffered reads of those bytes only: a
+// model rewritten with the same tensor index but other weights (a synthetic model with
+// another seed) is caught here without reading everything.
+func sampleMatches(packFile io.ReaderAt, pack, src *Layout) error {
+	model, err := os.Open(src.Path)
+	if err != nil {
+		return fmt.Errorf("experts: check %s against the model: %w", pack.Path, err)
+	}
+	defer model.Close()
+	a, b := make([]byte, packSample), make([]byte, packSample)
 	for layer := range src.Shape.Layers {
 		for _, e := range []int{0, src.Shape.Experts - 1} {
 			id := ID{layer, e}
-			pg, pu, pd := pack.Blob(id)
-			sg, su, sd := src.Blob(id)
-			for p, pair := range [3][2][]byte{{pg, sg}, {pu, su}, {pd, sd}} {
-				a, b := pair[0], pair[1]
-				n := min(len(b), packSample)
-				if string(a[:n]) != string(b[:n]) || string(a[len(a)-n:]) != string(b[len(b)-n:]) {
-					return &PackError{Path: pack.Path, Offset: pack.Parts(id)[p].Offset,
-						Msg: fmt.Sprintf("%s %s bytes differ from %s: stale, run strata pack again", id, partName(p), src.Path)}
+			pp, sp := pack.Parts(id), src.Parts(id)
+			for p := range sp {
+				// The parts are as long in both files (Pack refuses quantisation mixes).
+				n := min(sp[p].Len, packSample)
+				for _, at := range []int64{0, sp[p].Len - n} {
+					if err := readFull(packFile, pack.Path, a[:n], pp[p].Offset+at); err != nil {
+						return err
+					}
+					if err := readFull(model, src.Path, b[:n], sp[p].Offset+at); err != nil {
+						return err
+					}
+					if !bytes.Equal(a[:n], b[:n]) {
+						return &PackError{Path: pack.Path, Offset: pp[p].Offset,
+							Msg: fmt.Sprintf("%s %s bytes differ from %s: stale, run strata pack again", id, partName(p), src.Path)}
+					}
 				}
 			}
 		}

@@ -201,6 +201,125 @@ func TestOpenPackErrors(t *testing.T) {
 	}
 }
 
+// TestOpenPackUnmapped: for a model opened unmapped, OpenPack checks experts.bin with
+// ordinary reads and maps neither file: a matching pack is accepted and stays unattached
+// until Attach, an unbuffered fill from it leaves both files unmapped and gives the
+// GGUF's arena; a stale pack (other weights, same index) and a truncated one are refused
+// with the PackErrors of a mapped model; Attach refuses a file that changed size.
+func TestOpenPackUnmapped(t *testing.T) {
+	dir := t.TempDir()
+	path := synthModel(t, dir)
+	packed := packModel(t, path)
+	openUnmapped := func(path string) *gguf.File {
+		f, err := gguf.OpenUnmapped(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	f := openUnmapped(path)
+	l, err := OpenPack(packed, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.Attached() || f.Mapped() {
+		t.Fatalf("after OpenPack: pack attached %v, model mapped %v; want neither", l.Attached(), f.Mapped())
+	}
+	if g, _, _ := l.Blob(ID{0, 0}); g != nil {
+		t.Error("Blob gave bytes before Attach")
+	}
+	ids := []ID{{0, 1}, {1, 15}, {2, 7}, {2, 0}}
+	gl, err := GGUFLayout(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sums []string
+	for _, src := range []*Layout{l, gl} {
+		a, st, err := FillArena(context.Background(), src, ids, DefaultFillOptions(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums = append(sums, a.Checksum())
+		a.Close()
+		if direct := unbufferedWorks(src.Path); st.Unmapped != direct || src.Attached() || f.Mapped() {
+			t.Errorf("%s: unbuffered reads work: %v; fill says unmapped %v; attached %v, model mapped %v", src.Path, direct, st.Unmapped, src.Attached(), f.Mapped())
+		}
+	}
+	if sums[0] != sums[1] {
+		t.Errorf("arena from experts.bin %s, from the GGUF %s", sums[0], sums[1])
+	}
+	// A fill through the mapping attaches the pack; its views are the model's bytes.
+	o := DefaultFillOptions()
+	o.Unbuffered = false
+	a, st, err := FillArena(context.Background(), l, ids, o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Checksum() != sums[1] || st.Unmapped || !l.Attached() || f.Mapped() {
+		t.Errorf("mapped fill: checksum %s (want %s), unmapped %v, pack attached %v, model mapped %v", a.Checksum(), sums[1], st.Unmapped, l.Attached(), f.Mapped())
+	}
+	a.Close()
+	want := wantBlob(t, openGGUF(t, path), ID{2, 7})
+	if g, u, d := l.Blob(ID{2, 7}); !bytes.Equal(g, want[0]) || !bytes.Equal(u, want[1]) || !bytes.Equal(d, want[2]) {
+		t.Error("the attached pack's views differ from the model's bytes")
+	}
+
+	raw, err := os.ReadFile(packed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstBlob := l.Parts(ID{0, 0})[0].Offset
+	stale := synthModelSeed(t, t.TempDir(), 9)
+	for _, c := range []struct {
+		name   string
+		pack   []byte
+		model  string
+		want   string
+		offset int64
+	}{
+		{"stale", raw, stale, "differ", firstBlob},
+		{"truncated", raw[:len(raw)-PackAlign], path, "truncated", 72},
+		{"header only", raw[:firstBlob], path, "truncated", 72},
+	} {
+		p := filepath.Join(t.TempDir(), PackFile)
+		if err := os.WriteFile(p, c.pack, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m := openUnmapped(c.model)
+		got, err := OpenPack(p, m)
+		var pe *PackError
+		if !errors.As(err, &pe) || pe.Path != p || pe.Offset != c.offset || !strings.Contains(err.Error(), c.want) {
+			if got != nil {
+				got.Close()
+			}
+			t.Errorf("%s: error %v, want a PackError for %s at byte %d saying %q", c.name, err, p, c.offset, c.want)
+		}
+		if m.Mapped() {
+			t.Errorf("%s: OpenPack mapped the model", c.name)
+		}
+	}
+
+	// experts.bin rewritten to another size after the check: Attach refuses it.
+	p := filepath.Join(t.TempDir(), PackFile)
+	if err := os.WriteFile(p, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := OpenPack(p, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if err := os.WriteFile(p, raw[:len(raw)-PackAlign], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var pe *PackError
+	if err := l2.Attach(); !errors.As(err, &pe) || pe.Path != p || !strings.Contains(err.Error(), "when it was checked") || l2.Attached() {
+		t.Errorf("Attach after the file shrank: %v (attached %v)", err, l2.Attached())
+	}
+}
+
 func TestPackCancelled(t *testing.T) {
 	path := synthModel(t, t.TempDir())
 	dir := t.TempDir()
@@ -231,7 +350,7 @@ func FuzzPackHeader(f *testing.F) {
 	f.Add(valid[:packFixed])
 	f.Add([]byte(packMagic))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, err := decodePackHeader("fuzz", data)
+		got, err := decodePackHeader("fuzz", data, int64(len(data)))
 		if err != nil {
 			return
 		}

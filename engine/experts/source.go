@@ -2,9 +2,11 @@ package experts
 
 import (
 	"fmt"
+	"os"
 
 	"strata/engine/gguf"
 	"strata/engine/model"
+	"strata/platform"
 )
 
 // Extent is a run of bytes of one file.
@@ -26,7 +28,7 @@ type Layout struct {
 	unmap func() error // nil when the mapping belongs to someone else (a gguf.File)
 	mixed bool         // layers' experts differ in size (a quantisation mix)
 
-	gguf   *gguf.File // the file a GGUF layout borrows its mapping from (nil for experts.bin)
+	gguf   *gguf.File // the file a GGUF layout borrows its mapping from (nil for experts.bin, which Attach maps itself)
 	closed bool
 }
 
@@ -108,9 +110,10 @@ func (l *Layout) Parts(id ID) [3]Extent {
 	return l.parts[l.Shape.Index(id)]
 }
 
-// Attach gives a layout built on an unmapped GGUF (gguf.OpenUnmapped) its views: it maps
-// the file (gguf.File.Map) and takes the mapping. It does nothing for a layout that has
-// them. It must not run while another goroutine uses the layout's views.
+// Attach gives a layout of an unmapped file its views: a GGUF layout maps its model
+// (gguf.File.Map) and takes the mapping; an experts.bin layout maps experts.bin read-only,
+// refusing a file whose size changed since OpenPack checked it. It does nothing for a
+// layout that has them. It must not run while another goroutine uses the layout's views.
 func (l *Layout) Attach() error {
 	switch {
 	case l.data != nil:
@@ -118,7 +121,7 @@ func (l *Layout) Attach() error {
 	case l.closed:
 		return fmt.Errorf("experts: attach %s: the layout is closed", l.Path)
 	case l.gguf == nil:
-		return fmt.Errorf("experts: attach %s: the layout has no file to map", l.Path)
+		return l.mapPack()
 	}
 	if err := l.gguf.Map(); err != nil {
 		return fmt.Errorf("experts: attach %s: %w", l.Path, err)
@@ -128,12 +131,35 @@ func (l *Layout) Attach() error {
 	return nil
 }
 
+// mapPack maps the experts.bin of the layout, which it then owns (Close unmaps it).
+func (l *Layout) mapPack() error {
+	fh, err := os.Open(l.Path)
+	if err != nil {
+		return fmt.Errorf("experts: attach: %w", err)
+	}
+	defer fh.Close() // the mapping outlives the descriptor
+	st, err := fh.Stat()
+	if err != nil {
+		return fmt.Errorf("experts: attach: %w", err)
+	}
+	if st.Size() != l.size {
+		return &PackError{Path: l.Path, Offset: -1, Msg: fmt.Sprintf("the file has %d bytes, %d when it was checked (rewritten since?)", st.Size(), l.size)}
+	}
+	data, unmap, err := platform.MapReadOnly(fh, l.size)
+	if err != nil {
+		return fmt.Errorf("experts: attach %s: %w", l.Path, err)
+	}
+	l.data, l.base, l.unmap = data, 0, unmap
+	return nil
+}
+
 // Attached reports whether the layout has views of its file (Blob works).
 func (l *Layout) Attached() bool { return l.data != nil }
 
 // Blob returns id's gate, up and down bytes as views of the read-only mapping (do not
 // write them; they are invalid after Close). They are nil for an id outside the model,
-// before Attach (a layout of an unmapped GGUF) and after Close.
+// before Attach (a layout of an unmapped GGUF, or an experts.bin opened for one) and after
+// Close.
 func (l *Layout) Blob(id ID) (gate, up, down []byte) {
 	if !l.valid(id) || l.data == nil {
 		return nil, nil, nil

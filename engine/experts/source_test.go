@@ -84,11 +84,18 @@ func openGGUF(t testing.TB, path string) *gguf.File {
 // synthModel writes a small synthetic qwen3moe (3 layers of 16 Q4_K experts).
 func synthModel(t testing.TB, dir string) string {
 	t.Helper()
+	return synthModelSeed(t, dir, 1)
+}
+
+// synthModelSeed writes synthModel's model with the weights of another seed: the same
+// tensor index, other bytes.
+func synthModelSeed(t testing.TB, dir string, seed uint64) string {
+	t.Helper()
 	s, err := synth.Preset("tiny")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Layers, s.Experts, s.Pool = 3, 16, 256
+	s.Layers, s.Experts, s.Pool, s.Seed = 3, 16, 256, seed
 	path := filepath.Join(dir, "synth.gguf")
 	if err := synth.Write(context.Background(), path, s, nil); err != nil {
 		t.Fatal(err)
