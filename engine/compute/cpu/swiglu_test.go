@@ -17,7 +17,7 @@ func TestSwiGLU(t *testing.T) {
 			g[i] = float32(rng.NormFloat64() * 4)
 			u[i] = float32(rng.NormFloat64())
 		}
-		edges := []float32{0, -0.0, 1e-8, -1e-8, 20, -20, 87, -87, 88.7, -88.7, 100, -100, 1e30, -1e30}
+		edges := []float32{0, float32(math.Copysign(0, -1)), 1e-8, -1e-8, 20, -20, 87, -87, 88.7, -88.7, 100, -100, 1e30, -1e30}
 		for i, v := range edges {
 			if i < n {
 				g[i] = v
