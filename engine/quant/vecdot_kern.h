@@ -499,10 +499,8 @@ static VD_T void VD(mv_q4_k)(const uint8_t *w, int64_t rb, const vd_act *a, cons
                              int64_t r1) {
 	const int64_t nb = a->cols / 256;
 	const __m256i m4 = _mm256_set1_epi8(15);
-	const __m256i c0 = VD(load)(vd_shuf16_ctrl[0][0]), c1 = VD(load)(vd_shuf16_ctrl[1][1]);
-	const __m256i c2 = VD(load)(vd_shuf16_ctrl[2][2]), c3 = VD(load)(vd_shuf16_ctrl[3][3]);
-	const __m256i c4 = VD(load)(vd_shuf16_ctrl[4][4]), c5 = VD(load)(vd_shuf16_ctrl[5][5]);
-	const __m256i c6 = VD(load)(vd_shuf16_ctrl[6][6]), c7 = VD(load)(vd_shuf16_ctrl[7][7]);
+	__m256i c[8]; // constant indexes below, so these stay in registers
+	for (int j = 0; j < 8; j++) c[j] = VD(load)(vd_shuf16_ctrl[j][j]);
 	for (int64_t r = r0; r < r1; r++) {
 		__m256 acc = _mm256_setzero_ps();
 		for (int64_t b = 0; b < nb; b++) {
@@ -514,22 +512,13 @@ static VD_T void VD(mv_q4_k)(const uint8_t *w, int64_t rb, const vd_act *a, cons
 			__m128i sc128, mn;
 			VD(q4k_sm)(blk, &sc128, &mn);
 			const __m256i sc = _mm256_broadcastsi128_si256(sc128);
-			__m256i q = VD(load)(blk + 16);
-			__m256i isum = VD(dot_us16)(_mm256_and_si256(q, m4), VD(load)(aq), _mm256_shuffle_epi8(sc, c0));
-			isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), VD(load)(aq + 32),
-			                                           _mm256_shuffle_epi8(sc, c1)));
-			q = VD(load)(blk + 48);
-			isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_and_si256(q, m4), VD(load)(aq + 64), _mm256_shuffle_epi8(sc, c2)));
-			isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), VD(load)(aq + 96),
-			                                           _mm256_shuffle_epi8(sc, c3)));
-			q = VD(load)(blk + 80);
-			isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_and_si256(q, m4), VD(load)(aq + 128), _mm256_shuffle_epi8(sc, c4)));
-			isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), VD(load)(aq + 160),
-			                                           _mm256_shuffle_epi8(sc, c5)));
-			q = VD(load)(blk + 112);
-			isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_and_si256(q, m4), VD(load)(aq + 192), _mm256_shuffle_epi8(sc, c6)));
-			isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), VD(load)(aq + 224),
-			                                           _mm256_shuffle_epi8(sc, c7)));
+			__m256i isum = _mm256_setzero_si256();
+			for (int p = 0; p < 4; p++) {
+				const __m256i q = VD(load)(blk + 16 + 32 * p);
+				isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_and_si256(q, m4), VD(load)(aq + 64 * p), _mm256_shuffle_epi8(sc, c[2 * p])));
+				isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), VD(load)(aq + 64 * p + 32),
+				                                           _mm256_shuffle_epi8(sc, c[2 * p + 1])));
+			}
 			const float ad = a->d[b];
 			const __m256 fs = fsum ? _mm256_loadu_ps(fsum + b * 8) : VD(q4k_fsum)(a->s + b * 16, ad);
 			acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(blk) * ad), _mm256_cvtepi32_ps(isum), acc);
