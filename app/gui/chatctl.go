@@ -389,11 +389,14 @@ func (c *Controller) flushLoop(stop chan struct{}) {
 	}
 }
 
-// finishAnswer records how the answer ended and saves the chat.
+// finishAnswer records how the answer ended and saves the chat. The chat counts as
+// generating until it is saved (and done closes after that): a Wait that returned, or a
+// delete allowed, before the save would let the save bring a deleted chat back.
 func (c *Controller) finishAnswer(id string, res engine.Result, cancelled bool, err error) {
 	c.mu.Lock()
-	c.chat.generating, c.chat.cancel, c.chat.done, c.chat.dirty = false, nil, nil, false
+	c.chat.dirty = false
 	if c.chat.cur.ID != id {
+		c.chat.generating, c.chat.cancel = false, nil
 		c.mu.Unlock()
 		return
 	}
@@ -414,11 +417,13 @@ func (c *Controller) finishAnswer(id string, res engine.Result, cancelled bool, 
 	c.chat.cur.Updated = c.now()
 	ch := c.chat.cur
 	c.mu.Unlock()
-	if serr := c.chats.Save(ch); serr != nil {
-		c.mu.Lock()
+	serr := c.chats.Save(ch)
+	c.mu.Lock()
+	c.chat.generating, c.chat.cancel = false, nil
+	if serr != nil {
 		c.chat.err = friendly("Saving the chat", serr)
-		c.mu.Unlock()
 	}
+	c.mu.Unlock()
 	c.notify(topicChats)
 	c.notify(topicChat)
 }

@@ -13,16 +13,20 @@ type uiLoop struct {
 	queue []func()
 	wake  chan struct{}
 	quit  chan struct{}
+	ended chan struct{} // closed when run has returned
 }
 
 func newUILoop(t *testing.T) *uiLoop {
-	u := &uiLoop{wake: make(chan struct{}, 1), quit: make(chan struct{})}
+	u := &uiLoop{wake: make(chan struct{}, 1), quit: make(chan struct{}), ended: make(chan struct{})}
 	go u.run()
-	t.Cleanup(func() { close(u.quit) })
+	// Wait for the loop to stop: a refresh still running would touch Fyne's shared widget
+	// cache while the next test draws (go test -race saw it).
+	t.Cleanup(func() { close(u.quit); <-u.ended })
 	return u
 }
 
 func (u *uiLoop) run() {
+	defer close(u.ended)
 	for {
 		select {
 		case <-u.quit:
@@ -30,6 +34,11 @@ func (u *uiLoop) run() {
 		case <-u.wake:
 		}
 		for {
+			select {
+			case <-u.quit:
+				return
+			default:
+			}
 			u.mu.Lock()
 			if len(u.queue) == 0 {
 				u.mu.Unlock()
