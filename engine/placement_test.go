@@ -104,7 +104,7 @@ func TestResidentOnTheCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		unbuffered := unbufferedWorks(path)
+		unbuffered := platform.UnbufferedSupported(path)
 		half := float64(info.ExpertBytes) / 2 / (1 << 30) // room for half the experts
 		for _, budget := range []float64{0, half} {
 			cfg := engine.DefaultConfig()
@@ -166,16 +166,6 @@ func TestResidentOnTheCPU(t *testing.T) {
 			}
 		}
 	}
-}
-
-// unbufferedWorks says whether the folder of path takes unbuffered reads (tmpfs may not).
-func unbufferedWorks(path string) bool {
-	fh, _, err := platform.OpenUnbuffered(path)
-	if err != nil {
-		return false
-	}
-	fh.Close()
-	return true
 }
 
 // expectContinuations generates every prompt's greedy continuation and compares it with the
@@ -253,7 +243,7 @@ func TestResidentWithPack(t *testing.T) {
 			if want := pack && name == "a"; c.ArenaFromPack != want {
 				t.Errorf("%s (experts.bin there: %v): arena from experts.bin %v, want %v", name, pack, c.ArenaFromPack, want)
 			}
-			if want := unbufferedWorks(path); c.ArenaUnmapped != want {
+			if want := platform.UnbufferedSupported(path); c.ArenaUnmapped != want {
 				t.Errorf("%s (experts.bin there: %v): unbuffered reads work here: %v; arena filled before mapping: %v (notes %q)", name, pack, want, c.ArenaUnmapped, c.Notes)
 			}
 			key := fmt.Sprintf("%s/%v", name, pack)

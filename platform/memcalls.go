@@ -35,3 +35,14 @@ func checkAlign(n, align int) error {
 }
 
 func roundUp(n, to int) int { return (n + to - 1) / to * to }
+
+// UnbufferedSupported reports whether path's file system takes unbuffered reads (tmpfs and
+// some overlays refuse them), by opening path that way.
+func UnbufferedSupported(path string) bool {
+	fh, _, err := OpenUnbuffered(path)
+	if err != nil {
+		return false
+	}
+	fh.Close()
+	return true
+}

@@ -138,3 +138,21 @@ func TestOpenUnbuffered(t *testing.T) {
 		t.Error("missing file: no error")
 	}
 }
+
+func TestUnbufferedSupported(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "blob.bin")
+	if err := os.WriteFile(path, make([]byte, DirectIOAlign), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, _, err := OpenUnbuffered(path)
+	if err == nil {
+		f.Close()
+	}
+	if got := UnbufferedSupported(path); got != (err == nil) {
+		t.Errorf("UnbufferedSupported = %v, but opening unbuffered gave %v", got, err)
+	}
+	if UnbufferedSupported(filepath.Join(dir, "missing")) {
+		t.Error("a missing file counts as readable unbuffered")
+	}
+}

@@ -17,16 +17,6 @@ import (
 	"strata/platform"
 )
 
-// unbufferedWorks says whether this test's folder supports unbuffered reads (tmpfs may not).
-func unbufferedWorks(path string) bool {
-	fh, _, err := platform.OpenUnbuffered(path)
-	if err != nil {
-		return false
-	}
-	fh.Close()
-	return true
-}
-
 // randomIDs picks about frac of the experts of s, in random order.
 func randomIDs(rng *rand.Rand, s Shape, frac float64) []ID {
 	var ids []ID
@@ -90,7 +80,7 @@ func TestFillArena(t *testing.T) {
 			if l == pl {
 				kind = "pack"
 			}
-			direct := unbufferedWorks(l.Path)
+			direct := platform.UnbufferedSupported(l.Path)
 			for _, unbuffered := range []bool{true, false} {
 				for _, merge := range []int64{0, 1} { // 1 becomes the smallest read: many requests, split parts
 					t.Run(name+"/"+kind+"/"+map[bool]string{true: "unbuffered", false: "mapped"}[unbuffered]+map[int64]string{0: "", 1: "/small"}[merge], func(t *testing.T) {
@@ -141,7 +131,7 @@ func TestFillArenaDirect(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { l.Close() })
-		if !unbufferedWorks(l.Path) {
+		if !platform.UnbufferedSupported(l.Path) {
 			t.Skipf("%s: no unbuffered reads on this filesystem", l.Path)
 		}
 		for _, merge := range []int64{1, 0} {
@@ -434,7 +424,7 @@ func TestFillArenaUnmapped(t *testing.T) {
 			{"mapped", false, nil, ""},
 		} {
 			t.Run(name+"/"+c.way, func(t *testing.T) {
-				if c.way == "unbuffered" && !unbufferedWorks(path) {
+				if c.way == "unbuffered" && !platform.UnbufferedSupported(path) {
 					t.Skipf("%s: no unbuffered reads on this filesystem (the read case covers the path)", path)
 				}
 				f, l := openUnmappedLayout(t, path)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"strata/engine/gguf"
+	"strata/platform"
 )
 
 // packModel packs the model at path into a new folder, checking the progress calls, and
@@ -243,7 +244,7 @@ func TestOpenPackUnmapped(t *testing.T) {
 		}
 		sums = append(sums, a.Checksum())
 		a.Close()
-		if direct := unbufferedWorks(src.Path); st.Unmapped != direct || src.Attached() || f.Mapped() {
+		if direct := platform.UnbufferedSupported(src.Path); st.Unmapped != direct || src.Attached() || f.Mapped() {
 			t.Errorf("%s: unbuffered reads work: %v; fill says unmapped %v; attached %v, model mapped %v", src.Path, direct, st.Unmapped, src.Attached(), f.Mapped())
 		}
 	}
