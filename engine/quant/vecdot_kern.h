@@ -482,10 +482,10 @@ static inline VD_T VD_AI void VD(q4k_rows)(const int R, const uint8_t *w, int64_
 }
 
 // q4k_rows_pre: q4k_rows with each row's blocks decoded once, not once per group of
-// activation rows (pre holds VD_Q4K_R rows).
+// activation rows, when there is room for that (pre holds VD_Q4K_R rows; NULL: no room).
 static inline VD_T VD_AI void VD(q4k_rows_pre)(const int R, const uint8_t *w, int64_t rb, const vd_act *a, int64_t r,
                                                float *y, int64_t ldy, vd_q4k_pre *pre, const float *fsum) {
-	VD(q4k_prep)(R, w, rb, a->cols / 256, r, pre);
+	if (pre) VD(q4k_prep)(R, w, rb, a->cols / 256, r, pre);
 	VD(q4k_rows)(R, w, rb, a, r, y, ldy, pre, fsum);
 }
 
@@ -566,31 +566,18 @@ static VD_T void VD(mmt_q4_k)(const uint8_t *w, int64_t rb, const vd_act *a, flo
 			pre = NULL, fsum = NULL;
 		}
 	}
-	if (pre) {
-		for (; r + VD_Q4K_R <= r1; r += VD_Q4K_R) VD(q4k_rows_pre)(VD_Q4K_R, w, rb, a, r, y, ldy, pre, fsum);
-		switch (r1 - r) {
-#if VD_Q4K_R > 3
-		case 3: VD(q4k_rows_pre)(3, w, rb, a, r, y, ldy, pre, fsum); break;
-#endif
-#if VD_Q4K_R > 2
-		case 2: VD(q4k_rows_pre)(2, w, rb, a, r, y, ldy, pre, fsum); break;
-#endif
-		case 1: VD(q4k_rows_pre)(1, w, rb, a, r, y, ldy, pre, fsum); break;
-		}
-		free(pre);
-		free(fsum);
-		return;
-	}
-	for (; r + VD_Q4K_R <= r1; r += VD_Q4K_R) VD(q4k_rows)(VD_Q4K_R, w, rb, a, r, y, ldy, NULL, NULL);
+	for (; r + VD_Q4K_R <= r1; r += VD_Q4K_R) VD(q4k_rows_pre)(VD_Q4K_R, w, rb, a, r, y, ldy, pre, fsum);
 	switch (r1 - r) {
 #if VD_Q4K_R > 3
-	case 3: VD(q4k_rows)(3, w, rb, a, r, y, ldy, NULL, NULL); break;
+	case 3: VD(q4k_rows_pre)(3, w, rb, a, r, y, ldy, pre, fsum); break;
 #endif
 #if VD_Q4K_R > 2
-	case 2: VD(q4k_rows)(2, w, rb, a, r, y, ldy, NULL, NULL); break;
+	case 2: VD(q4k_rows_pre)(2, w, rb, a, r, y, ldy, pre, fsum); break;
 #endif
-	case 1: VD(q4k_rows)(1, w, rb, a, r, y, ldy, NULL, NULL); break;
+	case 1: VD(q4k_rows_pre)(1, w, rb, a, r, y, ldy, pre, fsum); break;
 	}
+	free(pre);
+	free(fsum);
 }
 
 #undef VD_AI
