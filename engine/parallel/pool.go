@@ -36,6 +36,7 @@ type task struct {
 	size   int   // items per chunk
 	chunks int64 // number of chunks
 	next   atomic.Int64
+	left   atomic.Int64   // chunks not finished yet
 	done   sync.WaitGroup // one count per chunk
 }
 
@@ -100,6 +101,7 @@ func (t *task) run() {
 		}
 		lo := int(c) * t.size
 		t.fn(lo, min(lo+t.size, t.n))
+		t.left.Add(-1)
 		t.done.Done()
 	}
 }
@@ -129,6 +131,7 @@ func (p *Pool) For(n, grain int, fn func(lo, hi int)) {
 	size := max((n+chunks-1)/chunks, grain)
 	t := &task{fn: fn, n: n, size: size, chunks: int64((n + size - 1) / size)}
 	t.done.Add(int(t.chunks))
+	t.left.Store(t.chunks)
 	p.cur.Store(t)
 	// Wake parked workers, one per chunk beyond the caller's, without ever blocking.
 	for i := min(int(p.parked.Load()), int(t.chunks)-1); i > 0; i-- {
@@ -138,6 +141,11 @@ func (p *Pool) For(n, grain int, fn func(lo, hi int)) {
 		}
 	}
 	t.run()
+	// The last chunks usually finish within microseconds: watch for them before blocking,
+	// since waking a blocked goroutine costs more than that on most VMs.
+	for i := 0; i < spinRounds && t.left.Load() > 0; i++ {
+		runtime.Gosched()
+	}
 	t.done.Wait()
 	p.cur.CompareAndSwap(t, nil) // let the finished task (and what fn holds) be collected
 }
