@@ -1,14 +1,31 @@
 //go:build amd64 && cgo
 
-// One query head attending over a float16 KV cache: the decode and prefill inner loop.
-// The AVX2 version converts eight halves at a time with F16C; it is chosen at run time.
+// Query heads attending over a float16 KV cache: the decode and prefill inner loop. The
+// heads that share one KV head (grouped-query attention) go together, so each key and value
+// row is converted from float16 once for all of them and each head's sums form independent
+// chains. Every head sees the same operations in the same order whatever the group size.
+// AVX2 + FMA + F16C, chosen at run time.
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
 
 #include "attend_amd64.h"
+#include "exp_amd64.h"
 
-__attribute__((target("avx2,fma,f16c"))) static inline float hsum256(__m256 v) {
+#define AT_T __attribute__((target("avx2,fma,f16c")))
+#define AT_AI __attribute__((always_inline))
+// AT_UNROLL: unroll the loop that follows (a constant count of at most eight turns), so its
+// arrays stay in registers.
+#define AT_UNROLL _Pragma("GCC unroll 8")
+
+// AT_POS: key rows converted and dotted per step (independent sums per head). AT_VPOS: value
+// rows converted per step. AT_AHEAD: how many rows ahead to prefetch (the rows of one KV head
+// are strided through the cache, which the hardware prefetchers follow poorly).
+#define AT_POS 4
+#define AT_VPOS 16
+#define AT_AHEAD 8
+
+static inline AT_T float hsum256(__m256 v) {
 	__m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
 	lo = _mm_add_ps(lo, hi);
 	lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
@@ -16,35 +33,104 @@ __attribute__((target("avx2,fma,f16c"))) static inline float hsum256(__m256 v) {
 	return _mm_cvtss_f32(lo);
 }
 
-__attribute__((target("avx2,fma,f16c")))
-void strata_attend_f16_avx2(const float *q, const uint16_t *k, const uint16_t *v, long stride, int n, int d,
-                            float scale, float *scores, float *out) {
+static inline AT_T void prefetch_row(const uint16_t *r, int d) {
+	for (int i = 0; i < d; i += 32) _mm_prefetch((const char *)(r + i), _MM_HINT_T0);
+}
+
+// softmax_row turns n scores into weights that sum to one, in place.
+static inline AT_T void softmax_row(float *s, int n) {
 	float maxv = -INFINITY;
-	for (int p = 0; p < n; p++) {
-		const uint16_t *kr = k + (long)p * stride;
-		__m256 acc = _mm256_setzero_ps();
-		for (int i = 0; i < d; i += 8) {
-			__m256 kv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(kr + i)));
-			acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), kv, acc);
-		}
-		float s = hsum256(acc) * scale;
-		scores[p] = s;
-		if (s > maxv) maxv = s;
+	for (int p = 0; p < n; p++)
+		if (s[p] > maxv) maxv = s[p];
+	const __m256 mx = _mm256_set1_ps(maxv);
+	__m256 sum8 = _mm256_setzero_ps();
+	int p = 0;
+	for (; p + 8 <= n; p += 8) {
+		const __m256 e = strata_exp8(_mm256_sub_ps(_mm256_loadu_ps(s + p), mx));
+		_mm256_storeu_ps(s + p, e);
+		sum8 = _mm256_add_ps(sum8, e);
 	}
-	float sum = 0;
-	for (int p = 0; p < n; p++) {
-		float e = expf(scores[p] - maxv);
-		scores[p] = e;
-		sum += e;
-	}
-	float inv = 1.0f / sum;
-	for (int i = 0; i < d; i += 8) _mm256_storeu_ps(out + i, _mm256_setzero_ps());
-	for (int p = 0; p < n; p++) {
-		const uint16_t *vr = v + (long)p * stride;
-		__m256 w = _mm256_set1_ps(scores[p] * inv);
-		for (int i = 0; i < d; i += 8) {
-			__m256 vv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vr + i)));
-			_mm256_storeu_ps(out + i, _mm256_fmadd_ps(w, vv, _mm256_loadu_ps(out + i)));
+	float sum = hsum256(sum8);
+	if (p < n) { // the tail through the same lanes
+		float t[8] = {0};
+		for (int j = p; j < n; j++) t[j - p] = s[j] - maxv;
+		_mm256_storeu_ps(t, strata_exp8(_mm256_loadu_ps(t)));
+		for (int j = p; j < n; j++) {
+			s[j] = t[j - p];
+			sum += t[j - p];
 		}
+	}
+	const __m256 inv = _mm256_set1_ps(1.0f / sum);
+	for (p = 0; p + 8 <= n; p += 8) _mm256_storeu_ps(s + p, _mm256_mul_ps(_mm256_loadu_ps(s + p), inv));
+	for (; p < n; p++) s[p] *= 1.0f / sum;
+}
+
+// attend_group: G heads (a compile-time constant at each call, so the sums below live in
+// registers); see strata_attend_f16_avx2.
+static inline AT_T AT_AI void attend_group(const int G, const float *q, const uint16_t *k, const uint16_t *v, long stride,
+                                           int n, int d, float scale, float *scores, float *out) {
+	float kf[AT_POS * STRATA_ATTEND_MAX_DIM] __attribute__((aligned(32)));
+	// Scores: a block of key rows in float32, then every head against each of them.
+	for (int p0 = 0; p0 < n; p0 += AT_POS) {
+		const int pb = n - p0 < AT_POS ? n - p0 : AT_POS;
+		for (int j = p0 + AT_AHEAD; j < p0 + AT_AHEAD + AT_POS && j < n; j++) prefetch_row(k + (long)j * stride, d);
+		AT_UNROLL
+		for (int j = 0; j < AT_POS; j++) {
+			const uint16_t *kr = k + (long)(p0 + (j < pb ? j : 0)) * stride; // past the end: row p0 again, unused
+			for (int i = 0; i < d; i += 8) _mm256_store_ps(kf + j * d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(kr + i))));
+		}
+		AT_UNROLL
+		for (int h = 0; h < G; h++) {
+			const float *qh = q + (long)h * d;
+			__m256 acc[AT_POS];
+			AT_UNROLL
+			for (int j = 0; j < AT_POS; j++) acc[j] = _mm256_setzero_ps();
+			for (int i = 0; i < d; i += 8) {
+				const __m256 qv = _mm256_loadu_ps(qh + i);
+				AT_UNROLL
+				for (int j = 0; j < AT_POS; j++) acc[j] = _mm256_fmadd_ps(qv, _mm256_load_ps(kf + j * d + i), acc[j]);
+			}
+			for (int j = 0; j < pb; j++) scores[(long)h * n + p0 + j] = hsum256(acc[j]) * scale;
+		}
+	}
+	for (int h = 0; h < G; h++) softmax_row(scores + (long)h * n, n);
+	// Values: a block of rows in float32, then eight output dims of every head at a time over
+	// the block, the sums carried in out between blocks (so in position order throughout).
+	float vf[AT_VPOS * STRATA_ATTEND_MAX_DIM] __attribute__((aligned(32)));
+	for (int p0 = 0; p0 < n; p0 += AT_VPOS) {
+		const int pb = n - p0 < AT_VPOS ? n - p0 : AT_VPOS;
+		for (int j = p0 + AT_VPOS; j < p0 + 2 * AT_VPOS && j < n; j++) prefetch_row(v + (long)j * stride, d);
+		for (int j = 0; j < pb; j++) {
+			const uint16_t *vr = v + (long)(p0 + j) * stride;
+			for (int i = 0; i < d; i += 8) _mm256_store_ps(vf + j * d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vr + i))));
+		}
+		for (int i = 0; i < d; i += 8) {
+			__m256 o[STRATA_ATTEND_MAX_GROUP];
+			AT_UNROLL
+			for (int h = 0; h < G; h++) o[h] = p0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(out + (long)h * d + i);
+			for (int j = 0; j < pb; j++) {
+				const __m256 vv = _mm256_load_ps(vf + j * d + i);
+				AT_UNROLL
+				for (int h = 0; h < G; h++) o[h] = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + (long)h * n + p0 + j), vv, o[h]);
+			}
+			AT_UNROLL
+			for (int h = 0; h < G; h++) _mm256_storeu_ps(out + (long)h * d + i, o[h]);
+		}
+	}
+}
+
+AT_T void strata_attend_f16_avx2(const float *q, const uint16_t *k, const uint16_t *v, long stride, int n, int d, int g,
+                                 float scale, float *scores, float *out) {
+	while (g > 0) {
+		int now = g >= 8 ? 8 : g >= 4 ? 4 : g >= 2 ? 2 : 1;
+		switch (now) {
+		case 8: attend_group(8, q, k, v, stride, n, d, scale, scores, out); break;
+		case 4: attend_group(4, q, k, v, stride, n, d, scale, scores, out); break;
+		case 2: attend_group(2, q, k, v, stride, n, d, scale, scores, out); break;
+		default: attend_group(1, q, k, v, stride, n, d, scale, scores, out); break;
+		}
+		q += (long)now * d;
+		out += (long)now * d;
+		g -= now;
 	}
 }

@@ -1,6 +1,11 @@
 #include <stdint.h>
 
-// q: d floats; k, v: n rows of d halves, stride halves apart; scores: n floats of scratch;
-// out: d floats. d must be a multiple of 8.
-void strata_attend_f16_avx2(const float *q, const uint16_t *k, const uint16_t *v, long stride, int n, int d,
+// The largest head size and the most heads per kernel call's inner group.
+#define STRATA_ATTEND_MAX_DIM 256
+#define STRATA_ATTEND_MAX_GROUP 8
+
+// g query heads that share one KV head attend over n cached positions. q: g rows of d
+// floats; k, v: n rows of d halves, stride halves apart; scores: g*n floats of scratch;
+// out: g rows of d floats. d must be a multiple of 8 and at most STRATA_ATTEND_MAX_DIM.
+void strata_attend_f16_avx2(const float *q, const uint16_t *k, const uint16_t *v, long stride, int n, int d, int g,
                             float scale, float *scores, float *out);

@@ -8,8 +8,9 @@ import (
 	"strata/engine/quant"
 )
 
-// Attention is causal grouped-query attention over the host cache: each (token, head) pair
-// is one task; query head h reads kv head h / (heads/kvHeads).
+// Attention is causal grouped-query attention over the host cache; query head h reads kv
+// head h / (heads/kvHeads). With the vector kernel each (token, kv head) pair is one task,
+// else each (token, head) pair.
 func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.AttentionSpec) {
 	cache := c.(*kv.Cache)
 	out, qs := f32(dst), f32(q)
@@ -22,7 +23,19 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 	} else {
 		keys16, vals16 = cache.Keys16(s.Layer), cache.Values16(s.Layer)
 	}
-	fast := keys16 != nil && attendF16Fast(D)
+	if keys16 != nil && attendF16Fast(D) {
+		// One task per (token, KV head): the query heads sharing a KV head read its rows once.
+		b.pool.For(s.N*s.KVHeads, 1, func(lo, hi int) {
+			scores := make([]float32, group*(s.Pos0+s.N))
+			for idx := lo; idx < hi; idx++ {
+				t, g := idx/s.KVHeads, idx%s.KVHeads
+				heads := qs[(t*s.Heads+g*group)*D : (t*s.Heads+(g+1)*group)*D]
+				dst := out[(t*s.Heads+g*group)*D : (t*s.Heads+(g+1)*group)*D]
+				attendF16(heads, keys16[g*D:], vals16[g*D:], stride, s.Pos0+t+1, group, s.Scale, scores, dst)
+			}
+		})
+		return
+	}
 	b.pool.For(s.N*s.Heads, 1, func(lo, hi int) {
 		scores := make([]float32, s.Pos0+s.N)
 		acc := make([]float32, D)
@@ -32,10 +45,6 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 			off := (h / group) * D
 			qv := qs[(t*s.Heads+h)*D : (t*s.Heads+h+1)*D]
 			last := s.Pos0 + t
-			if fast {
-				attendF16(qv, keys16[off:], vals16[off:], stride, last+1, s.Scale, scores, out[(t*s.Heads+h)*D:(t*s.Heads+h+1)*D])
-				continue
-			}
 			maxv := float32(math.Inf(-1))
 			for p := 0; p <= last; p++ {
 				var dot float32
