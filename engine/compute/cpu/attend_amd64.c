@@ -69,7 +69,9 @@ static inline AT_T void softmax_row(float *s, int n) {
 // registers); see strata_attend_f16_avx2.
 static inline AT_T AT_AI void attend_group(const int G, const float *q, const uint16_t *k, const uint16_t *v, long stride,
                                            int n, int d, float scale, float *scores, float *out) {
-	float kf[AT_POS * STRATA_ATTEND_MAX_DIM] __attribute__((aligned(32)));
+	// Unaligned accesses to these stack blocks: Win64 only aligns the stack to 16 bytes, and
+	// mingw-w64 gcc does not realign it for 32-byte locals (gcc bug 54412).
+	float kf[AT_POS * STRATA_ATTEND_MAX_DIM];
 	// Scores: a block of key rows in float32, then every head against each of them.
 	for (int p0 = 0; p0 < n; p0 += AT_POS) {
 		const int pb = n - p0 < AT_POS ? n - p0 : AT_POS;
@@ -77,7 +79,7 @@ static inline AT_T AT_AI void attend_group(const int G, const float *q, const ui
 		AT_UNROLL
 		for (int j = 0; j < AT_POS; j++) {
 			const uint16_t *kr = k + (long)(p0 + (j < pb ? j : 0)) * stride; // past the end: row p0 again, unused
-			for (int i = 0; i < d; i += 8) _mm256_store_ps(kf + j * d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(kr + i))));
+			for (int i = 0; i < d; i += 8) _mm256_storeu_ps(kf + j * d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(kr + i))));
 		}
 		AT_UNROLL
 		for (int h = 0; h < G; h++) {
@@ -88,7 +90,7 @@ static inline AT_T AT_AI void attend_group(const int G, const float *q, const ui
 			for (int i = 0; i < d; i += 8) {
 				const __m256 qv = _mm256_loadu_ps(qh + i);
 				AT_UNROLL
-				for (int j = 0; j < AT_POS; j++) acc[j] = _mm256_fmadd_ps(qv, _mm256_load_ps(kf + j * d + i), acc[j]);
+				for (int j = 0; j < AT_POS; j++) acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kf + j * d + i), acc[j]);
 			}
 			for (int j = 0; j < pb; j++) scores[(long)h * n + p0 + j] = hsum256(acc[j]) * scale;
 		}
@@ -96,20 +98,20 @@ static inline AT_T AT_AI void attend_group(const int G, const float *q, const ui
 	for (int h = 0; h < G; h++) softmax_row(scores + (long)h * n, n);
 	// Values: a block of rows in float32, then eight output dims of every head at a time over
 	// the block, the sums carried in out between blocks (so in position order throughout).
-	float vf[AT_VPOS * STRATA_ATTEND_MAX_DIM] __attribute__((aligned(32)));
+	float vf[AT_VPOS * STRATA_ATTEND_MAX_DIM];
 	for (int p0 = 0; p0 < n; p0 += AT_VPOS) {
 		const int pb = n - p0 < AT_VPOS ? n - p0 : AT_VPOS;
 		for (int j = p0 + AT_VPOS; j < p0 + 2 * AT_VPOS && j < n; j++) prefetch_row(v + (long)j * stride, d);
 		for (int j = 0; j < pb; j++) {
 			const uint16_t *vr = v + (long)(p0 + j) * stride;
-			for (int i = 0; i < d; i += 8) _mm256_store_ps(vf + j * d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vr + i))));
+			for (int i = 0; i < d; i += 8) _mm256_storeu_ps(vf + j * d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vr + i))));
 		}
 		for (int i = 0; i < d; i += 8) {
 			__m256 o[STRATA_ATTEND_MAX_GROUP];
 			AT_UNROLL
 			for (int h = 0; h < G; h++) o[h] = p0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(out + (long)h * d + i);
 			for (int j = 0; j < pb; j++) {
-				const __m256 vv = _mm256_load_ps(vf + j * d + i);
+				const __m256 vv = _mm256_loadu_ps(vf + j * d + i);
 				AT_UNROLL
 				for (int h = 0; h < G; h++) o[h] = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + (long)h * n + p0 + j), vv, o[h]);
 			}
