@@ -18,10 +18,12 @@
 // arrays stay in registers.
 #define AT_UNROLL _Pragma("GCC unroll 8")
 
-// AT_POS: key rows converted and dotted per step (independent sums per head). AT_VPOS: value
+// AT_POS: key rows converted and dotted per step (independent sums per head), AT_HEADS heads
+// at a time. AT_VPOS: value
 // rows converted per step. AT_AHEAD: how many rows ahead to prefetch (the rows of one KV head
 // are strided through the cache, which the hardware prefetchers follow poorly).
 #define AT_POS 4
+#define AT_HEADS 2
 #define AT_VPOS 16
 #define AT_AHEAD 8
 
@@ -81,18 +83,30 @@ static inline AT_T AT_AI void attend_group(const int G, const float *q, const ui
 			const uint16_t *kr = k + (long)(p0 + (j < pb ? j : 0)) * stride; // past the end: row p0 again, unused
 			for (int i = 0; i < d; i += 8) _mm256_storeu_ps(kf + j * d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(kr + i))));
 		}
+		// Two heads at a time: each key chunk loaded once for both (the loop was bound by
+		// its loads with one head).
 		AT_UNROLL
-		for (int h = 0; h < G; h++) {
-			const float *qh = q + (long)h * d;
-			__m256 acc[AT_POS];
+		for (int h = 0; h < G; h += AT_HEADS) {
+			const int hn = G - h < AT_HEADS ? G - h : AT_HEADS;
+			__m256 acc[AT_HEADS][AT_POS];
 			AT_UNROLL
-			for (int j = 0; j < AT_POS; j++) acc[j] = _mm256_setzero_ps();
-			for (int i = 0; i < d; i += 8) {
-				const __m256 qv = _mm256_loadu_ps(qh + i);
+			for (int r = 0; r < hn; r++)
 				AT_UNROLL
-				for (int j = 0; j < AT_POS; j++) acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kf + j * d + i), acc[j]);
+				for (int j = 0; j < AT_POS; j++) acc[r][j] = _mm256_setzero_ps();
+			for (int i = 0; i < d; i += 8) {
+				__m256 qv[AT_HEADS];
+				AT_UNROLL
+				for (int r = 0; r < hn; r++) qv[r] = _mm256_loadu_ps(q + (long)(h + r) * d + i);
+				AT_UNROLL
+				for (int j = 0; j < AT_POS; j++) {
+					const __m256 kv = _mm256_loadu_ps(kf + j * d + i);
+					AT_UNROLL
+					for (int r = 0; r < hn; r++) acc[r][j] = _mm256_fmadd_ps(qv[r], kv, acc[r][j]);
+				}
 			}
-			for (int j = 0; j < pb; j++) scores[(long)h * n + p0 + j] = hsum256(acc[j]) * scale;
+			AT_UNROLL
+			for (int r = 0; r < hn; r++)
+				for (int j = 0; j < pb; j++) scores[(long)(h + r) * n + p0 + j] = hsum256(acc[r][j]) * scale;
 		}
 	}
 	for (int h = 0; h < G; h++) softmax_row(scores + (long)h * n, n);
