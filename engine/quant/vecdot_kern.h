@@ -589,8 +589,6 @@ static VD_T void VD(mmt_q4_k)(const uint8_t *w, int64_t rb, const vd_act *a, flo
 	free(fsum);
 }
 
-#undef VD_AI
-#undef VD_UNROLL
 
 // ---- 32-value blocks against up to four activation rows at once (n > 1): each block is
 // decoded once into codes u (for signed types |w|, with the signs in sg) and scales. ----
@@ -749,6 +747,136 @@ VD_ROWS256(q2_k, 84)
 VD_ROWS256(q3_k, 110)
 VD_ROWS256(q5_k, 176)
 VD_ROWS256(q6_k, 210)
+
+// ---- Q6_K in tiles of two weight rows x up to four activation rows (n > 1): each 32-value
+// chunk is unpacked once for all the tile's activation rows, each activation chunk loaded
+// once for both weight rows, the eight sums kept in registers. The scales are decoded once
+// per weight row per call (vd_q6k_pre). Each (row, activation) pair gets b_q6_k's integer
+// sum (exact, in any order) and its float steps, so the bits match the one-row kernel. ----
+
+// vd_q6k_pre: one Q6_K block of a weight row, its scales ready for the tile: per chunk the
+// two 16-value scales as int16 (low 128-bit lane, high lane), all sixteen for the -32
+// offset, and d.
+typedef struct {
+	int16_t scv[8][16];
+	int16_t sc[16];
+	float d;
+} VD(q6k_pre);
+
+static VD_T void VD(q6k_prep)(int R, const uint8_t *w, int64_t rb, int64_t nb, int64_t r, VD(q6k_pre) *pre) {
+	for (int rr = 0; rr < R; rr++) {
+		for (int64_t b = 0; b < nb; b++) {
+			const uint8_t *blk = w + (r + rr) * rb + b * 210;
+			VD(q6k_pre) *o = &pre[rr * nb + b];
+			const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+			_mm256_storeu_si256((__m256i *)o->sc, sc16);
+			for (int h = 0; h < 2; h++) {
+				const __m256i s = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
+				for (int j = 0; j < 4; j++) _mm256_storeu_si256((__m256i *)o->scv[4 * h + j], VD(shuf16)(s, 2 * j, 2 * j + 1));
+			}
+			o->d = VD(f16)(blk + 208);
+		}
+	}
+}
+
+static inline VD_T VD_AI void VD(q6k_tile)(const int R, const int T, const uint8_t *w, int64_t rb, const vd_act *a,
+                                           int64_t r, int64_t i0, float *y, int64_t ldy, const VD(q6k_pre) *pre) {
+	const int64_t nb = a->cols / 256;
+	const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+	__m256 acc[2][4];
+	VD_UNROLL
+	for (int rr = 0; rr < R; rr++)
+		VD_UNROLL
+		for (int t = 0; t < T; t++) acc[rr][t] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *blk[2];
+		VD_UNROLL
+		for (int rr = 0; rr < R; rr++) {
+			blk[rr] = w + (r + rr) * rb + b * 210;
+			_mm_prefetch((const char *)blk[rr] + VD_PREFETCH, _MM_HINT_T0);
+			_mm_prefetch((const char *)blk[rr] + VD_PREFETCH + 64, _MM_HINT_T0);
+			_mm_prefetch((const char *)blk[rr] + VD_PREFETCH + 128, _MM_HINT_T0);
+			_mm_prefetch((const char *)blk[rr] + VD_PREFETCH + 192, _MM_HINT_T0);
+		}
+		__m256i isum[2][4];
+		VD_UNROLL
+		for (int rr = 0; rr < R; rr++)
+			VD_UNROLL
+			for (int t = 0; t < T; t++) isum[rr][t] = _mm256_setzero_si256();
+		VD_UNROLL
+		for (int c = 0; c < 8; c++) {
+			const int h = c / 4, j = c % 4; // b_q6_k's half and its u0..u3
+			__m256i u[2], s[2];
+			VD_UNROLL
+			for (int rr = 0; rr < R; rr++) {
+				const __m256i l = VD(load)(blk[rr] + 64 * h + 32 * (j & 1)), hv = VD(load)(blk[rr] + 128 + 32 * h);
+				const __m256i lo = j < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+				const __m256i hi = j == 0 ? _mm256_slli_epi16(hv, 4) : j == 1 ? _mm256_slli_epi16(hv, 2) : j == 2 ? hv : _mm256_srli_epi16(hv, 2);
+				u[rr] = _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
+				s[rr] = VD(load)(pre[rr * nb + b].scv[c]);
+			}
+			VD_UNROLL
+			for (int t = 0; t < T; t++) {
+				const __m256i av = VD(load)(a->q + (i0 + t) * a->cols + b * 256 + 32 * c);
+				VD_UNROLL
+				for (int rr = 0; rr < R; rr++) isum[rr][t] = _mm256_add_epi32(isum[rr][t], VD(dot_us16)(u[rr], av, s[rr]));
+			}
+		}
+		VD_UNROLL
+		for (int rr = 0; rr < R; rr++) {
+			const VD(q6k_pre) *pb = &pre[rr * nb + b];
+			const __m256i sc16 = VD(load)(pb->sc);
+			VD_UNROLL
+			for (int t = 0; t < T; t++) {
+				const int64_t ib = (i0 + t) * nb + b;
+				// The -32 offset, exactly as b_q6_k (it starts its sum there).
+				const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16, VD(load)(a->s + ib * 16)), 5);
+				const __m256i is = _mm256_sub_epi32(isum[rr][t], off);
+				acc[rr][t] = _mm256_fmadd_ps(_mm256_set1_ps(pb->d * a->d[ib]), _mm256_cvtepi32_ps(is), acc[rr][t]);
+			}
+		}
+	}
+	VD_UNROLL
+	for (int rr = 0; rr < R; rr++)
+		VD_UNROLL
+		for (int t = 0; t < T; t++) y[(i0 + t) * ldy + r + rr] = VD(hsum)(acc[rr][t]);
+}
+
+static inline VD_T VD_AI void VD(q6k_rows)(const int R, const uint8_t *w, int64_t rb, const vd_act *a, int64_t r, float *y,
+                                           int64_t ldy, const VD(q6k_pre) *pre) {
+	int64_t i = 0;
+	for (; i + 4 <= a->n; i += 4) VD(q6k_tile)(R, 4, w, rb, a, r, i, y, ldy, pre);
+	switch (a->n - i) {
+	case 3: VD(q6k_tile)(R, 3, w, rb, a, r, i, y, ldy, pre); break;
+	case 2: VD(q6k_tile)(R, 2, w, rb, a, r, i, y, ldy, pre); break;
+	case 1: VD(q6k_tile)(R, 1, w, rb, a, r, i, y, ldy, pre); break;
+	}
+}
+
+// mmt_q6_k: up to three activation rows through the one-row kernel (there the tiles' scale
+// decode did not pay: 768x2048, one Zen 3 thread, n=2 29 against 25 GMAC/s), more in tiles
+// (n=8 26 -> 43, n=64 27 -> 44 GMAC/s).
+static VD_T void VD(mmt_q6_k)(const uint8_t *w, int64_t rb, const vd_act *a, float *y, int64_t ldy, int64_t r0, int64_t r1) {
+	const int64_t nb = a->cols / 256;
+	VD(q6k_pre) *pre = a->n >= 4 ? malloc(sizeof(VD(q6k_pre)) * (size_t)(2 * nb)) : NULL;
+	if (!pre) {
+		VD(mm_q6_k)(w, rb, a, y, ldy, r0, r1);
+		return;
+	}
+	int64_t r = r0;
+	for (; r + 2 <= r1; r += 2) {
+		VD(q6k_prep)(2, w, rb, nb, r, pre);
+		VD(q6k_rows)(2, w, rb, a, r, y, ldy, pre);
+	}
+	if (r < r1) {
+		VD(q6k_prep)(1, w, rb, nb, r, pre);
+		VD(q6k_rows)(1, w, rb, a, r, y, ldy, pre);
+	}
+	free(pre);
+}
+
+#undef VD_AI
+#undef VD_UNROLL
 VD_ROWS256(iq4_xs, 136)
 VD_ROWS256X4(q5_k, 176)
 
@@ -890,7 +1018,7 @@ static VD_T int VD(run)(int type, const uint8_t *w, int64_t rb, const vd_act *a,
 	case VD_Q3_K: VD(mm_q3_k)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_Q4_K: VD(mmt_q4_k)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_Q5_K: (a->n > 1 ? VD(mmx_q5_k) : VD(mm_q5_k))(w, rb, a, y, ldy, r0, r1); return 0;
-	case VD_Q6_K: VD(mm_q6_k)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q6_K: VD(mmt_q6_k)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_IQ4_XS: VD(mm_iq4_xs)(w, rb, a, y, ldy, r0, r1); return 0;
 	}
 	return -1;
