@@ -39,8 +39,9 @@ static inline AT_T void prefetch_row(const uint16_t *r, int d) {
 	for (int i = 0; i < d; i += 32) _mm_prefetch((const char *)(r + i), _MM_HINT_T0);
 }
 
-// softmax_row turns n scores into weights that sum to one, in place.
-static inline AT_T void softmax_row(float *s, int n) {
+// softmax_row turns n scores into weights that sum to one, in place. With ml set it leaves
+// them unnormalised, e^(s - max), and writes the max and their sum to ml[0], ml[1].
+static inline AT_T void softmax_row(float *s, int n, float *ml) {
 	float maxv = -INFINITY;
 	for (int p = 0; p < n; p++)
 		if (s[p] > maxv) maxv = s[p];
@@ -62,6 +63,10 @@ static inline AT_T void softmax_row(float *s, int n) {
 			sum += t[j - p];
 		}
 	}
+	if (ml) {
+		ml[0] = maxv, ml[1] = sum;
+		return;
+	}
 	const __m256 inv = _mm256_set1_ps(1.0f / sum);
 	for (p = 0; p + 8 <= n; p += 8) _mm256_storeu_ps(s + p, _mm256_mul_ps(_mm256_loadu_ps(s + p), inv));
 	for (; p < n; p++) s[p] *= 1.0f / sum;
@@ -70,7 +75,7 @@ static inline AT_T void softmax_row(float *s, int n) {
 // attend_group: G heads (a compile-time constant at each call, so the sums below live in
 // registers); see strata_attend_f16_avx2.
 static inline AT_T AT_AI void attend_group(const int G, const float *q, const uint16_t *k, const uint16_t *v, long stride,
-                                           int n, int d, float scale, float *scores, float *out) {
+                                           int n, int d, float scale, float *scores, float *out, float *ml) {
 	// Unaligned accesses to these stack blocks: Win64 only aligns the stack to 16 bytes, and
 	// mingw-w64 gcc does not realign it for 32-byte locals (gcc bug 54412).
 	float kf[AT_POS * STRATA_ATTEND_MAX_DIM];
@@ -109,7 +114,7 @@ static inline AT_T AT_AI void attend_group(const int G, const float *q, const ui
 				for (int j = 0; j < pb; j++) scores[(long)(h + r) * n + p0 + j] = hsum256(acc[r][j]) * scale;
 		}
 	}
-	for (int h = 0; h < G; h++) softmax_row(scores + (long)h * n, n);
+	for (int h = 0; h < G; h++) softmax_row(scores + (long)h * n, n, ml ? ml + 2 * h : NULL);
 	// Values: a block of rows in float32, then eight output dims of every head at a time over
 	// the block, the sums carried in out between blocks (so in position order throughout).
 	float vf[AT_VPOS * STRATA_ATTEND_MAX_DIM];
@@ -136,17 +141,18 @@ static inline AT_T AT_AI void attend_group(const int G, const float *q, const ui
 }
 
 AT_T void strata_attend_f16_avx2(const float *q, const uint16_t *k, const uint16_t *v, long stride, int n, int d, int g,
-                                 float scale, float *scores, float *out) {
+                                 float scale, float *scores, float *out, float *ml) {
 	while (g > 0) {
 		int now = g >= 8 ? 8 : g >= 4 ? 4 : g >= 2 ? 2 : 1;
 		switch (now) {
-		case 8: attend_group(8, q, k, v, stride, n, d, scale, scores, out); break;
-		case 4: attend_group(4, q, k, v, stride, n, d, scale, scores, out); break;
-		case 2: attend_group(2, q, k, v, stride, n, d, scale, scores, out); break;
-		default: attend_group(1, q, k, v, stride, n, d, scale, scores, out); break;
+		case 8: attend_group(8, q, k, v, stride, n, d, scale, scores, out, ml); break;
+		case 4: attend_group(4, q, k, v, stride, n, d, scale, scores, out, ml); break;
+		case 2: attend_group(2, q, k, v, stride, n, d, scale, scores, out, ml); break;
+		default: attend_group(1, q, k, v, stride, n, d, scale, scores, out, ml); break;
 		}
 		q += (long)now * d;
 		out += (long)now * d;
+		if (ml) ml += 2 * now;
 		g -= now;
 	}
 }

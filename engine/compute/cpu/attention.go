@@ -24,6 +24,10 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 		keys16, vals16 = cache.Keys16(s.Layer), cache.Values16(s.Layer)
 	}
 	if keys16 != nil && attendF16Fast(D) {
+		if parts := attentionParts(s.N*s.KVHeads, s.Pos0+s.N, b.pool.Size()); parts > 1 {
+			b.attendInParts(out, qs, keys16, vals16, s, parts)
+			return
+		}
 		// One task per (token, KV head): the query heads sharing a KV head read its rows once.
 		b.pool.For(s.N*s.KVHeads, 1, func(lo, hi int) {
 			scores := make([]float32, group*(s.Pos0+s.N))
@@ -31,7 +35,7 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 				t, g := idx/s.KVHeads, idx%s.KVHeads
 				heads := qs[(t*s.Heads+g*group)*D : (t*s.Heads+(g+1)*group)*D]
 				dst := out[(t*s.Heads+g*group)*D : (t*s.Heads+(g+1)*group)*D]
-				attendF16(heads, keys16[g*D:], vals16[g*D:], stride, s.Pos0+t+1, group, s.Scale, scores, dst)
+				attendF16(heads, keys16[g*D:], vals16[g*D:], stride, s.Pos0+t+1, group, s.Scale, scores, dst, nil)
 			}
 		})
 		return
@@ -90,4 +94,82 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 			copy(out[(t*s.Heads+h)*D:(t*s.Heads+h+1)*D], acc)
 		}
 	})
+}
+
+// minPartPositions is the fewest cached positions worth a task of their own: below it the
+// hand-off and the merge cost more than the attention.
+const minPartPositions = 128
+
+// attentionParts is how many parts to cut each (token, KV head) task's positions into: one
+// when there are tasks for every thread; else enough for the threads (decode has as many
+// tasks as KV heads, four for Qwen3-30B-A3B), each part at least minPartPositions long.
+// It depends only on the shapes and the pool, so results repeat run to run.
+func attentionParts(tasks, positions, threads int) int {
+	if tasks >= threads {
+		return 1
+	}
+	return max(1, min((threads+tasks-1)/tasks, positions/minPartPositions))
+}
+
+// attendInParts is the vector kernel's attention with each task's positions cut into parts
+// run in parallel, each giving its unnormalised sums, max score and weight sum; the parts
+// are then merged per head (flash-decoding).
+func (b *Backend) attendInParts(out, qs []float32, keys16, vals16 []uint16, s compute.AttentionSpec, parts int) {
+	D, group := s.HeadDim, s.Heads/s.KVHeads
+	stride := s.KVHeads * D
+	tasks := s.N * s.KVHeads
+	width := group * D
+	partial := make([]float32, tasks*parts*width)
+	ml := make([]float32, tasks*parts*group*2)
+	span := func(t, part int) (int, int) {
+		n := s.Pos0 + t + 1
+		size := (n + parts - 1) / parts
+		return min(part*size, n), min((part+1)*size, n)
+	}
+	b.pool.For(tasks*parts, 1, func(lo, hi int) {
+		scores := make([]float32, group*((s.Pos0+s.N+parts-1)/parts))
+		for idx := lo; idx < hi; idx++ {
+			task, part := idx/parts, idx%parts
+			t, g := task/s.KVHeads, task%s.KVHeads
+			p0, p1 := span(t, part)
+			o, m := partial[idx*width:(idx+1)*width], ml[idx*group*2:(idx+1)*group*2]
+			if p0 == p1 {
+				for h := range group {
+					m[2*h], m[2*h+1] = float32(math.Inf(-1)), 0
+				}
+				continue
+			}
+			heads := qs[(t*s.Heads+g*group)*D : (t*s.Heads+(g+1)*group)*D]
+			off := p0*stride + g*D
+			attendF16(heads, keys16[off:], vals16[off:], stride, p1-p0, group, s.Scale, scores, o, m)
+		}
+	})
+	for task := range tasks {
+		t, g := task/s.KVHeads, task%s.KVHeads
+		for h := range group {
+			maxv := math.Inf(-1)
+			for part := range parts {
+				maxv = max(maxv, float64(ml[((task*parts+part)*group+h)*2]))
+			}
+			var sum float64
+			coef := make([]float64, parts)
+			for part := range parts {
+				i := ((task*parts+part)*group + h) * 2
+				if ml[i+1] > 0 {
+					coef[part] = math.Exp(float64(ml[i]) - maxv)
+					sum += coef[part] * float64(ml[i+1])
+				}
+			}
+			dst := out[(t*s.Heads+g*group+h)*D : (t*s.Heads+g*group+h+1)*D]
+			for i := range dst {
+				var acc float64
+				for part := range parts {
+					if coef[part] != 0 {
+						acc += coef[part] * float64(partial[(task*parts+part)*width+h*D+i])
+					}
+				}
+				dst[i] = float32(acc / sum)
+			}
+		}
+	}
 }

@@ -13,21 +13,40 @@ import (
 
 // TestAttentionMatchesReference runs causal grouped-query attention over float16 and float32
 // caches (the vector kernel and the Go loop) against a float64 softmax(q·k)·v, for group
-// sizes the kernel takes whole (1, 2, 4, 8) and in pieces (6, 16), at decode and prefill.
+// sizes the kernel takes whole (1, 2, 4, 8) and in pieces (6, 16), at decode and prefill,
+// and with sixteen threads over 600 positions, where the kernel's tasks are cut into parts
+// that are merged afterwards.
 func TestAttentionMatchesReference(t *testing.T) {
-	b := New(Options{Threads: 3})
-	t.Cleanup(func() { b.Close() })
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, c := range []struct{ heads, kvHeads, dim int }{
-		{12, 12, 16}, {8, 4, 64}, {8, 2, 64}, {32, 4, 128}, {6, 1, 32}, {16, 1, 256}, {4, 2, 12},
-	} {
-		for _, typ := range []kv.Type{kv.F16, kv.F32} {
-			for _, step := range []struct{ pos0, n int }{{0, 1}, {0, 5}, {37, 1}, {37, 6}} {
-				name := fmt.Sprintf("h%d/kv%d/d%d/%s/pos%d+%d", c.heads, c.kvHeads, c.dim, typ, step.pos0, step.n)
-				t.Run(name, func(t *testing.T) {
-					checkAttention(t, b, rng, c.heads, c.kvHeads, c.dim, typ, step.pos0, step.n)
-				})
+	for _, threads := range []int{3, 16} {
+		b := New(Options{Threads: threads})
+		t.Cleanup(func() { b.Close() })
+		steps := []struct{ pos0, n int }{{0, 1}, {0, 5}, {37, 1}, {37, 6}}
+		if threads == 16 {
+			steps = []struct{ pos0, n int }{{600, 1}, {600, 2}, {250, 3}}
+		}
+		for _, c := range []struct{ heads, kvHeads, dim int }{
+			{12, 12, 16}, {8, 4, 64}, {8, 2, 64}, {32, 4, 128}, {6, 1, 32}, {16, 1, 256}, {4, 2, 12},
+		} {
+			for _, typ := range []kv.Type{kv.F16, kv.F32} {
+				for _, step := range steps {
+					name := fmt.Sprintf("threads%d/h%d/kv%d/d%d/%s/pos%d+%d", threads, c.heads, c.kvHeads, c.dim, typ, step.pos0, step.n)
+					t.Run(name, func(t *testing.T) {
+						checkAttention(t, b, rng, c.heads, c.kvHeads, c.dim, typ, step.pos0, step.n)
+					})
+				}
 			}
+		}
+	}
+}
+
+// TestAttentionParts checks when the tasks are cut: only with idle threads and enough positions.
+func TestAttentionParts(t *testing.T) {
+	for _, c := range []struct{ tasks, positions, threads, want int }{
+		{4, 600, 2, 1}, {4, 600, 16, 4}, {4, 300, 16, 2}, {4, 100, 16, 1}, {8, 4096, 16, 2}, {64, 4096, 16, 1}, {1, 4096, 16, 16},
+	} {
+		if got := attentionParts(c.tasks, c.positions, c.threads); got != c.want {
+			t.Errorf("attentionParts(%d tasks, %d positions, %d threads) = %d, want %d", c.tasks, c.positions, c.threads, got, c.want)
 		}
 	}
 }
