@@ -166,51 +166,57 @@ func (b *Backend) RMSNorm(dst, x compute.Buf, wt compute.Weight, rows int, eps f
 	w := wt.(*Weight).vec
 	d, s := f32(dst), f32(x)
 	dim := len(w)
-	for r := range rows {
-		in, out := s[r*dim:(r+1)*dim], d[r*dim:(r+1)*dim]
-		var ss float64
-		for _, v := range in {
-			ss += float64(v) * float64(v)
+	b.forWork(rows, rows*dim, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			in, out := s[r*dim:(r+1)*dim], d[r*dim:(r+1)*dim]
+			var ss float64
+			for _, v := range in {
+				ss += float64(v) * float64(v)
+			}
+			scale := float32(1 / math.Sqrt(ss/float64(dim)+float64(eps)))
+			for i, v := range in {
+				out[i] = v * scale * w[i]
+			}
 		}
-		scale := float32(1 / math.Sqrt(ss/float64(dim)+float64(eps)))
-		for i, v := range in {
-			out[i] = v * scale * w[i]
-		}
-	}
+	})
 }
 
 // Add accumulates x into dst.
 func (b *Backend) Add(dst, x compute.Buf, n int) {
 	d, s := f32(dst), f32(x)
-	for i := range n {
-		d[i] += s[i]
-	}
+	b.forWork(n, n, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			d[i] += s[i]
+		}
+	})
 }
 
 // RoPENeoX rotates element i with element i+headDim/2 of every head.
 func (b *Backend) RoPENeoX(x compute.Buf, n, heads, headDim int, positions []int, base float32) {
 	d := f32(x)
 	half := headDim / 2
-	cos, sin := make([]float32, half), make([]float32, half)
 	invFreq := make([]float32, half)
 	for i := range invFreq {
 		// inv_freq in float32 as transformers computes it; the angle below in float64.
 		invFreq[i] = float32(1 / math.Pow(float64(base), float64(2*i)/float64(headDim)))
 	}
-	for t := range n {
-		for i, f := range invFreq {
-			a := float64(positions[t]) * float64(f)
-			cos[i], sin[i] = float32(math.Cos(a)), float32(math.Sin(a))
-		}
-		for h := range heads {
-			v := d[(t*heads+h)*headDim : (t*heads+h+1)*headDim]
-			for i := range half {
-				x0, x1 := v[i], v[i+half]
-				v[i] = x0*cos[i] - x1*sin[i]
-				v[i+half] = x1*cos[i] + x0*sin[i]
+	b.forWork(n, n*heads*headDim, func(lo, hi int) {
+		cos, sin := make([]float32, half), make([]float32, half)
+		for t := lo; t < hi; t++ {
+			for i, f := range invFreq {
+				a := float64(positions[t]) * float64(f)
+				cos[i], sin[i] = float32(math.Cos(a)), float32(math.Sin(a))
+			}
+			for h := range heads {
+				v := d[(t*heads+h)*headDim : (t*heads+h+1)*headDim]
+				for i := range half {
+					x0, x1 := v[i], v[i+half]
+					v[i] = x0*cos[i] - x1*sin[i]
+					v[i+half] = x1*cos[i] + x0*sin[i]
+				}
 			}
 		}
-	}
+	})
 }
 
 // StoreKV writes keys and values into the host cache.
