@@ -73,82 +73,97 @@ static inline AT_T void softmax_row(float *s, int n, float *ml) {
 }
 
 // attend_group: G heads (a compile-time constant at each call, so the sums below live in
-// registers); see strata_attend_f16_avx2.
-static inline AT_T AT_AI void attend_group(const int G, const float *q, const uint16_t *k, const uint16_t *v, long stride,
-                                           int n, int d, float scale, float *scores, float *out, float *ml) {
+// registers) of T consecutive tokens; see strata_attend_f16_avx2. Token j sees n + j
+// positions; each (token, head) gets the same operations in the same order as alone.
+static inline AT_T AT_AI void attend_group(const int G, int T, const float *q, long qs, const uint16_t *k, const uint16_t *v,
+                                           long stride, int n, int d, float scale, float *scores, float *out, float *ml) {
+	const int nmax = n + T - 1; // positions of the last token; score rows are nmax apart
 	// Unaligned accesses to these stack blocks: Win64 only aligns the stack to 16 bytes, and
 	// mingw-w64 gcc does not realign it for 32-byte locals (gcc bug 54412).
 	float kf[AT_POS * STRATA_ATTEND_MAX_DIM];
-	// Scores: a block of key rows in float32, then every head against each of them.
-	for (int p0 = 0; p0 < n; p0 += AT_POS) {
-		const int pb = n - p0 < AT_POS ? n - p0 : AT_POS;
-		for (int j = p0 + AT_AHEAD; j < p0 + AT_AHEAD + AT_POS && j < n; j++) prefetch_row(k + (long)j * stride, d);
+	// Scores: a block of key rows in float32, then every token's heads against each of them.
+	for (int p0 = 0; p0 < nmax; p0 += AT_POS) {
+		const int pb = nmax - p0 < AT_POS ? nmax - p0 : AT_POS;
+		for (int j = p0 + AT_AHEAD; j < p0 + AT_AHEAD + AT_POS && j < nmax; j++) prefetch_row(k + (long)j * stride, d);
 		AT_UNROLL
 		for (int j = 0; j < AT_POS; j++) {
 			const uint16_t *kr = k + (long)(p0 + (j < pb ? j : 0)) * stride; // past the end: row p0 again, unused
 			for (int i = 0; i < d; i += 8) _mm256_storeu_ps(kf + j * d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(kr + i))));
 		}
-		// Two heads at a time: each key chunk loaded once for both (the loop was bound by
-		// its loads with one head).
-		AT_UNROLL
-		for (int h = 0; h < G; h += AT_HEADS) {
-			const int hn = G - h < AT_HEADS ? G - h : AT_HEADS;
-			__m256 acc[AT_HEADS][AT_POS];
+		for (int t = 0; t < T; t++) {
+			const int valid = n + t - p0 < pb ? n + t - p0 : pb; // this token's positions in the block
+			if (valid <= 0) continue;
+			const float *qt = q + (long)t * qs;
+			float *st = scores + (long)t * G * nmax;
+			// Two heads at a time: each key chunk loaded once for both (the loop was bound
+			// by its loads with one head).
 			AT_UNROLL
-			for (int r = 0; r < hn; r++)
+			for (int h = 0; h < G; h += AT_HEADS) {
+				const int hn = G - h < AT_HEADS ? G - h : AT_HEADS;
+				__m256 acc[AT_HEADS][AT_POS];
 				AT_UNROLL
-				for (int j = 0; j < AT_POS; j++) acc[r][j] = _mm256_setzero_ps();
-			for (int i = 0; i < d; i += 8) {
-				__m256 qv[AT_HEADS];
-				AT_UNROLL
-				for (int r = 0; r < hn; r++) qv[r] = _mm256_loadu_ps(q + (long)(h + r) * d + i);
-				AT_UNROLL
-				for (int j = 0; j < AT_POS; j++) {
-					const __m256 kv = _mm256_loadu_ps(kf + j * d + i);
+				for (int r = 0; r < hn; r++)
 					AT_UNROLL
-					for (int r = 0; r < hn; r++) acc[r][j] = _mm256_fmadd_ps(qv[r], kv, acc[r][j]);
+					for (int j = 0; j < AT_POS; j++) acc[r][j] = _mm256_setzero_ps();
+				for (int i = 0; i < d; i += 8) {
+					__m256 qv[AT_HEADS];
+					AT_UNROLL
+					for (int r = 0; r < hn; r++) qv[r] = _mm256_loadu_ps(qt + (long)(h + r) * d + i);
+					AT_UNROLL
+					for (int j = 0; j < AT_POS; j++) {
+						const __m256 kv = _mm256_loadu_ps(kf + j * d + i);
+						AT_UNROLL
+						for (int r = 0; r < hn; r++) acc[r][j] = _mm256_fmadd_ps(qv[r], kv, acc[r][j]);
+					}
 				}
+				AT_UNROLL
+				for (int r = 0; r < hn; r++)
+					for (int j = 0; j < valid; j++) st[(long)(h + r) * nmax + p0 + j] = hsum256(acc[r][j]) * scale;
 			}
-			AT_UNROLL
-			for (int r = 0; r < hn; r++)
-				for (int j = 0; j < pb; j++) scores[(long)(h + r) * n + p0 + j] = hsum256(acc[r][j]) * scale;
 		}
 	}
-	for (int h = 0; h < G; h++) softmax_row(scores + (long)h * n, n, ml ? ml + 2 * h : NULL);
+	for (int t = 0; t < T; t++)
+		for (int h = 0; h < G; h++) softmax_row(scores + (long)(t * G + h) * nmax, n + t, ml ? ml + 2 * (t * G + h) : NULL);
 	// Values: a block of rows in float32, then eight output dims of every head at a time over
 	// the block, the sums carried in out between blocks (so in position order throughout).
 	float vf[AT_VPOS * STRATA_ATTEND_MAX_DIM];
-	for (int p0 = 0; p0 < n; p0 += AT_VPOS) {
-		const int pb = n - p0 < AT_VPOS ? n - p0 : AT_VPOS;
-		for (int j = p0 + AT_VPOS; j < p0 + 2 * AT_VPOS && j < n; j++) prefetch_row(v + (long)j * stride, d);
+	for (int p0 = 0; p0 < nmax; p0 += AT_VPOS) {
+		const int pb = nmax - p0 < AT_VPOS ? nmax - p0 : AT_VPOS;
+		for (int j = p0 + AT_VPOS; j < p0 + 2 * AT_VPOS && j < nmax; j++) prefetch_row(v + (long)j * stride, d);
 		for (int j = 0; j < pb; j++) {
 			const uint16_t *vr = v + (long)(p0 + j) * stride;
 			for (int i = 0; i < d; i += 8) _mm256_storeu_ps(vf + j * d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vr + i))));
 		}
-		for (int i = 0; i < d; i += 8) {
-			__m256 o[STRATA_ATTEND_MAX_GROUP];
-			AT_UNROLL
-			for (int h = 0; h < G; h++) o[h] = p0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(out + (long)h * d + i);
-			for (int j = 0; j < pb; j++) {
-				const __m256 vv = _mm256_loadu_ps(vf + j * d + i);
+		for (int t = 0; t < T; t++) {
+			const int valid = n + t - p0 < pb ? n + t - p0 : pb;
+			if (valid <= 0) continue;
+			float *ot = out + (long)t * qs;
+			const float *st = scores + (long)t * G * nmax;
+			for (int i = 0; i < d; i += 8) {
+				__m256 o[STRATA_ATTEND_MAX_GROUP];
 				AT_UNROLL
-				for (int h = 0; h < G; h++) o[h] = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + (long)h * n + p0 + j), vv, o[h]);
+				for (int h = 0; h < G; h++) o[h] = p0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(ot + (long)h * d + i);
+				for (int j = 0; j < valid; j++) {
+					const __m256 vv = _mm256_loadu_ps(vf + j * d + i);
+					AT_UNROLL
+					for (int h = 0; h < G; h++) o[h] = _mm256_fmadd_ps(_mm256_broadcast_ss(st + (long)h * nmax + p0 + j), vv, o[h]);
+				}
+				AT_UNROLL
+				for (int h = 0; h < G; h++) _mm256_storeu_ps(ot + (long)h * d + i, o[h]);
 			}
-			AT_UNROLL
-			for (int h = 0; h < G; h++) _mm256_storeu_ps(out + (long)h * d + i, o[h]);
 		}
 	}
 }
 
-AT_T void strata_attend_f16_avx2(const float *q, const uint16_t *k, const uint16_t *v, long stride, int n, int d, int g,
-                                 float scale, float *scores, float *out, float *ml) {
+AT_T void strata_attend_f16_avx2(const float *q, long qs, const uint16_t *k, const uint16_t *v, long stride, int n, int t,
+                                 int d, int g, float scale, float *scores, float *out, float *ml) {
 	while (g > 0) {
 		int now = g >= 8 ? 8 : g >= 4 ? 4 : g >= 2 ? 2 : 1;
 		switch (now) {
-		case 8: attend_group(8, q, k, v, stride, n, d, scale, scores, out, ml); break;
-		case 4: attend_group(4, q, k, v, stride, n, d, scale, scores, out, ml); break;
-		case 2: attend_group(2, q, k, v, stride, n, d, scale, scores, out, ml); break;
-		default: attend_group(1, q, k, v, stride, n, d, scale, scores, out, ml); break;
+		case 8: attend_group(8, t, q, qs, k, v, stride, n, d, scale, scores, out, ml); break;
+		case 4: attend_group(4, t, q, qs, k, v, stride, n, d, scale, scores, out, ml); break;
+		case 2: attend_group(2, t, q, qs, k, v, stride, n, d, scale, scores, out, ml); break;
+		default: attend_group(1, t, q, qs, k, v, stride, n, d, scale, scores, out, ml); break;
 		}
 		q += (long)now * d;
 		out += (long)now * d;

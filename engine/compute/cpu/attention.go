@@ -28,14 +28,18 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 			b.attendInParts(out, qs, keys16, vals16, s, parts)
 			return
 		}
-		// One task per (token, KV head): the query heads sharing a KV head read its rows once.
-		b.pool.For(s.N*s.KVHeads, 1, func(lo, hi int) {
-			scores := make([]float32, group*(s.Pos0+s.N))
+		// One task per (block of tokens, KV head): the query heads sharing a KV head, of
+		// attendTokens tokens, read its rows once.
+		blocks := (s.N + attendTokens - 1) / attendTokens
+		tokenStride := s.Heads * D
+		b.pool.For(blocks*s.KVHeads, 1, func(lo, hi int) {
+			scores := make([]float32, attendTokens*group*(s.Pos0+s.N))
 			for idx := lo; idx < hi; idx++ {
-				t, g := idx/s.KVHeads, idx%s.KVHeads
-				heads := qs[(t*s.Heads+g*group)*D : (t*s.Heads+(g+1)*group)*D]
-				dst := out[(t*s.Heads+g*group)*D : (t*s.Heads+(g+1)*group)*D]
-				attendF16(heads, keys16[g*D:], vals16[g*D:], stride, s.Pos0+t+1, group, s.Scale, scores, dst, nil)
+				blk, g := idx/s.KVHeads, idx%s.KVHeads
+				t0 := blk * attendTokens
+				tn := min(attendTokens, s.N-t0)
+				at := t0*tokenStride + g*group*D
+				attendF16(qs[at:], tokenStride, keys16[g*D:], vals16[g*D:], stride, s.Pos0+t0+1, tn, group, D, s.Scale, scores, out[at:], nil)
 			}
 		})
 		return
@@ -96,6 +100,10 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 	})
 }
 
+// attendTokens is how many consecutive tokens of a prefill share one pass over a KV head's
+// rows (each token still gets the operations it would get alone).
+const attendTokens = 4
+
 // minPartPositions is the fewest cached positions worth a task of their own: below it the
 // hand-off and the merge cost more than the attention.
 const minPartPositions = 128
@@ -141,7 +149,7 @@ func (b *Backend) attendInParts(out, qs []float32, keys16, vals16 []uint16, s co
 			}
 			heads := qs[(t*s.Heads+g*group)*D : (t*s.Heads+(g+1)*group)*D]
 			off := p0*stride + g*D
-			attendF16(heads, keys16[off:], vals16[off:], stride, p1-p0, group, s.Scale, scores, o, m)
+			attendF16(heads, width, keys16[off:], vals16[off:], stride, p1-p0, 1, group, D, s.Scale, scores, o, m)
 		}
 	})
 	for task := range tasks {

@@ -72,6 +72,22 @@ func checkAttention(t *testing.T, b *Backend, rng *rand.Rand, heads, kvHeads, di
 	b.Attention(buf(out), buf(q), cache, compute.AttentionSpec{
 		Layer: layer, Pos0: pos0, N: n, Heads: heads, KVHeads: kvHeads, HeadDim: dim, Scale: scale,
 	})
+	// A token among others gets the bits it gets alone (as decode runs it), unless alone its
+	// positions would be cut into parts.
+	for tok := range n {
+		if attentionParts(kvHeads, pos0+tok+1, b.pool.Size()) > 1 {
+			continue
+		}
+		alone := make([]float32, heads*dim)
+		b.Attention(buf(alone), buf(q[tok*heads*dim:(tok+1)*heads*dim]), cache, compute.AttentionSpec{
+			Layer: layer, Pos0: pos0 + tok, N: 1, Heads: heads, KVHeads: kvHeads, HeadDim: dim, Scale: scale,
+		})
+		for i, g := range alone {
+			if w := out[tok*heads*dim+i]; g != w {
+				t.Fatalf("token %d value %d: %g alone, %g among %d tokens", tok, i, g, w, n)
+			}
+		}
+	}
 	// What the cache holds, as float64.
 	stride := kvHeads * dim
 	at := func(p, g, i int, keys bool) float64 {
