@@ -47,6 +47,11 @@ static inline VD_T __m256i VD(shuf16)(__m256i v, int lo, int hi) {
 
 static inline VD_T __m256i VD(load)(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
+// prefetch_ahead asks for the cache lines of the bb bytes VD_PREFETCH past p (a weight block).
+static inline VD_T void VD(prefetch_ahead)(const uint8_t *p, int bb) {
+	for (int o = 0; o < bb; o += 64) _mm_prefetch((const char *)p + VD_PREFETCH + o, _MM_HINT_T0);
+}
+
 // nib32: 16 bytes of nibble pairs -> 32 bytes: the low nibbles, then the high nibbles.
 static inline VD_T __m256i VD(nib32)(const uint8_t *qs) {
 	const __m128i v = _mm_loadu_si128((const __m128i *)qs);
@@ -407,9 +412,7 @@ static inline VD_T VD_AI void VD(q4k_tile)(const int R, const int T, const uint8
 		VD_UNROLL
 		for (int rr = 0; rr < R; rr++) {
 			blk[rr] = w + (r + rr) * rb + b * 144;
-			_mm_prefetch((const char *)blk[rr] + VD_PREFETCH, _MM_HINT_T0);
-			_mm_prefetch((const char *)blk[rr] + VD_PREFETCH + 64, _MM_HINT_T0);
-			_mm_prefetch((const char *)blk[rr] + VD_PREFETCH + 128, _MM_HINT_T0);
+			VD(prefetch_ahead)(blk[rr], 144);
 			if (!pre) {
 				__m128i sc;
 				VD(q4k_sm)(blk[rr], &sc, &mn[rr]);
@@ -513,9 +516,7 @@ static VD_T void VD(mv_q4_k)(const uint8_t *w, int64_t rb, const vd_act *a, cons
 		for (int64_t b = 0; b < nb; b++) {
 			const uint8_t *blk = w + r * rb + b * 144;
 			const int8_t *aq = a->q + b * 256;
-			_mm_prefetch((const char *)blk + VD_PREFETCH, _MM_HINT_T0);
-			_mm_prefetch((const char *)blk + VD_PREFETCH + 64, _MM_HINT_T0);
-			_mm_prefetch((const char *)blk + VD_PREFETCH + 128, _MM_HINT_T0);
+			VD(prefetch_ahead)(blk, 144);
 			__m128i sc128, mn;
 			VD(q4k_sm)(blk, &sc128, &mn);
 			const __m256i sc = _mm256_broadcastsi128_si256(sc128);
@@ -665,9 +666,7 @@ static inline VD_T vd_dec32 VD(d_q5_1)(const uint8_t *b) {
 				__m256 acc = _mm256_setzero_ps();                                                        \
 				float corr = 0;                                                                          \
 				for (int64_t b = 0; b < nb; b++) {                                                       \
-					_mm_prefetch((const char *)(row + b * BB) + VD_PREFETCH, _MM_HINT_T0);               \
-					_mm_prefetch((const char *)(row + b * BB) + VD_PREFETCH + 64, _MM_HINT_T0);          \
-					_mm_prefetch((const char *)(row + b * BB) + VD_PREFETCH + 128, _MM_HINT_T0);         \
+					VD(prefetch_ahead)(row + b * BB, BB);                                                \
 					VD(b_##NAME)(row + b * BB, aq + b * 256, ad[b], bs + b * 16, &acc, &corr);           \
 				}                                                                                        \
 				y[i * ldy + r] = VD(hsum)(acc) + corr;                                                   \
@@ -793,10 +792,7 @@ static inline VD_T VD_AI void VD(q6k_tile)(const int R, const int T, const uint8
 		VD_UNROLL
 		for (int rr = 0; rr < R; rr++) {
 			blk[rr] = w + (r + rr) * rb + b * 210;
-			_mm_prefetch((const char *)blk[rr] + VD_PREFETCH, _MM_HINT_T0);
-			_mm_prefetch((const char *)blk[rr] + VD_PREFETCH + 64, _MM_HINT_T0);
-			_mm_prefetch((const char *)blk[rr] + VD_PREFETCH + 128, _MM_HINT_T0);
-			_mm_prefetch((const char *)blk[rr] + VD_PREFETCH + 192, _MM_HINT_T0);
+			VD(prefetch_ahead)(blk[rr], 210);
 		}
 		__m256i isum[2][4];
 		VD_UNROLL
