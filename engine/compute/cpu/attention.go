@@ -9,8 +9,9 @@ import (
 )
 
 // Attention is causal grouped-query attention over the host cache; query head h reads kv
-// head h / (heads/kvHeads). With the vector kernel each (token, kv head) pair is one task,
-// else each (token, head) pair.
+// head h / (heads/kvHeads). With the vector kernel a task is the heads of one kv head for
+// up to attendTokens tokens (or, when threads would idle, a part of one token's positions:
+// attendInParts); without it, one (token, head) pair.
 func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.AttentionSpec) {
 	cache := c.(*kv.Cache)
 	out, qs := f32(dst), f32(q)
@@ -152,6 +153,7 @@ func (b *Backend) attendInParts(out, qs []float32, keys16, vals16 []uint16, s co
 			attendF16(heads, width, keys16[off:], vals16[off:], stride, p1-p0, 1, group, D, s.Scale, scores, o, m)
 		}
 	})
+	coef := make([]float64, parts)
 	for task := range tasks {
 		t, g := task/s.KVHeads, task%s.KVHeads
 		for h := range group {
@@ -160,7 +162,7 @@ func (b *Backend) attendInParts(out, qs []float32, keys16, vals16 []uint16, s co
 				maxv = max(maxv, float64(ml[((task*parts+part)*group+h)*2]))
 			}
 			var sum float64
-			coef := make([]float64, parts)
+			clear(coef)
 			for part := range parts {
 				i := ((task*parts+part)*group + h) * 2
 				if ml[i+1] > 0 {
