@@ -375,6 +375,7 @@ static VD_T void VD(q4k_prep)(int R, const uint8_t *w, int64_t rb, int64_t nb, i
 	for (int rr = 0; rr < R; rr++) {
 		for (int64_t b = 0; b < nb; b++) {
 			const uint8_t *blk = w + (r + rr) * rb + b * 144;
+			VD(prefetch_ahead)(blk, 144); // the first touch of these rows: stream them from here
 			vd_q4k_pre *o = &pre[rr * nb + b];
 			__m128i sc, mn;
 			VD(q4k_sm)(blk, &sc, &mn);
@@ -766,6 +767,7 @@ static VD_T void VD(q6k_prep)(int R, const uint8_t *w, int64_t rb, int64_t nb, i
 	for (int rr = 0; rr < R; rr++) {
 		for (int64_t b = 0; b < nb; b++) {
 			const uint8_t *blk = w + (r + rr) * rb + b * 210;
+			VD(prefetch_ahead)(blk, 210); // the first touch of these rows: stream them from here
 			VD(q6k_pre) *o = &pre[rr * nb + b];
 			const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
 			_mm256_storeu_si256((__m256i *)o->sc, sc16);
