@@ -76,11 +76,9 @@ static inline AT_T void softmax_row(float *s, int n, float *ml) {
 // registers) of T consecutive tokens; see strata_attend_f16_avx2. Token j sees n + j
 // positions; each (token, head) gets the same operations in the same order as alone.
 static inline AT_T AT_AI void attend_group(const int G, int T, const float *q, long qs, const uint16_t *k, const uint16_t *v,
-                                           long stride, int n, int d, float scale, float *scores, float *out, float *ml) {
+                                           long stride, int n, int d, float scale, float *scores, float *out, float *ml,
+                                           float *kf, float *vf) {
 	const int nmax = n + T - 1; // positions of the last token; score rows are nmax apart
-	// Unaligned accesses to these stack blocks: Win64 only aligns the stack to 16 bytes, and
-	// mingw-w64 gcc does not realign it for 32-byte locals (gcc bug 54412).
-	float kf[AT_POS * STRATA_ATTEND_MAX_DIM];
 	// Scores: a block of key rows in float32, then every token's heads against each of them.
 	for (int p0 = 0; p0 < nmax; p0 += AT_POS) {
 		const int pb = nmax - p0 < AT_POS ? nmax - p0 : AT_POS;
@@ -126,7 +124,6 @@ static inline AT_T AT_AI void attend_group(const int G, int T, const float *q, l
 		for (int h = 0; h < G; h++) softmax_row(scores + (long)(t * G + h) * nmax, n + t, ml ? ml + 2 * (t * G + h) : NULL);
 	// Values: a block of rows in float32, then eight output dims of every head at a time over
 	// the block, the sums carried in out between blocks (so in position order throughout).
-	float vf[AT_VPOS * STRATA_ATTEND_MAX_DIM];
 	for (int p0 = 0; p0 < nmax; p0 += AT_VPOS) {
 		const int pb = nmax - p0 < AT_VPOS ? nmax - p0 : AT_VPOS;
 		for (int j = p0 + AT_VPOS; j < p0 + 2 * AT_VPOS && j < nmax; j++) prefetch_row(v + (long)j * stride, d);
@@ -157,13 +154,17 @@ static inline AT_T AT_AI void attend_group(const int G, int T, const float *q, l
 
 AT_T void strata_attend_f16_avx2(const float *q, long qs, const uint16_t *k, const uint16_t *v, long stride, int n, int t,
                                  int d, int g, float scale, float *scores, float *out, float *ml) {
+	// Key and value rows converted to float32, shared by the group sizes below (one stack
+	// frame). Accessed unaligned: Win64 only aligns the stack to 16 bytes, and mingw-w64 gcc
+	// does not realign it for 32-byte locals (gcc bug 54412).
+	float kf[AT_POS * STRATA_ATTEND_MAX_DIM], vf[AT_VPOS * STRATA_ATTEND_MAX_DIM];
 	while (g > 0) {
 		int now = g >= 8 ? 8 : g >= 4 ? 4 : g >= 2 ? 2 : 1;
 		switch (now) {
-		case 8: attend_group(8, t, q, qs, k, v, stride, n, d, scale, scores, out, ml); break;
-		case 4: attend_group(4, t, q, qs, k, v, stride, n, d, scale, scores, out, ml); break;
-		case 2: attend_group(2, t, q, qs, k, v, stride, n, d, scale, scores, out, ml); break;
-		default: attend_group(1, t, q, qs, k, v, stride, n, d, scale, scores, out, ml); break;
+		case 8: attend_group(8, t, q, qs, k, v, stride, n, d, scale, scores, out, ml, kf, vf); break;
+		case 4: attend_group(4, t, q, qs, k, v, stride, n, d, scale, scores, out, ml, kf, vf); break;
+		case 2: attend_group(2, t, q, qs, k, v, stride, n, d, scale, scores, out, ml, kf, vf); break;
+		default: attend_group(1, t, q, qs, k, v, stride, n, d, scale, scores, out, ml, kf, vf); break;
 		}
 		q += (long)now * d;
 		out += (long)now * d;
