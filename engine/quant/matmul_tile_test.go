@@ -6,14 +6,14 @@ import (
 	"testing"
 )
 
-// TestMatMulTilesMatchReference covers the Q4_K and Q6_K tile kernels' edges: every row count up to
+// TestMatMulTilesMatchReference covers the Q4_K, Q5_K and Q6_K tile kernels' edges: every row count up to
 // two tiles plus a remainder, every activation count up to two tiles plus a remainder, at
 // every level, against the Go reference. Each result must also be bit-identical whether the
 // row range is done in one call or one row at a time (the pool splits rows anywhere), and
 // whether an activation row comes alone (decode) or among others (prefill).
 func TestMatMulTilesMatchReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
-	for _, wt := range []Type{Q4_K, Q6_K} {
+	for _, wt := range []Type{Q4_K, Q5_K, Q6_K} {
 		for _, cols := range []int{256, 3 * 256} {
 			for rows := 1; rows <= 7; rows++ {
 				for n := 1; n <= 9; n++ {

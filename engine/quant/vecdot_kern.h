@@ -874,10 +874,134 @@ static VD_T void VD(mmt_q6_k)(const uint8_t *w, int64_t rb, const vd_act *a, flo
 	free(pre);
 }
 
-#undef VD_AI
-#undef VD_UNROLL
 VD_ROWS256(iq4_xs, 136)
 VD_ROWS256X4(q5_k, 176)
+
+// ---- Q5_K in tiles of two weight rows x up to four activation rows (n >= 4), like Q6_K's:
+// b_q45_k's integer sums (exact, in any order) and its float steps per (row, activation) pair,
+// so the bits match the one-row kernel. The fifth bit of chunk c is bit c of the qh bytes. ----
+
+// vd_q5k_pre: one Q5_K block of a weight row, its scales ready for the tile: each chunk's
+// scale in all 16 int16 lanes, the eight mins, d and dmin.
+typedef struct {
+	int16_t scv[8][16];
+	int32_t m[8];
+	float d, dmin;
+} VD(q5k_pre);
+
+static VD_T void VD(q5k_prep)(int R, const uint8_t *w, int64_t rb, int64_t nb, int64_t r, VD(q5k_pre) *pre) {
+	for (int rr = 0; rr < R; rr++) {
+		for (int64_t b = 0; b < nb; b++) {
+			const uint8_t *blk = w + (r + rr) * rb + b * 176;
+			VD(prefetch_ahead)(blk, 176); // the first touch of these rows: stream them from here
+			VD(q5k_pre) *o = &pre[rr * nb + b];
+			__m128i sc, mn;
+			VD(q4k_sm)(blk, &sc, &mn); // Q5_K keeps Q4_K's d, dmin and packed scales
+			const __m256i sc16 = _mm256_broadcastsi128_si256(sc);
+			for (int j = 0; j < 8; j++) _mm256_storeu_si256((__m256i *)o->scv[j], VD(shuf16)(sc16, j, j));
+			_mm256_storeu_si256((__m256i *)o->m, _mm256_cvtepi16_epi32(mn));
+			o->d = VD(f16)(blk);
+			o->dmin = VD(f16)(blk + 2);
+		}
+	}
+}
+
+static inline VD_T VD_AI void VD(q5k_tile)(const int R, const int T, const uint8_t *w, int64_t rb, const vd_act *a,
+                                           int64_t r, int64_t i0, float *y, int64_t ldy, const VD(q5k_pre) *pre) {
+	const int64_t nb = a->cols / 256;
+	const __m256i m4 = _mm256_set1_epi8(15), m16 = _mm256_set1_epi8(16);
+	__m256 acc[2][4];
+	VD_UNROLL
+	for (int rr = 0; rr < R; rr++)
+		VD_UNROLL
+		for (int t = 0; t < T; t++) acc[rr][t] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *blk[2];
+		VD_UNROLL
+		for (int rr = 0; rr < R; rr++) {
+			blk[rr] = w + (r + rr) * rb + b * 176;
+			VD(prefetch_ahead)(blk[rr], 176);
+		}
+		__m256i isum[2][4];
+		VD_UNROLL
+		for (int rr = 0; rr < R; rr++)
+			VD_UNROLL
+			for (int t = 0; t < T; t++) isum[rr][t] = _mm256_setzero_si256();
+		VD_UNROLL
+		for (int c = 0; c < 8; c++) {
+			__m256i u[2], s[2];
+			VD_UNROLL
+			for (int rr = 0; rr < R; rr++) {
+				const __m256i q = VD(load)(blk[rr] + 48 + 32 * (c / 2)), hb = VD(load)(blk[rr] + 16);
+				const __m256i lo = _mm256_and_si256(c & 1 ? _mm256_srli_epi16(q, 4) : q, m4);
+				// Bit c of each qh byte to bit 4 (16-bit shifts move it within its byte).
+				const __m256i hi = _mm256_and_si256(c <= 4 ? _mm256_slli_epi16(hb, 4 - c) : _mm256_srli_epi16(hb, c - 4), m16);
+				u[rr] = _mm256_or_si256(lo, hi);
+				s[rr] = VD(load)(pre[rr * nb + b].scv[c]);
+			}
+			VD_UNROLL
+			for (int t = 0; t < T; t++) {
+				const __m256i av = VD(load)(a->q + (i0 + t) * a->cols + b * 256 + 32 * c);
+				VD_UNROLL
+				for (int rr = 0; rr < R; rr++) isum[rr][t] = _mm256_add_epi32(isum[rr][t], VD(dot_us16)(u[rr], av, s[rr]));
+			}
+		}
+		VD_UNROLL
+		for (int rr = 0; rr < R; rr++) {
+			const VD(q5k_pre) *pb = &pre[rr * nb + b];
+			const __m256i m = VD(load)(pb->m);
+			VD_UNROLL
+			for (int t = 0; t < T; t++) {
+				const int64_t ib = (i0 + t) * nb + b;
+				const float ad = a->d[ib];
+				// b_q45_k's steps: the mins times the activation sums of their 32 values.
+				const __m256i bsp = _mm256_madd_epi16(VD(load)(a->s + ib * 16), _mm256_set1_epi16(1));
+				const __m256 mins = _mm256_cvtepi32_ps(_mm256_mullo_epi32(m, bsp));
+				acc[rr][t] = _mm256_fmadd_ps(_mm256_set1_ps(pb->d * ad), _mm256_cvtepi32_ps(isum[rr][t]), acc[rr][t]);
+				acc[rr][t] = _mm256_fnmadd_ps(_mm256_set1_ps(pb->dmin * ad), mins, acc[rr][t]);
+			}
+		}
+	}
+	VD_UNROLL
+	for (int rr = 0; rr < R; rr++)
+		VD_UNROLL
+		for (int t = 0; t < T; t++) y[(i0 + t) * ldy + r + rr] = VD(hsum)(acc[rr][t]);
+}
+
+static inline VD_T VD_AI void VD(q5k_rows)(const int R, const uint8_t *w, int64_t rb, const vd_act *a, int64_t r, float *y,
+                                           int64_t ldy, const VD(q5k_pre) *pre) {
+	int64_t i = 0;
+	for (; i + 4 <= a->n; i += 4) VD(q5k_tile)(R, 4, w, rb, a, r, i, y, ldy, pre);
+	switch (a->n - i) {
+	case 3: VD(q5k_tile)(R, 3, w, rb, a, r, i, y, ldy, pre); break;
+	case 2: VD(q5k_tile)(R, 2, w, rb, a, r, i, y, ldy, pre); break;
+	case 1: VD(q5k_tile)(R, 1, w, rb, a, r, i, y, ldy, pre); break;
+	}
+}
+
+// mmt_q5_k: one activation row through the one-row kernel, two and three through the
+// four-row one (mmx_q5_k), more in tiles.
+static VD_T void VD(mmt_q5_k)(const uint8_t *w, int64_t rb, const vd_act *a, float *y, int64_t ldy, int64_t r0, int64_t r1) {
+	const int64_t nb = a->cols / 256;
+	VD(q5k_pre) *pre = a->n >= 4 ? malloc(sizeof(VD(q5k_pre)) * (size_t)(2 * nb)) : NULL;
+	if (!pre) {
+		(a->n > 1 ? VD(mmx_q5_k) : VD(mm_q5_k))(w, rb, a, y, ldy, r0, r1);
+		return;
+	}
+	int64_t r = r0;
+	for (; r + 2 <= r1; r += 2) {
+		VD(q5k_prep)(2, w, rb, nb, r, pre);
+		VD(q5k_rows)(2, w, rb, a, r, y, ldy, pre);
+	}
+	if (r < r1) {
+		VD(q5k_prep)(1, w, rb, nb, r, pre);
+		VD(q5k_rows)(1, w, rb, a, r, y, ldy, pre);
+	}
+	free(pre);
+}
+
+#undef VD_AI
+#undef VD_UNROLL
 
 #undef VD_ROWS32
 #undef VD_ROWS32X4
@@ -1016,7 +1140,7 @@ static VD_T int VD(run)(int type, const uint8_t *w, int64_t rb, const vd_act *a,
 	case VD_Q2_K: VD(mm_q2_k)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_Q3_K: VD(mm_q3_k)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_Q4_K: VD(mmt_q4_k)(w, rb, a, y, ldy, r0, r1); return 0;
-	case VD_Q5_K: (a->n > 1 ? VD(mmx_q5_k) : VD(mm_q5_k))(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q5_K: VD(mmt_q5_k)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_Q6_K: VD(mmt_q6_k)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_IQ4_XS: VD(mm_iq4_xs)(w, rb, a, y, ldy, r0, r1); return 0;
 	}
