@@ -34,7 +34,10 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 		blocks := (s.N + attendTokens - 1) / attendTokens
 		tokenStride := s.Heads * D
 		b.pool.For(blocks*s.KVHeads, 1, func(lo, hi int) {
-			scores := make([]float32, attendTokens*group*(s.Pos0+s.N))
+			// Reused blocks: a long prefill would otherwise allocate megabytes per layer.
+			sc := b.scratch(attendTokens * group * (s.Pos0 + s.N))
+			defer b.release(sc)
+			scores := *sc
 			for idx := lo; idx < hi; idx++ {
 				blk, g := idx/s.KVHeads, idx%s.KVHeads
 				t0 := blk * attendTokens
@@ -128,15 +131,19 @@ func (b *Backend) attendInParts(out, qs []float32, keys16, vals16 []uint16, s co
 	stride := s.KVHeads * D
 	tasks := s.N * s.KVHeads
 	width := group * D
-	partial := make([]float32, tasks*parts*width)
-	ml := make([]float32, tasks*parts*group*2)
+	// Every value below is written before it is read (an empty part writes only its ml).
+	sp := b.scratch(tasks * parts * (width + group*2))
+	defer b.release(sp)
+	partial, ml := (*sp)[:tasks*parts*width], (*sp)[tasks*parts*width:]
 	span := func(t, part int) (int, int) {
 		n := s.Pos0 + t + 1
 		size := (n + parts - 1) / parts
 		return min(part*size, n), min((part+1)*size, n)
 	}
 	b.pool.For(tasks*parts, 1, func(lo, hi int) {
-		scores := make([]float32, group*((s.Pos0+s.N+parts-1)/parts))
+		sc := b.scratch(group * ((s.Pos0 + s.N + parts - 1) / parts))
+		defer b.release(sc)
+		scores := *sc
 		for idx := lo; idx < hi; idx++ {
 			task, part := idx/parts, idx%parts
 			t, g := task/s.KVHeads, task%s.KVHeads
