@@ -6,12 +6,21 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
-// spinRounds is how many times an idle worker yields while watching for the next task
-// before it parks (roughly tens of microseconds). Decode runs many short products back to
-// back; waking a parked goroutine costs more than one of them.
+// idleSpin is how long an idle worker keeps yielding while it watches for the next task
+// before it parks. Decode runs many short products back to back with a little serial work
+// between them, and waking a parked goroutine costs more than one of them. On a 2-core VM a
+// 30b-a3b decode (68 steps, 18640 parallel loops) parked the worker 11723 times when it
+// yielded a fixed 200 times (~10 us); 460 times at 100 us, 201 at 300 us, 48 at 1 ms.
+const idleSpin = 300 * time.Microsecond
+
+// spinRounds bounds how long For's caller yields while the last chunks finish.
 const spinRounds = 200
+
+// spinCheck is how many yields pass between clock reads while a worker spins.
+const spinCheck = 16
 
 // Pool runs index ranges on a fixed set of workers. The caller's goroutine takes part, so a
 // pool of n has n-1 background workers.
@@ -67,15 +76,7 @@ func (p *Pool) worker() {
 		if p.closed.Load() {
 			return
 		}
-		spun := false
-		for i := 0; i < spinRounds; i++ {
-			if t := p.cur.Load(); (t != nil && t != seen) || p.closed.Load() {
-				spun = true
-				break
-			}
-			runtime.Gosched()
-		}
-		if spun {
+		if p.spin(seen) {
 			continue
 		}
 		p.parked.Add(1)
@@ -89,6 +90,26 @@ func (p *Pool) worker() {
 		if !ok {
 			return
 		}
+	}
+}
+
+// spin yields for up to idleSpin while watching for a task other than seen; it reports
+// whether one (or Close) came.
+func (p *Pool) spin(seen *task) bool {
+	var deadline time.Time
+	for i := 0; ; i++ {
+		if t := p.cur.Load(); (t != nil && t != seen) || p.closed.Load() {
+			return true
+		}
+		if i%spinCheck == 0 {
+			now := time.Now()
+			if deadline.IsZero() {
+				deadline = now.Add(idleSpin)
+			} else if now.After(deadline) {
+				return false
+			}
+		}
+		runtime.Gosched()
 	}
 }
 

@@ -541,11 +541,13 @@ static VD_T void VD(mv_q4_k)(const uint8_t *w, int64_t rb, const vd_act *a, cons
 // mmt_q4_k: one weight row at a time for one or two activation rows (sharing their loads
 // across rows measured slower there than one row's simpler loop), else VD_Q4K_R rows a tile.
 // From VD_Q4K_PRE activation rows up, each weight row's scales and each activation row's
-// sums are decoded once per call (into malloc'd space; without it, per tile). Four, not
-// eight: a prefill's MoE gives many experts five to seven rows, and those products ran
-// ~20% faster decoded once (768x2048 expert matrices from DRAM, one Zen 3 thread).
+// sums are decoded once per call (into malloc'd space; without it, per tile). Three, not
+// eight: a prefill's MoE gives many experts three to seven rows, and those products ran
+// faster decoded once (768x2048 expert matrices from DRAM, one Zen 3 thread: five to seven
+// rows ~20%; three rows 210-280 -> 130 us, where the undecoded tile was the slowest of all
+// row counts per value).
 #ifndef VD_Q4K_PRE
-#define VD_Q4K_PRE 4
+#define VD_Q4K_PRE 3
 #endif
 static VD_T void VD(mmt_q4_k)(const uint8_t *w, int64_t rb, const vd_act *a, float *y, int64_t ldy, int64_t r0, int64_t r1) {
 	int64_t r = r0;
