@@ -8,6 +8,9 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,21 +21,24 @@ import (
 
 // benchReport is `strata bench --json`.
 type benchReport struct {
-	Model           string  `json:"model"`
-	Backend         string  `json:"backend"`
-	Threads         int     `json:"threads"`
-	LoadSeconds     float64 `json:"load_s"`
-	ReadySeconds    float64 `json:"ready_s"` // process start until the first token can be made
-	PromptTokens    int     `json:"prompt_tokens"`
-	PrefillTPS      float64 `json:"prefill_tokens_per_s"`
-	DecodeTokens    int     `json:"decode_tokens"`
-	DecodeTPS       float64 `json:"decode_tokens_per_s"`
-	BytesPerToken   int64   `json:"weight_bytes_read_per_token"`
-	MemBandwidthGBs float64 `json:"memory_bandwidth_gb_s"` // read bandwidth: decode only reads weights
-	CopyGBs         float64 `json:"copy_bandwidth_gb_s"`   // a parallel copy, read + written bytes (STREAM)
-	BoundTPS        float64 `json:"bandwidth_bound_tokens_per_s"`
-	FractionOfBound float64 `json:"fraction_of_bound"`
-	PeakRSSBytes    int64   `json:"peak_rss_bytes"`
+	Model        string  `json:"model"`
+	Backend      string  `json:"backend"`
+	Threads      int     `json:"threads"`
+	LoadSeconds  float64 `json:"load_s"`
+	ReadySeconds float64 `json:"ready_s"` // process start until the first token can be made
+	PromptTokens int     `json:"prompt_tokens"`
+	PrefillTPS   float64 `json:"prefill_tokens_per_s"`
+	DecodeTokens int     `json:"decode_tokens"`
+	DecodeTPS    float64 `json:"decode_tokens_per_s"`
+	// With --repeat N > 1 the two rates above are medians, and every run's are here.
+	PrefillRuns     []float64 `json:"prefill_tokens_per_s_runs,omitempty"`
+	DecodeRuns      []float64 `json:"decode_tokens_per_s_runs,omitempty"`
+	BytesPerToken   int64     `json:"weight_bytes_read_per_token"`
+	MemBandwidthGBs float64   `json:"memory_bandwidth_gb_s"` // read bandwidth: decode only reads weights
+	CopyGBs         float64   `json:"copy_bandwidth_gb_s"`   // a parallel copy, read + written bytes (STREAM)
+	BoundTPS        float64   `json:"bandwidth_bound_tokens_per_s"`
+	FractionOfBound float64   `json:"fraction_of_bound"`
+	PeakRSSBytes    int64     `json:"peak_rss_bytes"`
 	// Start-up: bytes the process read from storage until ready, and the lowest available
 	// RAM seen while it started.
 	ReadyDiskReadBytes int64   `json:"ready_disk_read_bytes"`
@@ -50,6 +56,7 @@ func runBench(ctx context.Context, args []string, io IO) error {
 	modelPath := fs.String("m", "", "model GGUF file")
 	promptN := fs.Int("prompt", 512, "prompt tokens for the prefill measurement")
 	decodeN := fs.Int("decode", 128, "tokens to decode")
+	repeat := fs.Int("repeat", 1, "generate this many times after one load, each in a new session, and report the median rates")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the generation to this file")
 	addEngineFlags(fs, &cfg)
@@ -61,6 +68,9 @@ func runBench(ctx context.Context, args []string, io IO) error {
 	}
 	if *promptN < 1 || *decodeN < 2 {
 		return usagef("--prompt must be >= 1 and --decode >= 2")
+	}
+	if *repeat < 1 {
+		return usagef("--repeat must be >= 1")
 	}
 	if cfg.MaxContext == 0 {
 		cfg.MaxContext = *promptN + *decodeN + 16
@@ -96,15 +106,24 @@ func runBench(ctx context.Context, args []string, io IO) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	s := m.NewSession(engine.SessionOptions{})
-	res, err := s.Generate(ctx, prompt, engine.Sampling{MaxTokens: *decodeN, IgnoreEOS: true}, nil)
-	if err != nil {
-		return err
+	for run := range *repeat {
+		if *repeat > 1 && !*asJSON {
+			fmt.Fprintf(io.Err, "run %d of %d\n", run+1, *repeat)
+		}
+		s := m.NewSession(engine.SessionOptions{})
+		res, err := s.Generate(ctx, prompt, engine.Sampling{MaxTokens: *decodeN, IgnoreEOS: true}, nil)
+		if err != nil {
+			return fmt.Errorf("bench run %d of %d: %w", run+1, *repeat, err)
+		}
+		rep.PromptTokens = res.Timings.PromptTokens
+		rep.DecodeTokens = res.Timings.GeneratedTokens
+		rep.PrefillRuns = append(rep.PrefillRuns, res.Timings.PrefillTokensPerSec())
+		rep.DecodeRuns = append(rep.DecodeRuns, res.Timings.DecodeTokensPerSec())
 	}
-	rep.PromptTokens = res.Timings.PromptTokens
-	rep.PrefillTPS = res.Timings.PrefillTokensPerSec()
-	rep.DecodeTokens = res.Timings.GeneratedTokens
-	rep.DecodeTPS = res.Timings.DecodeTokensPerSec()
+	rep.PrefillTPS, rep.DecodeTPS = median(rep.PrefillRuns), median(rep.DecodeRuns)
+	if *repeat == 1 {
+		rep.PrefillRuns, rep.DecodeRuns = nil, nil
+	}
 
 	rep.BytesPerToken = info.DecodeBytesPerToken
 	rep.MemBandwidthGBs, rep.CopyGBs = memoryBandwidth(m.Config().Threads)
@@ -140,6 +159,10 @@ func runBench(ctx context.Context, args []string, io IO) error {
 	fmt.Fprintf(io.Out, "model     %s (%s, %d threads)\n", rep.Model, rep.Backend, rep.Threads)
 	fmt.Fprintf(io.Out, "load      %.2f s (ready %.2f s after start)\n", rep.LoadSeconds, rep.ReadySeconds)
 	fmt.Fprintf(io.Out, "prefill   %d tokens at %.1f tok/s\n", rep.PromptTokens, rep.PrefillTPS)
+	if len(rep.PrefillRuns) > 1 {
+		fmt.Fprintf(io.Out, "runs      medians of %d: prefill %s tok/s, decode %s tok/s\n",
+			len(rep.PrefillRuns), formatRates(rep.PrefillRuns), formatRates(rep.DecodeRuns))
+	}
 	fmt.Fprintf(io.Out, "decode    %d tokens at %.2f tok/s (bound %.2f tok/s = %.1f GB/s read / %.1f MB per token: %.0f%%; a copy moves %.1f GB/s)\n",
 		rep.DecodeTokens, rep.DecodeTPS, rep.BoundTPS, rep.MemBandwidthGBs, float64(rep.BytesPerToken)/1e6, 100*rep.FractionOfBound, rep.CopyGBs)
 	fmt.Fprintf(io.Out, "peak RSS  %.2f GiB; %.2f GB read from disk until ready; lowest available RAM while starting %.2f GiB\n",
@@ -161,6 +184,29 @@ func runBench(ctx context.Context, args []string, io IO) error {
 		}
 	}
 	return nil
+}
+
+// median is the middle value of xs (the mean of the two middle ones for an even count);
+// 0 for none. xs is not changed.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+// formatRates lists rates with one decimal, space-separated.
+func formatRates(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.FormatFloat(x, 'f', 1, 64)
+	}
+	return strings.Join(parts, " ")
 }
 
 // cacheReport is the expert cache's part of the bench report.
