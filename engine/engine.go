@@ -143,6 +143,18 @@ func (m *Model) Close() error {
 	return errors.Join(errs...)
 }
 
+// Warmed is closed once the model file's pages are mapped into the process: after a CPU
+// load that happens in the background, so the first prompt takes no page faults. It is
+// closed at once when nothing is being mapped.
+func (m *Model) Warmed() <-chan struct{} {
+	if m.place.warm != nil {
+		return m.place.warm.done
+	}
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
 // Info describes the model.
 func (m *Model) Info() ModelInfo { return m.info }
 

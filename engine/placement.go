@@ -38,10 +38,14 @@ type placement struct {
 	fill     experts.FillStats
 	notes    []string // what the tiers could not do as planned (shown in the tier map)
 	verify   []string // checksums for --verify
+	warm     *warmer  // maps the file's pages after a CPU load; nil when not worth it
 }
 
 func (p *placement) close() error {
 	var errs []error
+	if p.warm != nil {
+		p.warm.stop() // before anything unmaps the file
+	}
 	if p.backend != nil {
 		errs = append(errs, p.backend.Close()) // unregisters the arena before it is freed
 	}
@@ -121,6 +125,9 @@ func place(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, report
 		p.net, err = model.Load(f, b, func(done, total int64) {
 			report(Progress{Phase: "weights", Done: done, Total: total})
 		})
+		if err == nil && !isGPU && warmFits(f.Size(), platform.ProbeMemory(ctx).AvailableBytes) {
+			p.warm = startWarm(f.Mapping(), os.Getpagesize(), f.Path)
+		}
 	}
 	if err != nil {
 		p.close()

@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"unsafe"
@@ -37,6 +38,17 @@ func AdviseWillNeed(b []byte) error { return madvise(b, unix.MADV_WILLNEED, "wil
 // AdviseDontNeed tells the kernel b's pages can be dropped; a file mapping's pages are read
 // again from the file (or the page cache) on the next touch.
 func AdviseDontNeed(b []byte) error { return madvise(b, unix.MADV_DONTNEED, "dont-need") }
+
+// PopulateRead maps b's pages of a file mapping into the process now, reading the ones the
+// page cache lacks (MADV_POPULATE_READ, Linux 5.14), so later reads take no page faults. It
+// reports errors.ErrUnsupported on older kernels.
+func PopulateRead(b []byte) error {
+	err := madvise(b, unix.MADV_POPULATE_READ, "populate-read")
+	if errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("%w: %w", errors.ErrUnsupported, err)
+	}
+	return err
+}
 
 func madvise(b []byte, advice int, name string) error {
 	p, n := pageSpan(b)

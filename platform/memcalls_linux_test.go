@@ -1,9 +1,13 @@
 package platform
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -62,4 +66,60 @@ func TestAdviseOnFileMapping(t *testing.T) {
 	if m[500000] != data[500000] { // read back from the file
 		t.Errorf("mapping changed")
 	}
+}
+
+// PopulateRead maps a file mapping's pages: the mapping's resident set (smaps Rss, which
+// counts only pages mapped into this process) grows from none to the populated range.
+func TestPopulateReadMapsPages(t *testing.T) {
+	const size = 4 << 20
+	path := filepath.Join(t.TempDir(), "m.bin")
+	if err := os.WriteFile(path, make([]byte, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	before := mappingRSS(t, m)
+	if err := PopulateRead(m[:size/2]); errors.Is(err, errors.ErrUnsupported) {
+		t.Skipf("this kernel has no MADV_POPULATE_READ: %v", err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	after := mappingRSS(t, m)
+	if before != 0 || after < size/2 || after > size {
+		t.Errorf("mapped bytes %d before, %d after populating %d", before, after, size/2)
+	}
+}
+
+// mappingRSS is the Rss of the mapping that starts at m[0], from /proc/self/smaps.
+func mappingRSS(t *testing.T, m []byte) int64 {
+	t.Helper()
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := fmt.Sprintf("%x-", uintptr(unsafe.Pointer(&m[0])))
+	in := false
+	for _, line := range strings.Split(string(smaps), "\n") {
+		if strings.HasPrefix(line, start) {
+			in = true
+			continue
+		}
+		if in && strings.HasPrefix(line, "Rss:") {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimPrefix(line, "Rss:"), "%d kB", &kb); err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no mapping at %s in smaps", start)
+	return 0
 }

@@ -15,6 +15,7 @@ func LockMemory([]byte) error     { return errors.ErrUnsupported }
 func UnlockMemory([]byte) error   { return errors.ErrUnsupported }
 func AdviseWillNeed([]byte) error { return nil } // advice is optional
 func AdviseDontNeed([]byte) error { return nil }
+func PopulateRead([]byte) error   { return errors.ErrUnsupported }
 
 func OpenUnbuffered(path string) (*os.File, int, error) {
 	return nil, 0, fmt.Errorf("open unbuffered %s: %w", path, errors.ErrUnsupported)

@@ -74,6 +74,11 @@ func AdviseWillNeed(b []byte) error {
 	return nil
 }
 
+// PopulateRead reports errors.ErrUnsupported: Windows has no call that maps a view's pages
+// into the working set without touching them (PrefetchVirtualMemory only reads them into
+// the file cache), so callers touch them.
+func PopulateRead([]byte) error { return errors.ErrUnsupported }
+
 // AdviseDontNeed takes b's pages out of the working set. VirtualUnlock on pages that are not
 // locked does exactly that (and reports ERROR_NOT_LOCKED); a file mapping's pages move to the
 // standby list and come back from it or the file on the next touch.
