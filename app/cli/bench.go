@@ -95,8 +95,14 @@ func runBench(ctx context.Context, args []string, io IO) error {
 	warmStart := time.Now()
 	select {
 	case <-m.Warmed():
-	case <-ctx.Done():
-		return ctx.Err()
+	default:
+		// From a cold disk this reads the whole file: say why nothing happens meanwhile.
+		fmt.Fprintln(io.Err, "waiting for the model's pages to be mapped (the runs start after it, as a prompt typed after a load would)")
+		select {
+		case <-m.Warmed():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	rep.WarmSeconds = time.Since(warmStart).Seconds()
 
@@ -170,7 +176,7 @@ func runBench(ctx context.Context, args []string, io IO) error {
 	fmt.Fprintf(io.Out, "load      %.2f s (ready %.2f s after start; pages mapped %.2f s later)\n", rep.LoadSeconds, rep.ReadySeconds, rep.WarmSeconds)
 	fmt.Fprintf(io.Out, "prefill   %d tokens at %.1f tok/s\n", rep.PromptTokens, rep.PrefillTPS)
 	if len(rep.PrefillRuns) > 1 {
-		fmt.Fprintf(io.Out, "runs      medians of %d: prefill %s tok/s, decode %s tok/s\n",
+		fmt.Fprintf(io.Out, "runs      %d (the rates shown are their medians): prefill %s tok/s; decode %s tok/s\n",
 			len(rep.PrefillRuns), formatRates(rep.PrefillRuns), formatRates(rep.DecodeRuns))
 	}
 	fmt.Fprintf(io.Out, "decode    %d tokens at %.2f tok/s (bound %.2f tok/s = %.1f GB/s read / %.1f MB per token: %.0f%%; a copy moves %.1f GB/s)\n",
