@@ -2,11 +2,8 @@ package engine
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"strata/engine/synth"
 )
 
 func TestWarmFits(t *testing.T) {
@@ -29,14 +26,7 @@ func TestWarmFits(t *testing.T) {
 // A CPU load maps the file's pages in the background and says when it is done; Close right
 // after Open stops the warm-up before the file is unmapped.
 func TestWarmAfterCPULoad(t *testing.T) {
-	spec, err := synth.Preset("tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	if err := synth.Write(context.Background(), path, spec, nil); err != nil {
-		t.Fatal(err)
-	}
+	path := synthModel(t)
 	cfg := DefaultConfig()
 	cfg.Backend, cfg.Threads, cfg.MaxContext, cfg.LearnProfile = "cpu", 2, 32, false
 	for range 3 {
