@@ -15,7 +15,7 @@ const warmChunk = 64 << 20
 // warmer maps the model file's pages into the process in the background after a CPU load,
 // so that the first prompt does not fault them in one by one: llama.cpp maps them while it
 // loads (MAP_POPULATE); here the model is ready at once and the pages follow. On a 2-core VM
-// a cached 30b-a3b file (17 GB) took 1.3-1.5 s, and the first 64-token prefill after it went
+// a cached 30b-a3b file (17 GB) took 1.1-1.7 s, and the first 64-token prefill after it went
 // from a median of 17.5 to 20.3 tokens/s (four runs each), as fast as the second one.
 type warmer struct {
 	cancel context.CancelFunc
