@@ -49,34 +49,77 @@ type Activations struct {
 // weight. It fails for a type the kernels cannot handle or cols that is not a whole number of
 // the weight's blocks.
 func NewActivations(weight Type, cols, n int) (*Activations, error) {
+	a := &Activations{}
+	if err := a.Reset(weight, cols, n); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Reset makes a hold n rows of cols values for weights of type weight, as NewActivations
+// does, keeping its buffers where they are large enough: a decode step makes a dozen
+// activations per layer, and allocating them anew cost about 1% of its time. Rows hold
+// stale values until Set or CopyRow writes them.
+func (a *Activations) Reset(weight Type, cols, n int) error {
 	if !weight.Known() {
-		return nil, fmt.Errorf("quant: activations: unknown weight type id %d", uint32(weight))
+		return fmt.Errorf("quant: activations: unknown weight type id %d", uint32(weight))
 	}
 	if cols <= 0 || n <= 0 {
-		return nil, fmt.Errorf("quant: activations for %s: need cols > 0 and n > 0, got cols=%d n=%d", weight, cols, n)
+		return fmt.Errorf("quant: activations for %s: need cols > 0 and n > 0, got cols=%d n=%d", weight, cols, n)
 	}
 	if _, err := RowBytes(weight, cols); err != nil {
-		return nil, fmt.Errorf("quant: activations: %w", err)
+		return fmt.Errorf("quant: activations: %w", err)
 	}
 	if !matMulSupported(weight) {
-		return nil, fmt.Errorf("quant: activations: no matmul kernel or dequantiser for weight type %s", weight)
+		return fmt.Errorf("quant: activations: no matmul kernel or dequantiser for weight type %s", weight)
 	}
-	a := &Activations{weight: weight, kind: actKindFor(weight), cols: cols, n: n, block: 1}
+	a.weight, a.kind, a.cols, a.n, a.block = weight, actKindFor(weight), cols, n, 1
 	switch a.kind {
 	case actQ8x32:
 		a.block = 32
-		a.qs = make([]int8, n*cols)
-		a.d = make([]float32, n*cols/32)
-		a.sums = make([]int16, n*cols/32)
+		a.qs = resize(a.qs, n*cols)
+		a.d = resize(a.d, n*cols/32)
+		a.sums = resize(a.sums, n*cols/32)
 	case actQ8x256:
 		a.block = QK_K
-		a.qs = make([]int8, n*cols)
-		a.d = make([]float32, n*cols/QK_K)
-		a.sums = make([]int16, n*cols/16)
+		a.qs = resize(a.qs, n*cols)
+		a.d = resize(a.d, n*cols/QK_K)
+		a.sums = resize(a.sums, n*cols/16)
 	default:
-		a.xf = make([]float32, n*cols)
+		a.xf = resize(a.xf, n*cols)
 	}
-	return a, nil
+	return nil
+}
+
+// resize returns s with length n, reallocated only when its capacity is short.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// CopyRow sets row i to row j of src, which must be made for the same weight type and
+// columns: gathering rows quantised once is cheaper than quantising each copy (a MoE layer
+// gives every routed expert its own batch of the same token rows).
+func (a *Activations) CopyRow(i int, src *Activations, j int) error {
+	if src.weight != a.weight || src.cols != a.cols {
+		return fmt.Errorf("quant: activations: copy a row for %s x %d into activations for %s x %d",
+			src.weight, src.cols, a.weight, a.cols)
+	}
+	if i < 0 || i >= a.n || j < 0 || j >= src.n {
+		return fmt.Errorf("quant: activations: copy row %d of %d into row %d of %d", j, src.n, i, a.n)
+	}
+	c := a.cols
+	if a.kind == actFloat {
+		copy(a.xf[i*c:(i+1)*c], src.xf[j*c:(j+1)*c])
+		return nil
+	}
+	nb, ns := c/a.block, len(a.sums)/a.n
+	copy(a.qs[i*c:(i+1)*c], src.qs[j*c:(j+1)*c])
+	copy(a.d[i*nb:(i+1)*nb], src.d[j*nb:(j+1)*nb])
+	copy(a.sums[i*ns:(i+1)*ns], src.sums[j*ns:(j+1)*ns])
+	return nil
 }
 
 // N is the number of activation rows.

@@ -5,7 +5,9 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"strata/engine/compute"
 	"strata/engine/kv"
@@ -27,6 +29,8 @@ type Backend struct {
 	float bool
 	err   compute.StickyErr
 	spare sync.Pool // *[]float32 scratch for the MoE's per-expert buffers
+	acts  sync.Pool // *quant.Activations, reused by the products (see activations)
+	rope  atomic.Pointer[ropeTable]
 }
 
 // scratch returns at least n floats of reused, uninitialised memory; release gives it back.
@@ -40,6 +44,26 @@ func (b *Backend) scratch(n int) *[]float32 {
 }
 
 func (b *Backend) release(s *[]float32) { b.spare.Put(s) }
+
+// activations returns room for n rows of cols values quantised for weights of type typ,
+// reusing the buffers of released ones; releaseActs gives them back.
+func (b *Backend) activations(typ quant.Type, cols, n int) (*quant.Activations, error) {
+	a, ok := b.acts.Get().(*quant.Activations)
+	if !ok {
+		a = new(quant.Activations)
+	}
+	if err := a.Reset(typ, cols, n); err != nil {
+		b.acts.Put(a)
+		return nil, err
+	}
+	return a, nil
+}
+
+func (b *Backend) releaseActs(as []*quant.Activations) {
+	for _, a := range as {
+		b.acts.Put(a)
+	}
+}
 
 // Err returns and clears the first error since the last call.
 func (b *Backend) Err() error { return b.err.Take() }
@@ -169,16 +193,30 @@ func (b *Backend) RMSNorm(dst, x compute.Buf, wt compute.Weight, rows int, eps f
 	b.forWork(rows, rows*dim, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			in, out := s[r*dim:(r+1)*dim], d[r*dim:(r+1)*dim]
-			var ss float64
-			for _, v := range in {
-				ss += float64(v) * float64(v)
-			}
-			scale := float32(1 / math.Sqrt(ss/float64(dim)+float64(eps)))
+			scale := float32(1 / math.Sqrt(sumSquares(in)/float64(dim)+float64(eps)))
 			for i, v := range in {
 				out[i] = v * scale * w[i]
 			}
 		}
 	})
+}
+
+// sumSquares is the sum of v² in float64, in four interleaved partial sums: one running sum
+// waits on the add before it every value, which made the norms of a decode step ~1% of it.
+func sumSquares(x []float32) float64 {
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		v := x[i : i+4 : i+4]
+		s0 += float64(v[0]) * float64(v[0])
+		s1 += float64(v[1]) * float64(v[1])
+		s2 += float64(v[2]) * float64(v[2])
+		s3 += float64(v[3]) * float64(v[3])
+	}
+	for ; i < len(x); i++ {
+		s0 += float64(x[i]) * float64(x[i])
+	}
+	return (s0 + s1) + (s2 + s3)
 }
 
 // Add accumulates x into dst.
@@ -195,18 +233,10 @@ func (b *Backend) Add(dst, x compute.Buf, n int) {
 func (b *Backend) RoPENeoX(x compute.Buf, n, heads, headDim int, positions []int, base float32) {
 	d := f32(x)
 	half := headDim / 2
-	invFreq := make([]float32, half)
-	for i := range invFreq {
-		// inv_freq in float32 as transformers computes it; the angle below in float64.
-		invFreq[i] = float32(1 / math.Pow(float64(base), float64(2*i)/float64(headDim)))
-	}
+	rt := b.ropeAngles(positions[:n], headDim, base)
 	b.forWork(n, n*heads*headDim, func(lo, hi int) {
-		cos, sin := make([]float32, half), make([]float32, half)
 		for t := lo; t < hi; t++ {
-			for i, f := range invFreq {
-				a := float64(positions[t]) * float64(f)
-				cos[i], sin[i] = float32(math.Cos(a)), float32(math.Sin(a))
-			}
+			cos, sin := rt.cos[t*half:(t+1)*half], rt.sin[t*half:(t+1)*half]
 			for h := range heads {
 				v := d[(t*heads+h)*headDim : (t*heads+h+1)*headDim]
 				for i := range half {
@@ -217,6 +247,37 @@ func (b *Backend) RoPENeoX(x compute.Buf, n, heads, headDim int, positions []int
 			}
 		}
 	})
+}
+
+// ropeTable holds the rotation of every (position, frequency) pair of a step. Every layer
+// rotates q and k at the same positions, so the step computes it once, not 2 x layers
+// times (the pow, cos and sin were ~1% of a decode step).
+type ropeTable struct {
+	positions []int
+	headDim   int
+	base      float32
+	cos, sin  []float32 // len(positions) x headDim/2
+}
+
+// ropeAngles returns the table for positions, reusing the last one when it matches. Tables
+// are never changed once built, so concurrent steps at most build their own.
+func (b *Backend) ropeAngles(positions []int, headDim int, base float32) *ropeTable {
+	if t := b.rope.Load(); t != nil && t.headDim == headDim && t.base == base && slices.Equal(t.positions, positions) {
+		return t
+	}
+	half := headDim / 2
+	t := &ropeTable{positions: slices.Clone(positions), headDim: headDim, base: base,
+		cos: make([]float32, len(positions)*half), sin: make([]float32, len(positions)*half)}
+	for i := range half {
+		// inv_freq in float32 as transformers computes it; the angle below in float64.
+		f := float32(1 / math.Pow(float64(base), float64(2*i)/float64(headDim)))
+		for p, pos := range positions {
+			a := float64(pos) * float64(f)
+			t.cos[p*half+i], t.sin[p*half+i] = float32(math.Cos(a)), float32(math.Sin(a))
+		}
+	}
+	b.rope.Store(t)
+	return t
 }
 
 // StoreKV writes keys and values into the host cache.

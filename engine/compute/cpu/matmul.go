@@ -32,10 +32,10 @@ func (b *Backend) MatMuls(dst []compute.Buf, ws []compute.Weight, x compute.Buf,
 type segment struct {
 	w      *Weight
 	expert int
-	xs     []float32 // n x cols
+	xs     []float32 // n x cols (unused when acts comes set)
 	n      int
-	y      []float32 // n x rows
-	acts   *quant.Activations
+	y      []float32          // n x rows
+	acts   *quant.Activations // the quantised xs: set by the caller, or by matmulSegments
 }
 
 // matmulSegments runs several products as one parallel loop over all their rows, so a MoE
@@ -46,7 +46,9 @@ func (b *Backend) matmulSegments(segs []segment) {
 	}
 	float := b.float
 	if !float {
-		float = !b.quantizeInputs(segs)
+		made, ok := b.quantizeInputs(segs)
+		defer b.releaseActs(made)
+		float = !ok
 	}
 	// All segments of one call share a row count in practice; index rows across them.
 	starts := make([]int, len(segs)+1)
@@ -77,28 +79,34 @@ func (b *Backend) matmulSegments(segs []segment) {
 	})
 }
 
-// quantizeInputs sets each segment's 8-bit activations, quantising each distinct input once
-// (an expert's gate and up share theirs), all rows in one parallel loop when there are many.
-// It reports false when a weight type has no integer kernel (the float path then runs).
-func (b *Backend) quantizeInputs(segs []segment) bool {
+// quantizeInputs sets the 8-bit activations of the segments that have none, quantising each
+// distinct input once (an expert's gate and up share theirs), all rows in one parallel loop
+// when there are many. It returns the activations it made, for release after the products,
+// and reports false when a weight type has no integer kernel (the float path then runs).
+func (b *Backend) quantizeInputs(segs []segment) ([]*quant.Activations, bool) {
 	type key struct {
 		x   *float32
 		typ quant.Type
 	}
 	done := map[key]*quant.Activations{}
+	var made []*quant.Activations
 	var todo []*segment // the segments whose input is quantised here
 	rows, work := 0, 0
 	for i := range segs {
 		s := &segs[i]
+		if s.acts != nil {
+			continue
+		}
 		k := key{&s.xs[0], s.w.typ}
 		if a, ok := done[k]; ok {
 			s.acts = a
 			continue
 		}
-		a, err := quant.NewActivations(s.w.typ, s.w.cols, s.n)
+		a, err := b.activations(s.w.typ, s.w.cols, s.n)
 		if err != nil {
-			return false
+			return made, false
 		}
+		made = append(made, a)
 		s.acts, done[k] = a, a
 		todo = append(todo, s)
 		rows += s.n
@@ -120,5 +128,5 @@ func (b *Backend) quantizeInputs(segs []segment) bool {
 			b.err.Set(s.acts.Set(i, s.xs[i*s.w.cols:(i+1)*s.w.cols]))
 		}
 	})
-	return true
+	return made, true
 }

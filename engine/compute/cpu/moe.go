@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"strata/engine/compute"
+	"strata/engine/quant"
 )
 
 // serialWork is the most element operations a host loop (gather, SwiGLU, combine,
@@ -43,6 +44,16 @@ func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r *comp
 	}
 	routes := len(r.IDs)
 
+	// The integer path quantises each token row once and gathers the quantised rows into
+	// the experts' batches; the float path gathers the float rows.
+	var batches []expertActs
+	gathered := false
+	if !b.float {
+		var made []*quant.Activations
+		batches, made, gathered = b.gatherQuantised(G, U, xs, r, count, slot, row)
+		defer b.releaseActs(made)
+	}
+
 	// Every buffer below is written in full before it is read, so one reused block serves
 	// them all (a prefill step allocated and cleared ~12 MB per layer otherwise).
 	sc := b.scratch(routes * 2 * (H + F))
@@ -57,16 +68,24 @@ func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r *comp
 	dn := make([]segment, len(experts))
 	for j, e := range experts {
 		ne := count[j]
-		gu[2*j] = segment{w: G, expert: int(e), xs: carve(ne * H), n: ne, y: carve(ne * F)}
-		gu[2*j+1] = segment{w: U, expert: int(e), xs: gu[2*j].xs, n: ne, y: carve(ne * F)}
+		gu[2*j] = segment{w: G, expert: int(e), n: ne, y: carve(ne * F)}
+		gu[2*j+1] = segment{w: U, expert: int(e), n: ne, y: carve(ne * F)}
+		if gathered {
+			gu[2*j].acts, gu[2*j+1].acts = batches[j].gate, batches[j].up
+		} else {
+			gu[2*j].xs = carve(ne * H)
+			gu[2*j+1].xs = gu[2*j].xs
+		}
 		dn[j] = segment{w: Dn, expert: int(e), xs: gu[2*j].y, n: ne, y: carve(ne * H)}
 	}
-	b.forWork(routes, routes*H, func(lo, hi int) {
-		for k := lo; k < hi; k++ {
-			t, i := k/r.K, int(row[k])
-			copy(gu[2*slot[k]].xs[i*H:(i+1)*H], xs[t*H:(t+1)*H])
-		}
-	})
+	if !gathered {
+		b.forWork(routes, routes*H, func(lo, hi int) {
+			for k := lo; k < hi; k++ {
+				t, i := k/r.K, int(row[k])
+				copy(gu[2*slot[k]].xs[i*H:(i+1)*H], xs[t*H:(t+1)*H])
+			}
+		})
+	}
 	b.matmulSegments(gu)
 
 	// SwiGLU in place of the gate output, which is the down product's input.
@@ -89,13 +108,86 @@ func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r *comp
 			slices.SortStableFunc(ks, func(a, b int) int { return int(slot[a]) - int(slot[b]) })
 			o := out[t*H : (t+1)*H]
 			for _, k := range ks {
-				y, w, i := dn[slot[k]].y, r.Weights[k], int(row[k])
-				for c, v := range y[i*H : (i+1)*H] {
-					o[c] += w * v
-				}
+				y, i := dn[slot[k]].y, int(row[k])
+				addScaled(o, r.Weights[k], y[i*H:(i+1)*H])
 			}
 		}
 	})
+}
+
+// addScaled adds w·x to o (len(x) >= len(o)), four values a turn: the bounds checks of
+// the plain loop cost more than its arithmetic.
+func addScaled(o []float32, w float32, x []float32) {
+	x = x[:len(o)]
+	i := 0
+	for ; i+4 <= len(o); i += 4 {
+		d, s := o[i:i+4:i+4], x[i:i+4:i+4]
+		d[0] += w * s[0]
+		d[1] += w * s[1]
+		d[2] += w * s[2]
+		d[3] += w * s[3]
+	}
+	for ; i < len(o); i++ {
+		o[i] += w * x[i]
+	}
+}
+
+// expertActs is one expert's batch of quantised input rows for its gate and up products
+// (one value when both have the same weight type).
+type expertActs struct{ gate, up *quant.Activations }
+
+// gatherQuantised quantises the r.N token rows of xs once per weight type of gate and up,
+// then gathers each route's row into its expert's batch: expert j (of the ascending list)
+// gets count[j] rows, and route k lands in row row[k] of expert slot[k]. Quantising every
+// expert's copy instead cost eight times the work in decode. It returns the batches and
+// every activation it made (for release), or ok false when a type has no integer kernel.
+func (b *Backend) gatherQuantised(G, U *Weight, xs []float32, r *compute.Routes, count []int, slot, row []int32) (batches []expertActs, made []*quant.Activations, ok bool) {
+	H := G.cols
+	gateSrc, err := b.activations(G.typ, H, r.N)
+	if err != nil {
+		return nil, nil, false
+	}
+	made = append(made, gateSrc)
+	upSrc := gateSrc
+	if U.typ != G.typ {
+		if upSrc, err = b.activations(U.typ, H, r.N); err != nil {
+			return nil, made, false
+		}
+		made = append(made, upSrc)
+	}
+	src := slices.Clone(made) // the distinct token activations
+	b.forWork(r.N*len(src), r.N*len(src)*H, func(lo, hi int) {
+		for k := lo; k < hi; k++ {
+			t := k % r.N
+			b.err.Set(src[k/r.N].Set(t, xs[t*H:(t+1)*H]))
+		}
+	})
+	batches = make([]expertActs, len(count))
+	for j, ne := range count {
+		g, err := b.activations(G.typ, H, ne)
+		if err != nil {
+			return nil, made, false
+		}
+		made = append(made, g)
+		u := g
+		if U.typ != G.typ {
+			if u, err = b.activations(U.typ, H, ne); err != nil {
+				return nil, made, false
+			}
+			made = append(made, u)
+		}
+		batches[j] = expertActs{gate: g, up: u}
+	}
+	b.forWork(len(r.IDs), len(r.IDs)*H, func(lo, hi int) {
+		for k := lo; k < hi; k++ {
+			t, e, i := k/r.K, batches[slot[k]], int(row[k])
+			b.err.Set(e.gate.CopyRow(i, gateSrc, t))
+			if e.up != e.gate {
+				b.err.Set(e.up.CopyRow(i, upSrc, t))
+			}
+		}
+	})
+	return batches, made, true
 }
 
 // Route runs the reference router on the host (the logits already are there).

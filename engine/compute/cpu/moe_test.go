@@ -3,7 +3,10 @@ package cpu
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"strata/engine/quant"
 )
 
 // TestMoEBatchEqualsTokens: a batch of tokens through MoE (grouped by expert, host loops
@@ -62,6 +65,72 @@ func TestMoEBatchEqualsTokens(t *testing.T) {
 		for c, v := range got {
 			if w := batch[tok*hidden+c]; v != w {
 				t.Fatalf("token %d out[%d] = %g alone, %g in the batch", tok, c, v, w)
+			}
+		}
+	}
+}
+
+// TestMoEMatchesExpertProducts: MoE (token rows quantised once and gathered into the
+// experts' batches) gives, bit for bit, each token's experts computed one by one, in
+// ascending expert order, from that token's own quantised row.
+func TestMoEMatchesExpertProducts(t *testing.T) {
+	const hidden, ffn, experts, k, n = 512, 256, 16, 4, 24
+	rng := rand.New(rand.NewPCG(43, 44))
+	b := New(Options{Threads: 2})
+	defer b.Close()
+	gate := benchWeight(t, "gate", ffn, hidden, experts, rng)
+	up := benchWeight(t, "up", ffn, hidden, experts, rng)
+	down := benchWeight(t, "down", hidden, ffn, experts, rng)
+	routes := benchRoutes(n, experts, k, rng)
+	for i := range routes.Weights {
+		routes.Weights[i] = rng.Float32()
+	}
+	xs := make([]float32, n*hidden)
+	for i := range xs {
+		xs[i] = float32(rng.NormFloat64())
+	}
+	x, dst := b.NewBuf(len(xs)), b.NewBuf(len(xs)) // dst starts at zero
+	b.Write(x, xs)
+	b.MoE(dst, x, gate, up, down, routes)
+	if err := b.Err(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, len(xs))
+	b.Read(dst, got)
+
+	product := func(w *Weight, e int, in []float32) []float32 {
+		a, err := quant.NewActivations(w.typ, w.cols, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Set(0, in); err != nil {
+			t.Fatal(err)
+		}
+		y := make([]float32, w.rows)
+		if err := quant.MatMul(w.typ, w.expert(e), w.cols, a, y, w.rows, 0, w.rows); err != nil {
+			t.Fatal(err)
+		}
+		return y
+	}
+	for tok := range n {
+		ks := []int{}
+		for j := range k {
+			ks = append(ks, tok*k+j)
+		}
+		slices.SortFunc(ks, func(a, b int) int { return int(routes.IDs[a]) - int(routes.IDs[b]) })
+		want := make([]float32, hidden)
+		in := xs[tok*hidden : (tok+1)*hidden]
+		for _, r := range ks {
+			e := int(routes.IDs[r])
+			g, u := product(gate, e, in), product(up, e, in)
+			swiGLU(g, u)
+			for c, v := range product(down, e, g) {
+				want[c] += routes.Weights[r] * v
+			}
+		}
+		for c, w := range want {
+			if v := got[tok*hidden+c]; v != w {
+				t.Fatalf("token %d out[%d] = %g, want %g (its experts one by one)", tok, c, v, w)
 			}
 		}
 	}
