@@ -334,6 +334,13 @@ static inline VD_T void VD(m_q5_k)(const uint8_t *b, int na, const int8_t *const
 // results do not depend on how the pool splits the rows. ----
 
 #define VD_AI __attribute__((always_inline))
+// VD_PIN(v): v is in a register here. Without it gcc summed pairs of chunks before adding
+// them to the tile's sums and loaded each activation chunk once per weight row, which left
+// sums on the stack (llvm-mca -mcpu=znver3: 97 -> 78 cycles a block for the 2x4 tile;
+// 768x2048 expert matrices from DRAM, 64 rows, one Zen 3 thread: 49 -> 58 GMAC/s median).
+#ifndef VD_PIN
+#define VD_PIN(v) __asm__("" : "+x"(v))
+#endif
 // VD_UNROLL: unroll the loop that follows completely (every loop it marks has at most 8 turns).
 #define VD_UNROLL _Pragma("GCC unroll 8")
 
@@ -390,7 +397,7 @@ static VD_T void VD(q4k_prep)(int R, const uint8_t *w, int64_t rb, int64_t nb, i
 // q4k_tile: rows r..r+R-1 against activation rows i0..i0+T-1, into y. R and T are constants
 // at every call and every loop is unrolled (VD_UNROLL), so the arrays below become
 // registers, and the loop takes one 32-value chunk at a time, so few values live at once.
-// Left to itself gcc kept sums on the stack: the tile ran at 46.6 GMAC/s (-O3) against 56.9
+// Left to itself gcc kept sums on the stack (see VD_PIN too): the tile ran at 46.6 GMAC/s (-O3) against 56.9
 // now (n=64, a 768x2048 matrix, one Zen 3 thread); llvm-mca still counts some spills.
 // With pre (R rows x nb blocks, see q4k_prep) and fsum (q4k_fsums), the scales, mins and
 // activation sums come decoded; without, the tile decodes them itself. Same values either way.
@@ -439,9 +446,13 @@ static inline VD_T VD_AI void VD(q4k_tile)(const int R, const int T, const uint8
 			}
 			VD_UNROLL
 			for (int t = 0; t < T; t++) {
-				const __m256i av = VD(load)(aq[t] + 32 * c);
+				__m256i av = VD(load)(aq[t] + 32 * c);
+				VD_PIN(av);
 				VD_UNROLL
-				for (int rr = 0; rr < R; rr++) isum[rr][t] = _mm256_add_epi32(isum[rr][t], VD(dot_us16)(u[rr], av, s[rr]));
+				for (int rr = 0; rr < R; rr++) {
+					isum[rr][t] = _mm256_add_epi32(isum[rr][t], VD(dot_us16)(u[rr], av, s[rr]));
+					VD_PIN(isum[rr][t]);
+				}
 			}
 		}
 		// Scales and mins are applied here, not loaded before the loop above, which needs
