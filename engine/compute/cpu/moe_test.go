@@ -9,28 +9,37 @@ import (
 	"strata/engine/quant"
 )
 
+// The MoE layer of the tests: 16 experts of 512 -> 256 -> 512, top 4.
+const moeHidden, moeFFN, moeExperts, moeK = 512, 256, 16, 4
+
+// moeCase makes random expert weights, routes with random weights, and n token rows.
+func moeCase(t *testing.T, n int, rng *rand.Rand) (gate, up, down *Weight, r *routesT, xs []float32) {
+	gate = benchWeight(t, "gate", moeFFN, moeHidden, moeExperts, rng)
+	up = benchWeight(t, "up", moeFFN, moeHidden, moeExperts, rng)
+	down = benchWeight(t, "down", moeHidden, moeFFN, moeExperts, rng)
+	r = benchRoutes(n, moeExperts, moeK, rng)
+	for i := range r.Weights {
+		r.Weights[i] = rng.Float32()
+	}
+	xs = make([]float32, n*moeHidden)
+	for i := range xs {
+		xs[i] = float32(rng.NormFloat64())
+	}
+	return gate, up, down, r, xs
+}
+
 // TestMoEBatchEqualsTokens: a batch of tokens through MoE (grouped by expert, host loops
 // split over the pool) gives, bit for bit, what each token alone gives (decode's path), and
 // a one-thread backend gives the same bits as a four-thread one.
 func TestMoEBatchEqualsTokens(t *testing.T) {
-	const hidden, ffn, experts, k, n = 512, 256, 16, 4, 40 // above serialWork, so the loops split
+	const n = 40 // above serialWork, so the loops split
 	rng := rand.New(rand.NewPCG(41, 42))
 	b := New(Options{Threads: 4})
 	defer b.Close()
 	one := New(Options{Threads: 1})
 	defer one.Close()
-	gate := benchWeight(t, "gate", ffn, hidden, experts, rng)
-	up := benchWeight(t, "up", ffn, hidden, experts, rng)
-	down := benchWeight(t, "down", hidden, ffn, experts, rng)
-	routes := benchRoutes(n, experts, k, rng)
-	for i := range routes.Weights {
-		routes.Weights[i] = rng.Float32()
-	}
-	xs := make([]float32, n*hidden)
-	for i := range xs {
-		xs[i] = float32(rng.NormFloat64())
-	}
-	base := make([]float32, n*hidden) // MoE adds to what dst holds
+	gate, up, down, routes, xs := moeCase(t, n, rng)
+	base := make([]float32, n*moeHidden) // MoE adds to what dst holds
 	for i := range base {
 		base[i] = float32(rng.NormFloat64())
 	}
@@ -60,10 +69,10 @@ func TestMoEBatchEqualsTokens(t *testing.T) {
 		t.Fatalf("MoE added nothing usable (rms %g)", rms)
 	}
 	for tok := range n {
-		r1 := &routesT{N: 1, K: k, IDs: routes.IDs[tok*k : (tok+1)*k], Weights: routes.Weights[tok*k : (tok+1)*k]}
-		got := run(b, xs[tok*hidden:(tok+1)*hidden], base[tok*hidden:(tok+1)*hidden], r1)
+		r1 := &routesT{N: 1, K: moeK, IDs: routes.IDs[tok*moeK : (tok+1)*moeK], Weights: routes.Weights[tok*moeK : (tok+1)*moeK]}
+		got := run(b, xs[tok*moeHidden:(tok+1)*moeHidden], base[tok*moeHidden:(tok+1)*moeHidden], r1)
 		for c, v := range got {
-			if w := batch[tok*hidden+c]; v != w {
+			if w := batch[tok*moeHidden+c]; v != w {
 				t.Fatalf("token %d out[%d] = %g alone, %g in the batch", tok, c, v, w)
 			}
 		}
@@ -74,21 +83,11 @@ func TestMoEBatchEqualsTokens(t *testing.T) {
 // experts' batches) gives, bit for bit, each token's experts computed one by one, in
 // ascending expert order, from that token's own quantised row.
 func TestMoEMatchesExpertProducts(t *testing.T) {
-	const hidden, ffn, experts, k, n = 512, 256, 16, 4, 24
+	const n = 24
 	rng := rand.New(rand.NewPCG(43, 44))
 	b := New(Options{Threads: 2})
 	defer b.Close()
-	gate := benchWeight(t, "gate", ffn, hidden, experts, rng)
-	up := benchWeight(t, "up", ffn, hidden, experts, rng)
-	down := benchWeight(t, "down", hidden, ffn, experts, rng)
-	routes := benchRoutes(n, experts, k, rng)
-	for i := range routes.Weights {
-		routes.Weights[i] = rng.Float32()
-	}
-	xs := make([]float32, n*hidden)
-	for i := range xs {
-		xs[i] = float32(rng.NormFloat64())
-	}
+	gate, up, down, routes, xs := moeCase(t, n, rng)
 	x, dst := b.NewBuf(len(xs)), b.NewBuf(len(xs)) // dst starts at zero
 	b.Write(x, xs)
 	b.MoE(dst, x, gate, up, down, routes)
@@ -114,12 +113,12 @@ func TestMoEMatchesExpertProducts(t *testing.T) {
 	}
 	for tok := range n {
 		ks := []int{}
-		for j := range k {
-			ks = append(ks, tok*k+j)
+		for j := range moeK {
+			ks = append(ks, tok*moeK+j)
 		}
 		slices.SortFunc(ks, func(a, b int) int { return int(routes.IDs[a]) - int(routes.IDs[b]) })
-		want := make([]float32, hidden)
-		in := xs[tok*hidden : (tok+1)*hidden]
+		want := make([]float32, moeHidden)
+		in := xs[tok*moeHidden : (tok+1)*moeHidden]
 		for _, r := range ks {
 			e := int(routes.IDs[r])
 			g, u := product(gate, e, in), product(up, e, in)
@@ -129,7 +128,7 @@ func TestMoEMatchesExpertProducts(t *testing.T) {
 			}
 		}
 		for c, w := range want {
-			if v := got[tok*hidden+c]; v != w {
+			if v := got[tok*moeHidden+c]; v != w {
 				t.Fatalf("token %d out[%d] = %g, want %g (its experts one by one)", tok, c, v, w)
 			}
 		}
