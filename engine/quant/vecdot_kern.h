@@ -386,8 +386,7 @@ static VD_T void VD(q4k_prep)(int R, const uint8_t *w, int64_t rb, int64_t nb, i
 			vd_q4k_pre *o = &pre[rr * nb + b];
 			__m128i sc, mn;
 			VD(q4k_sm)(blk, &sc, &mn);
-			const __m256i sc16 = _mm256_broadcastsi128_si256(sc);
-			for (int j = 0; j < 8; j++) _mm256_storeu_si256((__m256i *)o->sc[j], VD(shuf16)(sc16, j, j));
+			_mm_storeu_si128((__m128i *)o->sc, sc);
 			_mm256_storeu_ps(o->fm, VD(q4k_fm)(mn, blk));
 			o->d = VD(f16)(blk);
 		}
@@ -442,7 +441,7 @@ static inline VD_T VD_AI void VD(q4k_tile)(const int R, const int T, const uint8
 			for (int rr = 0; rr < R; rr++) {
 				const __m256i q = VD(load)(blk[rr] + 16 + 32 * (c / 2));
 				u[rr] = _mm256_and_si256(c & 1 ? _mm256_srli_epi16(q, 4) : q, m4);
-				s[rr] = pre ? VD(load)(pre[rr * nb + b].sc[c]) : VD(shuf16)(sc16[rr], c, c);
+				s[rr] = pre ? _mm256_set1_epi16(pre[rr * nb + b].sc[c]) : VD(shuf16)(sc16[rr], c, c);
 			}
 			VD_UNROLL
 			for (int t = 0; t < T; t++) {
