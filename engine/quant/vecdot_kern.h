@@ -548,21 +548,21 @@ static VD_T void VD(mv_q4_k)(const uint8_t *w, int64_t rb, const vd_act *a, cons
 	}
 }
 
-// mmt_q4_k: one weight row at a time for one or two activation rows (sharing their loads
-// across rows measured slower there than one row's simpler loop), else VD_Q4K_R rows a tile.
-// From VD_Q4K_PRE activation rows up, each weight row's scales and each activation row's
-// sums are decoded once per call (into malloc'd space; without it, per tile). Three, not
-// eight: a prefill's MoE gives many experts three to seven rows, and those products ran
-// faster decoded once (768x2048 expert matrices from DRAM, one Zen 3 thread: five to seven
-// rows ~20%; three rows 210-280 -> 130 us, where the undecoded tile was the slowest of all
-// row counts per value).
+// mmt_q4_k: below VD_Q4K_PRE activation rows, one weight row at a time (one activation row:
+// mv_q4_k); from VD_Q4K_PRE rows up, VD_Q4K_R weight rows a tile, with each weight row's
+// scales and each activation row's sums decoded once per call (into malloc'd space; without
+// it, per tile). Two, not eight: a prefill's MoE gives many experts two to seven rows, and
+// those products ran faster decoded once (768x2048 and 2048x768 expert matrices from DRAM,
+// one Zen 3 thread: five to seven rows ~20%; three rows 210-280 -> 130 us, where the
+// undecoded tile was the slowest of all row counts per value; two rows 1.05-1.19x since the
+// scales are kept compact, vd_q4k_pre).
 #ifndef VD_Q4K_PRE
-#define VD_Q4K_PRE 3
+#define VD_Q4K_PRE 2
 #endif
 static VD_T void VD(mmt_q4_k)(const uint8_t *w, int64_t rb, const vd_act *a, float *y, int64_t ldy, int64_t r0, int64_t r1) {
 	int64_t r = r0;
 	const int64_t nb = a->cols / 256;
-	if (a->n <= 2) {
+	if (a->n < VD_Q4K_PRE) {
 		// The activation sums once per call here too (decode: per row they cost about 5%).
 		float fbuf[2 * 8 * 64];
 		const float *fsum = NULL;
