@@ -56,7 +56,11 @@ func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r *comp
 
 	// Every buffer below is written in full before it is read, so one reused block serves
 	// them all (a prefill step allocated and cleared ~12 MB per layer otherwise).
-	sc := b.scratch(routes * 2 * (H + F))
+	size := routes * (2*F + H) // gate and up outputs, down outputs
+	if !gathered {
+		size += routes * H // the gathered float rows
+	}
+	sc := b.scratch(size)
 	defer b.release(sc)
 	space := *sc
 	carve := func(n int) []float32 {
@@ -147,15 +151,15 @@ func (b *Backend) gatherQuantised(G, U *Weight, xs []float32, r *compute.Routes,
 	if err != nil {
 		return nil, nil, false
 	}
-	made = append(made, gateSrc)
+	src := []*quant.Activations{gateSrc} // the distinct token activations
 	upSrc := gateSrc
 	if U.typ != G.typ {
 		if upSrc, err = b.activations(U.typ, H, r.N); err != nil {
-			return nil, made, false
+			return nil, src, false
 		}
-		made = append(made, upSrc)
+		src = append(src, upSrc)
 	}
-	src := slices.Clone(made) // the distinct token activations
+	made = append(made, src...)
 	b.forWork(r.N*len(src), r.N*len(src)*H, func(lo, hi int) {
 		for k := lo; k < hi; k++ {
 			t := k % r.N
