@@ -165,3 +165,43 @@ func goid() int {
 	}
 	return id
 }
+
+// TestMaybeYield: maybeYield passes through the scheduler once yieldEvery has passed since
+// the yielder's last yield (a runnable goroutine gets the only P), and not before.
+func TestMaybeYield(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	p := &Pool{epoch: time.Now().Add(-time.Hour)} // no workers: just the clock
+	y := yielder{last: time.Hour}                 // yielded just now
+	p.maybeYield(&y)
+	if y.last != time.Hour {
+		t.Fatalf("yielded %v after the last yield, before yieldEvery (%v)", y.last-time.Hour, yieldEvery)
+	}
+	var ran atomic.Bool
+	go ran.Store(true)
+	// The scheduler takes the yielder's own goroutine first one time in 61: try a few times.
+	for i := 0; i < 4 && !ran.Load(); i++ {
+		y.last = 0
+		p.maybeYield(&y)
+		if y.last < time.Hour {
+			t.Fatalf("last yield %v after an overdue maybeYield, want about an hour", y.last)
+		}
+	}
+	if !ran.Load() {
+		t.Fatal("a runnable goroutine did not run on the only P across overdue maybeYield calls")
+	}
+}
+
+// TestPoll: poll reports true as soon as done does, and false once the time is up.
+func TestPoll(t *testing.T) {
+	calls := 0
+	if !poll(time.Hour, func() bool { calls++; return calls == 1000 }) || calls != 1000 {
+		t.Fatalf("poll stopped after %d calls, want true at call 1000", calls)
+	}
+	start := time.Now()
+	if poll(time.Millisecond, func() bool { return false }) {
+		t.Fatal("poll reported true when done never did")
+	}
+	if time.Since(start) < time.Millisecond {
+		t.Fatal("poll gave up before its time")
+	}
+}
