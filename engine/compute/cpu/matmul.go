@@ -50,34 +50,54 @@ func (b *Backend) matmulSegments(segs []segment) {
 		defer b.releaseActs(made)
 		float = !ok
 	}
-	// All segments of one call share a row count in practice; index rows across them.
+	// The loop runs over cost units, not rows, so its chunks carry similar work: a MoE
+	// layer's experts range from one activation row to the whole batch and the popular ones
+	// sit anywhere, so a chunk of equal rows could hold several times the average work and
+	// be the one a thread runs alone at the end.
 	starts := make([]int, len(segs)+1)
 	for i, s := range segs {
-		starts[i+1] = starts[i] + s.w.rows
+		starts[i+1] = starts[i] + s.w.rows*rowCost(s.n)
 	}
-	b.pool.For(starts[len(segs)], grainRows, func(lo, hi int) {
-		si := 0
-		for i := lo; i < hi; {
-			for starts[si+1] <= i {
-				si++
-			}
-			s := &segs[si]
-			r0 := i - starts[si]
-			r1 := min(s.w.rows, r0+(hi-i))
-			data := s.w.expert(s.expert)
-			var err error
-			if float {
-				err = quant.MatMulFloat(s.w.typ, data, s.w.cols, s.xs, s.n, s.y, s.w.rows, r0, r1)
-			} else {
-				err = quant.MatMul(s.w.typ, data, s.w.cols, s.acts, s.y, s.w.rows, r0, r1)
-			}
-			if err != nil {
-				b.err.Set(fmt.Errorf("cpu: matmul %q: %w", s.w.name, err))
-			}
-			i += r1 - r0
+	product := func(s *segment, r0, r1 int) {
+		data := s.w.expert(s.expert)
+		var err error
+		if float {
+			err = quant.MatMulFloat(s.w.typ, data, s.w.cols, s.xs, s.n, s.y, s.w.rows, r0, r1)
+		} else {
+			err = quant.MatMul(s.w.typ, data, s.w.cols, s.acts, s.y, s.w.rows, r0, r1)
 		}
+		if err != nil {
+			b.err.Set(fmt.Errorf("cpu: matmul %q: %w", s.w.name, err))
+		}
+	}
+	b.pool.For(starts[len(segs)], grainRows*rowCost(1), func(lo, hi int) {
+		segmentRows(segs, starts, lo, hi, product)
 	})
 }
+
+// segmentRows calls fn with the rows [r0, r1) of each segment that the cost units [lo, hi)
+// hold; starts[i] is the first unit of segs[i] (see matmulSegments). A row belongs to the
+// range holding its first unit, so adjoining ranges split the rows without overlap.
+func segmentRows(segs []segment, starts []int, lo, hi int, fn func(s *segment, r0, r1 int)) {
+	si, _ := slices.BinarySearch(starts, lo+1)
+	for si--; si < len(segs) && starts[si] < hi; si++ {
+		s := &segs[si]
+		c := rowCost(s.n)
+		r0 := ceilDiv(max(0, lo-starts[si]), c)
+		r1 := min(s.w.rows, ceilDiv(hi-starts[si], c))
+		if r0 < r1 {
+			fn(s, r0, r1)
+		}
+	}
+}
+
+// rowCost is the work of one weight row against n activation rows, in units of one row's
+// multiply: reading the row costs about two of those (Q4_K 768x2048 from DRAM, one Zen 3
+// thread: 1 row 13.8, 2 rows 20.6, 64 rows 41 GMAC/s).
+func rowCost(n int) int { return n + 2 }
+
+// ceilDiv is ⌈a/b⌉ for a >= 0, b > 0.
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 // quantizeInputs sets the 8-bit activations of the segments that have none, quantising each
 // distinct input once (an expert's gate and up share theirs), all rows in one parallel loop

@@ -81,9 +81,12 @@ func benchWeight(b testing.TB, name string, rows, cols, exps int, rng *rand.Rand
 // routesT is compute.Routes, short for the tests.
 type routesT = compute.Routes
 
-// benchRoutes routes n tokens to k distinct experts each, expert e drawn with weight 1/(e+1).
+// benchRoutes routes n tokens to k distinct experts each, the expert of popularity rank e
+// drawn with weight 1/(e+1). The ranks are shuffled over the experts, as a model's (and
+// synth's) are, so popular experts do not sit together.
 func benchRoutes(n, experts, k int, rng *rand.Rand) *routesT {
 	r := &routesT{N: n, K: k, IDs: make([]int32, n*k), Weights: make([]float32, n*k)}
+	byRank := rng.Perm(experts)
 	var total float64
 	for e := range experts {
 		total += 1 / float64(e+1)
@@ -97,11 +100,12 @@ func benchRoutes(n, experts, k int, rng *rand.Rand) *routesT {
 					break
 				}
 			}
-			if seen[int32(e)] {
+			id := int32(byRank[e])
+			if seen[id] {
 				continue
 			}
-			seen[int32(e)] = true
-			r.IDs[t*k+j], r.Weights[t*k+j] = int32(e), 1/float32(k)
+			seen[id] = true
+			r.IDs[t*k+j], r.Weights[t*k+j] = id, 1/float32(k)
 			j++
 		}
 	}
