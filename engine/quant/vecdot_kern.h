@@ -534,7 +534,8 @@ static VD_T void VD(mv_q4_k)(const uint8_t *w, int64_t rb, const vd_act *a, cons
 			const __m256i sc = _mm256_broadcastsi128_si256(sc128);
 			__m256i isum = _mm256_setzero_si256();
 			for (int p = 0; p < 4; p++) {
-				const __m256i q = VD(load)(blk + 16 + 32 * p);
+				__m256i q = VD(load)(blk + 16 + 32 * p);
+				VD_PIN(q); // else gcc loads it twice: once for each nibble
 				isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_and_si256(q, m4), VD(load)(aq + 64 * p), _mm256_shuffle_epi8(sc, c[2 * p])));
 				isum = _mm256_add_epi32(isum, VD(dot_us16)(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), VD(load)(aq + 64 * p + 32),
 				                                           _mm256_shuffle_epi8(sc, c[2 * p + 1])));
