@@ -34,11 +34,15 @@ type benchReport struct {
 	DecodeTokens int     `json:"decode_tokens"`
 	DecodeTPS    float64 `json:"decode_tokens_per_s"`
 	// With --repeat N > 1 the two rates above are medians, and every run's are here.
-	PrefillRuns     []float64 `json:"prefill_tokens_per_s_runs,omitempty"`
-	DecodeRuns      []float64 `json:"decode_tokens_per_s_runs,omitempty"`
-	BytesPerToken   int64     `json:"weight_bytes_read_per_token"`
-	MemBandwidthGBs float64   `json:"memory_bandwidth_gb_s"` // read bandwidth: decode only reads weights
-	CopyGBs         float64   `json:"copy_bandwidth_gb_s"`   // a parallel copy, read + written bytes (STREAM)
+	PrefillRuns   []float64 `json:"prefill_tokens_per_s_runs,omitempty"`
+	DecodeRuns    []float64 `json:"decode_tokens_per_s_runs,omitempty"`
+	BytesPerToken int64     `json:"weight_bytes_read_per_token"`
+	// The read bandwidth (decode only reads weights) around each run: the higher of the
+	// samples just before and just after it. The one below is their median, the bound comes
+	// from it, and the fraction is the median of each run's decode rate over its own bound.
+	BandwidthRuns   []float64 `json:"memory_bandwidth_gb_s_runs,omitempty"`
+	MemBandwidthGBs float64   `json:"memory_bandwidth_gb_s"`
+	CopyGBs         float64   `json:"copy_bandwidth_gb_s"` // a parallel copy, read + written bytes (STREAM)
 	BoundTPS        float64   `json:"bandwidth_bound_tokens_per_s"`
 	FractionOfBound float64   `json:"fraction_of_bound"`
 	PeakRSSBytes    int64     `json:"peak_rss_bytes"`
@@ -122,6 +126,11 @@ func runBench(ctx context.Context, args []string, io IO) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	// The read bandwidth is sampled before the first run and after each: a VM's memory
+	// bandwidth drifts by half within minutes, and a bound measured once, away from the runs,
+	// put some runs above it.
+	meter := newBandwidthMeter(m.Config().Threads)
+	bwSamples := []float64{meter.read()}
 	for run := range *repeat {
 		if *repeat > 1 && !*asJSON {
 			fmt.Fprintf(io.Err, "run %d of %d\n", run+1, *repeat)
@@ -135,17 +144,19 @@ func runBench(ctx context.Context, args []string, io IO) error {
 		rep.DecodeTokens = res.Timings.GeneratedTokens
 		rep.PrefillRuns = append(rep.PrefillRuns, res.Timings.PrefillTokensPerSec())
 		rep.DecodeRuns = append(rep.DecodeRuns, res.Timings.DecodeTokensPerSec())
+		bwSamples = append(bwSamples, meter.read())
 	}
 	rep.PrefillTPS, rep.DecodeTPS = median(rep.PrefillRuns), median(rep.DecodeRuns)
-	if *repeat == 1 {
-		rep.PrefillRuns, rep.DecodeRuns = nil, nil
-	}
-
+	rep.BandwidthRuns = bandwidthPerRun(bwSamples)
+	rep.MemBandwidthGBs = median(rep.BandwidthRuns)
+	rep.CopyGBs = meter.copied()
 	rep.BytesPerToken = info.DecodeBytesPerToken
-	rep.MemBandwidthGBs, rep.CopyGBs = memoryBandwidth(m.Config().Threads)
 	if rep.BytesPerToken > 0 {
 		rep.BoundTPS = rep.MemBandwidthGBs * 1e9 / float64(rep.BytesPerToken)
-		rep.FractionOfBound = rep.DecodeTPS / rep.BoundTPS
+		rep.FractionOfBound = fractionOfBound(rep.DecodeRuns, rep.BandwidthRuns, rep.BytesPerToken)
+	}
+	if *repeat == 1 {
+		rep.PrefillRuns, rep.DecodeRuns, rep.BandwidthRuns = nil, nil, nil
 	}
 	rep.PeakRSSBytes = peakRSS()
 	tiers := m.Tiers()
@@ -176,10 +187,10 @@ func runBench(ctx context.Context, args []string, io IO) error {
 	fmt.Fprintf(io.Out, "load      %.2f s (ready %.2f s after start; pages mapped %.2f s later)\n", rep.LoadSeconds, rep.ReadySeconds, rep.WarmSeconds)
 	fmt.Fprintf(io.Out, "prefill   %d tokens at %.1f tok/s\n", rep.PromptTokens, rep.PrefillTPS)
 	if len(rep.PrefillRuns) > 1 {
-		fmt.Fprintf(io.Out, "runs      %d (the rates shown are their medians): prefill %s tok/s; decode %s tok/s\n",
-			len(rep.PrefillRuns), formatRates(rep.PrefillRuns), formatRates(rep.DecodeRuns))
+		fmt.Fprintf(io.Out, "runs      %d (the rates shown are their medians): prefill %s tok/s; decode %s tok/s; read %s GB/s\n",
+			len(rep.PrefillRuns), formatRates(rep.PrefillRuns), formatRates(rep.DecodeRuns), formatRates(rep.BandwidthRuns))
 	}
-	fmt.Fprintf(io.Out, "decode    %d tokens at %.2f tok/s (bound %.2f tok/s = %.1f GB/s read / %.1f MB per token: %.0f%%; a copy moves %.1f GB/s)\n",
+	fmt.Fprintf(io.Out, "decode    %d tokens at %.2f tok/s (bound %.2f tok/s = %.1f GB/s read / %.1f MB per token: runs at %.0f%% of their bounds; a copy moves %.1f GB/s)\n",
 		rep.DecodeTokens, rep.DecodeTPS, rep.BoundTPS, rep.MemBandwidthGBs, float64(rep.BytesPerToken)/1e6, 100*rep.FractionOfBound, rep.CopyGBs)
 	fmt.Fprintf(io.Out, "peak RSS  %.2f GiB; %.2f GB read from disk until ready; lowest available RAM while starting %.2f GiB\n",
 		float64(rep.PeakRSSBytes)/(1<<30), float64(rep.ReadyDiskReadBytes)/1e9, float64(rep.LowestAvailBytes)/(1<<30))
@@ -291,39 +302,83 @@ func shares(counts map[engine.Tier]uint64) map[string]float64 {
 	return out
 }
 
-// memoryBandwidth measures, with threads goroutines over 512 MiB, best of three: the read
-// bandwidth (vector loads, as the kernels read weights: the bound for decode) and a copy's
-// (read + written bytes, STREAM's convention, for comparison with other tools).
-func memoryBandwidth(threads int) (read, copied float64) {
+// bandwidthPerRun is each run's read bandwidth from the samples taken before the first run
+// and after each (len(runs)+1 of them): the higher of the two around it, since a bound
+// should not be taken in a dip.
+func bandwidthPerRun(samples []float64) []float64 {
+	var runs []float64
+	for i := 1; i < len(samples); i++ {
+		runs = append(runs, max(samples[i-1], samples[i]))
+	}
+	return runs
+}
+
+// fractionOfBound is the median over runs of the decode rate over that run's bound
+// (bandwidth / bytes read per token).
+func fractionOfBound(decode, bandwidthGBs []float64, bytesPerToken int64) float64 {
+	var fr []float64
+	for i := range min(len(decode), len(bandwidthGBs)) {
+		if bandwidthGBs[i] > 0 {
+			fr = append(fr, decode[i]*float64(bytesPerToken)/(bandwidthGBs[i]*1e9))
+		}
+	}
+	return median(fr)
+}
+
+// bandwidthMeter measures memory bandwidth with threads goroutines over 256 MiB (far more
+// than any cache), best of three passes.
+type bandwidthMeter struct {
+	threads  int
+	src, dst []byte
+	sums     []uint64
+}
+
+const meterBytes = 256 << 20
+
+func newBandwidthMeter(threads int) *bandwidthMeter {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
-	const size = 512 << 20
-	src, dst := make([]byte, size), make([]byte, size)
+	src := make([]byte, meterBytes)
 	for i := range src {
 		src[i] = byte(i)
 	}
-	best := func(bytesPerRun float64, part func(lo, hi int)) float64 {
-		top := 0.0
-		for range 3 {
-			start := time.Now()
-			var wg sync.WaitGroup
-			chunk := size / threads
-			for t := range threads {
-				wg.Add(1)
-				go func(lo, hi int) {
-					defer wg.Done()
-					part(lo, hi)
-				}(t*chunk, min((t+1)*chunk, size))
-			}
-			wg.Wait()
-			top = max(top, bytesPerRun/time.Since(start).Seconds()/1e9)
-		}
-		return top
+	return &bandwidthMeter{threads: threads, src: src, sums: make([]uint64, threads)}
+}
+
+// read is the read bandwidth in GB/s with vector loads, as the kernels read weights: the
+// bound for decode.
+func (b *bandwidthMeter) read() float64 {
+	return b.best(meterBytes, func(t, lo, hi int) { b.sums[t] = quant.ReadSum(b.src[lo:hi]) })
+}
+
+// copied is a parallel copy's bandwidth in GB/s, read + written bytes (STREAM's convention,
+// for comparison with other tools).
+func (b *bandwidthMeter) copied() float64 {
+	if b.dst == nil {
+		b.dst = make([]byte, meterBytes)
 	}
-	sums := make([]uint64, threads)
-	read = best(size, func(lo, hi int) { sums[lo/(size/threads)] = quant.ReadSum(src[lo:hi]) })
-	copied = best(2*size, func(lo, hi int) { copy(dst[lo:hi], src[lo:hi]) })
-	runtime.KeepAlive(sums)
-	return read, copied
+	return b.best(2*meterBytes, func(_, lo, hi int) { copy(b.dst[lo:hi], b.src[lo:hi]) })
+}
+
+// best runs part over the buffer split between the threads three times and returns the
+// best rate, counting bytesPerRun bytes a pass.
+func (b *bandwidthMeter) best(bytesPerRun float64, part func(t, lo, hi int)) float64 {
+	top := 0.0
+	chunk := meterBytes / b.threads
+	for range 3 {
+		start := time.Now()
+		var wg sync.WaitGroup
+		for t := range b.threads {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				part(t, t*chunk, min((t+1)*chunk, meterBytes))
+			}()
+		}
+		wg.Wait()
+		top = max(top, bytesPerRun/time.Since(start).Seconds()/1e9)
+	}
+	runtime.KeepAlive(b.sums)
+	return top
 }

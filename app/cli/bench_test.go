@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -45,6 +46,12 @@ func TestBenchRepeat(t *testing.T) {
 		t.Errorf("reported %.3f / %.3f, medians of the runs %.3f / %.3f", rep.PrefillTPS, rep.DecodeTPS,
 			median(rep.PrefillRuns), median(rep.DecodeRuns))
 	}
+	if len(rep.BandwidthRuns) != 3 || slices.Min(rep.BandwidthRuns) <= 0 || rep.MemBandwidthGBs != median(rep.BandwidthRuns) {
+		t.Errorf("bandwidth %.2f GB/s, runs %v: want one positive sample per run and their median", rep.MemBandwidthGBs, rep.BandwidthRuns)
+	}
+	if want := fractionOfBound(rep.DecodeRuns, rep.BandwidthRuns, rep.BytesPerToken); rep.BytesPerToken <= 0 || rep.FractionOfBound != want {
+		t.Errorf("fraction of bound %v, want %v (bytes per token %d)", rep.FractionOfBound, want, rep.BytesPerToken)
+	}
 	if rep.PromptTokens != 8 || rep.DecodeTokens != 4 {
 		t.Errorf("%d prompt and %d decoded tokens per run, want 8 and 4", rep.PromptTokens, rep.DecodeTokens)
 	}
@@ -59,6 +66,40 @@ func TestBenchRepeat(t *testing.T) {
 
 	if _, err := benchCLI(t, append(common, "--repeat", "0")...); err == nil || !strings.Contains(err.Error(), "--repeat") {
 		t.Errorf("--repeat 0: %v", err)
+	}
+}
+
+func TestBandwidthPerRun(t *testing.T) {
+	for _, c := range []struct {
+		samples, want []float64
+	}{
+		{[]float64{20}, nil},
+		{[]float64{10, 20}, []float64{20}},
+		{[]float64{10, 20, 15, 12}, []float64{20, 20, 15}},
+	} {
+		if got := bandwidthPerRun(c.samples); !slices.Equal(got, c.want) {
+			t.Errorf("bandwidthPerRun(%v) = %v, want %v", c.samples, got, c.want)
+		}
+	}
+}
+
+// Each run is set against its own bound: a run in a fast phase does not count against a
+// bound measured in a slow one.
+func TestFractionOfBound(t *testing.T) {
+	const bytes = 2e9 // per token
+	for _, c := range []struct {
+		decode, bw []float64
+		want       float64
+	}{
+		{nil, nil, 0},
+		{[]float64{5}, []float64{20}, 0.5},                       // 5 tok/s x 2 GB of 20 GB/s
+		{[]float64{5, 8, 6}, []float64{20, 20, 12}, 0.8},         // 0.5, 0.8, 1.0
+		{[]float64{4, 9}, []float64{0, 20}, 0.9},                 // a sample without a rate is left out
+		{[]float64{8, 8, 8, 8}, []float64{16, 32, 32, 16}, 0.75}, // 1, 0.5, 0.5, 1
+	} {
+		if got := fractionOfBound(c.decode, c.bw, bytes); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("fractionOfBound(%v, %v) = %v, want %v", c.decode, c.bw, got, c.want)
+		}
 	}
 }
 
