@@ -72,7 +72,12 @@ func ContextFor(requested, modelContext, layers, kvHeads, headDim int, t Type, b
 	return ctx, nil
 }
 
-// Cache is a host-memory KV cache.
+// Cache is a host-memory KV cache. Each layer holds its KV heads one after another, and
+// each head its positions in order (head h, position p at (h*Capacity + p) * headDim), so
+// attention reads one head's keys and values as two contiguous streams. Interleaved by
+// position, a head's rows were headDim of every kvHeads*headDim values: a 30b-a3b decode
+// step's attention at 600 positions took 17.7 ms that way and 13.1-14.5 ms this way, at
+// 2048 positions 58 and 45-56 ms (BenchmarkAttentionDecode, 2-core VM).
 type Cache struct {
 	typ       Type
 	layers    int
@@ -113,25 +118,35 @@ func (c *Cache) Capacity() int { return c.positions }
 // Type of the elements.
 func (c *Cache) Type() Type { return c.typ }
 
-// Store writes n rows of keys and values (kvHeads*headDim each) at positions pos0...
+// Store writes n rows of keys and values (kvHeads*headDim each, head after head) at
+// positions pos0...
 func (c *Cache) Store(layer, pos0, n int, k, v []float32) {
-	w := c.kvHeads * c.headDim
-	off := pos0 * w
-	if c.typ == F32 {
-		copy(c.k32[layer][off:off+n*w], k[:n*w])
-		copy(c.v32[layer][off:off+n*w], v[:n*w])
-		return
-	}
-	kd, vd := c.k16[layer][off:off+n*w], c.v16[layer][off:off+n*w]
-	for i := range kd {
-		kd[i] = quant.FP32ToFP16(k[i])
-		vd[i] = quant.FP32ToFP16(v[i])
+	d := c.headDim
+	for i := range n {
+		for h := range c.kvHeads {
+			src := (i*c.kvHeads + h) * d
+			dst := c.HeadOffset(h) + (pos0+i)*d
+			if c.typ == F32 {
+				copy(c.k32[layer][dst:dst+d], k[src:src+d])
+				copy(c.v32[layer][dst:dst+d], v[src:src+d])
+				continue
+			}
+			kd, vd := c.k16[layer][dst:dst+d], c.v16[layer][dst:dst+d]
+			for j := range kd {
+				kd[j] = quant.FP32ToFP16(k[src+j])
+				vd[j] = quant.FP32ToFP16(v[src+j])
+			}
+		}
 	}
 }
 
+// HeadOffset is where KV head h's position 0 starts in a layer's keys or values; its
+// position p is headDim values further on per position.
+func (c *Cache) HeadOffset(h int) int { return h * c.positions * c.headDim }
+
 // Key copies the key of head h at position p of layer into dst (headDim values).
 func (c *Cache) Key(layer, p, h int, dst []float32) {
-	off := (p*c.kvHeads + h) * c.headDim
+	off := c.HeadOffset(h) + p*c.headDim
 	if c.typ == F32 {
 		copy(dst, c.k32[layer][off:off+c.headDim])
 		return
@@ -141,7 +156,8 @@ func (c *Cache) Key(layer, p, h int, dst []float32) {
 	}
 }
 
-// Keys returns the raw key storage of a layer (F32 caches only), for fast loops.
+// Keys32 and the others return the raw storage of a layer (see Cache for its order), for
+// fast loops; the 32-bit ones are nil in a float16 cache and the 16-bit ones in a float32 one.
 func (c *Cache) Keys32(layer int) []float32   { return c.k32[layer] }
 func (c *Cache) Values32(layer int) []float32 { return c.v32[layer] }
 func (c *Cache) Keys16(layer int) []uint16    { return c.k16[layer] }

@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -22,6 +23,19 @@ func TestStoreAndReadBack(t *testing.T) {
 		for i, want := range []float32{0.5, -0.25, 9, 10} {
 			if got[i] != want {
 				t.Fatalf("%s: key(pos 4, head 0)[%d] = %v, want %v", typ, i, got[i], want)
+			}
+		}
+		c.Key(1, 3, 1, got)
+		for i, want := range []float32{5, 6, 7, 8} {
+			if got[i] != want {
+				t.Fatalf("%s: key(pos 3, head 1)[%d] = %v, want %v", typ, i, got[i], want)
+			}
+		}
+		// The documented order: a head's positions one after another.
+		if typ == F32 {
+			at := c.HeadOffset(1) + 4*4 // head 1, position 4
+			if k, v := c.Keys32(1)[at:at+4], c.Values32(1)[at:at+4]; !slices.Equal(k, []float32{11, 12, 13, 14}) || !slices.Equal(v, []float32{-11, -12, -13, -14}) {
+				t.Errorf("head 1, position 4 holds keys %v and values %v", k, v)
 			}
 		}
 	}

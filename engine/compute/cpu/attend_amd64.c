@@ -19,9 +19,8 @@
 #define AT_UNROLL _Pragma("GCC unroll 8")
 
 // AT_POS: key rows converted and dotted per step (independent sums per head), AT_HEADS heads
-// at a time. AT_VPOS: value
-// rows converted per step. AT_AHEAD: how many rows ahead to prefetch (the rows of one KV head
-// are strided through the cache, which the hardware prefetchers follow poorly).
+// at a time. AT_VPOS: value rows taken per step. AT_AHEAD: how many key rows ahead to
+// prefetch.
 #define AT_POS 4
 #define AT_HEADS 2
 #define AT_VPOS 16
@@ -127,7 +126,11 @@ static inline AT_T AT_AI void attend_group(const int G, int T, const float *q, l
 	for (int p0 = 0; p0 < nmax; p0 += AT_VPOS) {
 		const int pb = nmax - p0 < AT_VPOS ? nmax - p0 : AT_VPOS;
 		for (int j = p0 + AT_VPOS; j < p0 + 2 * AT_VPOS && j < nmax; j++) prefetch_row(v + (long)j * stride, d);
-		for (int j = 0; j < pb; j++) {
+		// Decode reads each value row once: converted where it is used, it is not stored and
+		// read back (a 30b-a3b decode step at 600 positions: 22.6 -> 17.7 ms). Tokens of a
+		// prefill share the block's rows, converted once.
+		const int direct = T == 1;
+		for (int j = 0; j < pb && !direct; j++) {
 			const uint16_t *vr = v + (long)(p0 + j) * stride;
 			for (int i = 0; i < d; i += 8) _mm256_storeu_ps(vf + j * d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vr + i))));
 		}
@@ -141,7 +144,8 @@ static inline AT_T AT_AI void attend_group(const int G, int T, const float *q, l
 				AT_UNROLL
 				for (int h = 0; h < G; h++) o[h] = p0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(ot + (long)h * d + i);
 				for (int j = 0; j < valid; j++) {
-					const __m256 vv = _mm256_loadu_ps(vf + j * d + i);
+					const __m256 vv = direct ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + (long)(p0 + j) * stride + i)))
+					                         : _mm256_loadu_ps(vf + j * d + i);
 					AT_UNROLL
 					for (int h = 0; h < G; h++) o[h] = _mm256_fmadd_ps(_mm256_broadcast_ss(st + (long)h * nmax + p0 + j), vv, o[h]);
 				}

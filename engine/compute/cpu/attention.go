@@ -16,7 +16,7 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 	cache := c.(*kv.Cache)
 	out, qs := f32(dst), f32(q)
 	D, group := s.HeadDim, s.Heads/s.KVHeads
-	stride := s.KVHeads * D
+	stride := D // a KV head's positions follow one another (see kv.Cache)
 	var keys32, vals32 []float32
 	var keys16, vals16 []uint16
 	if cache.Type() == kv.F32 {
@@ -26,7 +26,7 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 	}
 	if keys16 != nil && attendF16Fast(D) {
 		if parts := attentionParts(s.N*s.KVHeads, s.Pos0+s.N, b.pool.Size()); parts > 1 {
-			b.attendInParts(out, qs, keys16, vals16, s, parts)
+			b.attendInParts(out, qs, cache, keys16, vals16, s, parts)
 			return
 		}
 		// One task per (block of tokens, KV head): the query heads sharing a KV head, of
@@ -43,7 +43,8 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 				t0 := blk * attendTokens
 				tn := min(attendTokens, s.N-t0)
 				at := t0*tokenStride + g*group*D
-				attendF16(qs[at:], tokenStride, keys16[g*D:], vals16[g*D:], stride, s.Pos0+t0+1, tn, group, D, s.Scale, scores, out[at:], nil)
+				kv0 := cache.HeadOffset(g)
+				attendF16(qs[at:], tokenStride, keys16[kv0:], vals16[kv0:], stride, s.Pos0+t0+1, tn, group, D, s.Scale, scores, out[at:], nil)
 			}
 		})
 		return
@@ -54,7 +55,7 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 		row := make([]float32, D)
 		for idx := lo; idx < hi; idx++ {
 			t, h := idx/s.Heads, idx%s.Heads
-			off := (h / group) * D
+			off := cache.HeadOffset(h / group)
 			qv := qs[(t*s.Heads+h)*D : (t*s.Heads+h+1)*D]
 			last := s.Pos0 + t
 			maxv := float32(math.Inf(-1))
@@ -126,9 +127,9 @@ func attentionParts(tasks, positions, threads int) int {
 // attendInParts is the vector kernel's attention with each task's positions cut into parts
 // run in parallel, each giving its unnormalised sums, max score and weight sum; the parts
 // are then merged per head (flash-decoding).
-func (b *Backend) attendInParts(out, qs []float32, keys16, vals16 []uint16, s compute.AttentionSpec, parts int) {
+func (b *Backend) attendInParts(out, qs []float32, cache *kv.Cache, keys16, vals16 []uint16, s compute.AttentionSpec, parts int) {
 	D, group := s.HeadDim, s.Heads/s.KVHeads
-	stride := s.KVHeads * D
+	stride := D
 	tasks := s.N * s.KVHeads
 	width := group * D
 	// Every value below is written before it is read (an empty part writes only its ml).
@@ -156,7 +157,7 @@ func (b *Backend) attendInParts(out, qs []float32, keys16, vals16 []uint16, s co
 				continue
 			}
 			heads := qs[(t*s.Heads+g*group)*D : (t*s.Heads+(g+1)*group)*D]
-			off := p0*stride + g*D
+			off := cache.HeadOffset(g) + p0*stride
 			attendF16(heads, width, keys16[off:], vals16[off:], stride, p1-p0, 1, group, D, s.Scale, scores, o, m)
 		}
 	})

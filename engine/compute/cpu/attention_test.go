@@ -65,7 +65,8 @@ func checkAttention(t *testing.T, b *Backend, rng *rand.Rand, heads, kvHeads, di
 		}
 		return xs
 	}
-	cache.Store(layer, 0, total, random(total*kvHeads*dim), random(total*kvHeads*dim))
+	keys, values := random(total*kvHeads*dim), random(total*kvHeads*dim)
+	cache.Store(layer, 0, total, keys, values)
 	q := random(n * heads * dim)
 	out := make([]float32, len(q))
 	scale := float32(1 / math.Sqrt(float64(dim)))
@@ -88,20 +89,16 @@ func checkAttention(t *testing.T, b *Backend, rng *rand.Rand, heads, kvHeads, di
 			}
 		}
 	}
-	// What the cache holds, as float64.
-	stride := kvHeads * dim
-	at := func(p, g, i int, keys bool) float64 {
-		o := p*stride + g*dim + i
-		if typ == kv.F32 {
-			if keys {
-				return float64(cache.Keys32(layer)[o])
-			}
-			return float64(cache.Values32(layer)[o])
+	// What the cache holds, as float64: the stored rows, rounded as the cache rounds them.
+	at := func(p, g, i int, isKey bool) float64 {
+		x := values[(p*kvHeads+g)*dim+i]
+		if isKey {
+			x = keys[(p*kvHeads+g)*dim+i]
 		}
-		if keys {
-			return float64(quant.FP16ToFP32(cache.Keys16(layer)[o]))
+		if typ == kv.F16 {
+			x = quant.FP16ToFP32(quant.FP32ToFP16(x))
 		}
-		return float64(quant.FP16ToFP32(cache.Values16(layer)[o]))
+		return float64(x)
 	}
 	group := heads / kvHeads
 	for tok := range n {
