@@ -45,3 +45,33 @@ func BenchmarkAttentionDecode(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAttentionPrefill is a 512-token prefill's attention over every layer of the same
+// cache shape, from an empty cache.
+func BenchmarkAttentionPrefill(b *testing.B) {
+	const layers, heads, kvHeads, dim, n = 48, 32, 4, 128, 512
+	be := New(Options{Threads: runtime.NumCPU()})
+	b.Cleanup(func() { be.Close() })
+	rng := rand.New(rand.NewPCG(7, 8))
+	cache, err := kv.New(layers, kvHeads, dim, n, kv.F16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rows := make([]float32, n*heads*dim)
+	for i := range rows {
+		rows[i] = float32(rng.NormFloat64())
+	}
+	for l := range layers {
+		cache.Store(l, 0, n, rows, rows)
+	}
+	q, out := be.NewBuf(n*heads*dim), be.NewBuf(n*heads*dim)
+	be.Write(q, rows)
+	for b.Loop() {
+		for l := range layers {
+			be.Attention(out, q, cache, compute.AttentionSpec{
+				Layer: l, Pos0: 0, N: n, Heads: heads, KVHeads: kvHeads, HeadDim: dim, Scale: float32(1 / math.Sqrt(dim)),
+			})
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/prompt")
+}
