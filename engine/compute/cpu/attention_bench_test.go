@@ -11,67 +11,65 @@ import (
 	"strata/engine/kv"
 )
 
-// BenchmarkAttentionDecode is one decode step's attention over every layer of a
-// 30b-a3b-shaped float16 cache (48 layers, 32 query heads on 4 KV heads of 128): the cache
+// The benchmarks' cache: 30b-a3b's attention shape (48 layers, 32 query heads on 4 KV heads
+// of 128), in float16.
+const benchLayers, benchHeads, benchKVHeads, benchDim = 48, 32, 4, 128
+
+// benchAttention makes a backend on every core and a cache of positions positions whose
+// first n hold random keys and values in every layer. rows is random too, long enough for
+// n tokens' queries.
+func benchAttention(b *testing.B, seed uint64, positions, n int) (be *Backend, cache *kv.Cache, rows []float32) {
+	be = New(Options{Threads: runtime.NumCPU()})
+	b.Cleanup(func() { be.Close() })
+	cache, err := kv.New(benchLayers, benchKVHeads, benchDim, positions, kv.F16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	rows = make([]float32, n*benchHeads*benchDim)
+	for i := range rows {
+		rows[i] = float32(rng.NormFloat64())
+	}
+	for l := range benchLayers {
+		cache.Store(l, 0, n, rows, rows)
+	}
+	return be, cache, rows
+}
+
+// attendLayers runs one step's attention (n tokens from pos0) in every layer.
+func attendLayers(be *Backend, out, q compute.Buf, cache *kv.Cache, pos0, n int) {
+	for l := range benchLayers {
+		be.Attention(out, q, cache, compute.AttentionSpec{
+			Layer: l, Pos0: pos0, N: n, Heads: benchHeads, KVHeads: benchKVHeads, HeadDim: benchDim,
+			Scale: float32(1 / math.Sqrt(benchDim)),
+		})
+	}
+}
+
+// BenchmarkAttentionDecode is one decode step's attention at ctx cached positions: the cache
 // (59 MB at 600 positions) is read from memory, as it is between a step's weight reads.
 func BenchmarkAttentionDecode(b *testing.B) {
-	const layers, heads, kvHeads, dim = 48, 32, 4, 128
-	be := New(Options{Threads: runtime.NumCPU()})
-	b.Cleanup(func() { be.Close() })
-	rng := rand.New(rand.NewPCG(5, 6))
 	for _, ctx := range []int{64, 600, 2048} {
 		b.Run(fmt.Sprintf("ctx=%d", ctx), func(b *testing.B) {
-			cache, err := kv.New(layers, kvHeads, dim, ctx+1, kv.F16)
-			if err != nil {
-				b.Fatal(err)
-			}
-			rows := make([]float32, ctx*kvHeads*dim)
-			for i := range rows {
-				rows[i] = float32(rng.NormFloat64())
-			}
-			for l := range layers {
-				cache.Store(l, 0, ctx, rows, rows)
-			}
-			q, out := be.NewBuf(heads*dim), be.NewBuf(heads*dim)
-			be.Write(q, rows[:heads*dim])
+			be, cache, rows := benchAttention(b, 5, ctx+1, ctx)
+			q, out := be.NewBuf(benchHeads*benchDim), be.NewBuf(benchHeads*benchDim)
+			be.Write(q, rows[:benchHeads*benchDim])
 			for b.Loop() {
-				for l := range layers {
-					be.Attention(out, q, cache, compute.AttentionSpec{
-						Layer: l, Pos0: ctx - 1, N: 1, Heads: heads, KVHeads: kvHeads, HeadDim: dim, Scale: float32(1 / math.Sqrt(dim)),
-					})
-				}
+				attendLayers(be, out, q, cache, ctx-1, 1)
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/token")
 		})
 	}
 }
 
-// BenchmarkAttentionPrefill is a 512-token prefill's attention over every layer of the same
-// cache shape, from an empty cache.
+// BenchmarkAttentionPrefill is a 512-token prompt's attention, from an empty cache.
 func BenchmarkAttentionPrefill(b *testing.B) {
-	const layers, heads, kvHeads, dim, n = 48, 32, 4, 128, 512
-	be := New(Options{Threads: runtime.NumCPU()})
-	b.Cleanup(func() { be.Close() })
-	rng := rand.New(rand.NewPCG(7, 8))
-	cache, err := kv.New(layers, kvHeads, dim, n, kv.F16)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rows := make([]float32, n*heads*dim)
-	for i := range rows {
-		rows[i] = float32(rng.NormFloat64())
-	}
-	for l := range layers {
-		cache.Store(l, 0, n, rows, rows)
-	}
-	q, out := be.NewBuf(n*heads*dim), be.NewBuf(n*heads*dim)
+	const n = 512
+	be, cache, rows := benchAttention(b, 7, n, n)
+	q, out := be.NewBuf(n*benchHeads*benchDim), be.NewBuf(n*benchHeads*benchDim)
 	be.Write(q, rows)
 	for b.Loop() {
-		for l := range layers {
-			be.Attention(out, q, cache, compute.AttentionSpec{
-				Layer: l, Pos0: 0, N: n, Heads: heads, KVHeads: kvHeads, HeadDim: dim, Scale: float32(1 / math.Sqrt(dim)),
-			})
-		}
+		attendLayers(be, out, q, cache, 0, n)
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/prompt")
 }
