@@ -41,9 +41,16 @@ static inline AT_T void prefetch_row(const uint16_t *r, int d) {
 // softmax_row turns n scores into weights that sum to one, in place. With ml set it leaves
 // them unnormalised, e^(s - max), and writes the max and their sum to ml[0], ml[1].
 static inline AT_T void softmax_row(float *s, int n, float *ml) {
-	float maxv = -INFINITY;
-	for (int p = 0; p < n; p++)
-		if (s[p] > maxv) maxv = s[p];
+	// The max eight lanes at a time (one chain of scalar maxes was 3% of decode attention).
+	__m256 m8 = _mm256_set1_ps(-INFINITY);
+	int q = 0;
+	for (; q + 8 <= n; q += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(s + q));
+	__m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+	m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+	m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+	float maxv = _mm_cvtss_f32(m4);
+	for (; q < n; q++)
+		if (s[q] > maxv) maxv = s[q];
 	const __m256 mx = _mm256_set1_ps(maxv);
 	__m256 sum8 = _mm256_setzero_ps();
 	int p = 0;
