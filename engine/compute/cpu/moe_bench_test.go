@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"sync/atomic"
 	"testing"
 
 	"strata/engine/compute"
@@ -28,6 +29,7 @@ func BenchmarkMoE(b *testing.B) {
 	up := benchWeight(b, "up", ffn, hidden, experts, rng)
 	down := benchWeight(b, "down", hidden, ffn, experts, rng)
 	perExpert := len(gate.Data())/experts + len(up.Data())/experts + len(down.Data())/experts
+	b.Run("n=1/read", func(b *testing.B) { benchReadExperts(b, be, []*Weight{gate, up, down}, experts, k, rng) })
 	for _, n := range []int{1, 64} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			xs := make([]float32, n*hidden)
@@ -55,6 +57,50 @@ func BenchmarkMoE(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchReadExperts reads the matrices of one token's routed experts (cycled over 16 routings,
+// as n=1 does) on the pool in contiguous pieces, as the products split their rows, but adds
+// the bytes instead of multiplying: its GB/s is the pace of memory on n=1's access pattern,
+// which n=1's GB/s can at best reach.
+func benchReadExperts(b *testing.B, be *Backend, ws []*Weight, experts, k int, rng *rand.Rand) {
+	const piece = 16 << 10
+	var mats [][][]byte // per routing, the matrices one token reads
+	for range 16 {
+		var ms [][]byte
+		for _, id := range benchRoutes(1, experts, k, rng).IDs {
+			for _, w := range ws {
+				ms = append(ms, w.ExpertBytes(int(id)))
+			}
+		}
+		mats = append(mats, ms)
+	}
+	size := len(mats[0][0])
+	for _, w := range ws {
+		if len(w.ExpertBytes(0)) != size {
+			b.Fatalf("%s: %d bytes an expert, want every matrix at %d", w.name, len(w.ExpertBytes(0)), size)
+		}
+	}
+	pieces := (size + piece - 1) / piece
+	var sink atomic.Uint64
+	i, bytes := 0, 0
+	for b.Loop() {
+		ms := mats[i%len(mats)]
+		be.Pool().For(len(ms)*pieces, 1, func(lo, hi int) {
+			var s uint64
+			for p := lo; p < hi; p++ {
+				m := ms[p/pieces]
+				off := (p % pieces) * piece
+				s += quant.ReadSum(m[off:min(off+piece, len(m))])
+			}
+			sink.Add(s)
+		})
+		for _, m := range ms {
+			bytes += len(m)
+		}
+		i++
+	}
+	b.ReportMetric(float64(bytes)/b.Elapsed().Seconds()/1e9, "GB/s")
 }
 
 // benchWeight makes a stacked Q4_K expert tensor of random blocks with sane scales.
