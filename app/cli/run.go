@@ -46,7 +46,9 @@ func runRun(ctx context.Context, args []string, io IO) error {
 			return usagef("--tokens: %v", err)
 		}
 	} else {
-		ids = m.Tokenize(*prompt, true)
+		if ids = m.Tokenize(*prompt, true); len(ids) == 0 {
+			return fmt.Errorf("the prompt %q gives no tokens: %s has no token for its bytes (they are dropped); give ids with --tokens", *prompt, *modelPath)
+		}
 	}
 	sp := engine.Sampling{Temperature: float32(*temp), Seed: *seed, TopK: *topK, TopP: float32(*topP),
 		MinP: float32(*minP), RepeatPenalty: float32(*repeat), MaxTokens: *n}
