@@ -191,32 +191,8 @@ func (b *Backend) RMSNorm(dst, x compute.Buf, wt compute.Weight, rows int, eps f
 	d, s := f32(dst), f32(x)
 	dim := len(w)
 	b.forWork(rows, rows*dim, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			in, out := s[r*dim:(r+1)*dim], d[r*dim:(r+1)*dim]
-			scale := float32(1 / math.Sqrt(sumSquares(in)/float64(dim)+float64(eps)))
-			for i, v := range in {
-				out[i] = v * scale * w[i]
-			}
-		}
+		rmsNorm(d[lo*dim:hi*dim], s[lo*dim:hi*dim], w, hi-lo, eps)
 	})
-}
-
-// sumSquares is the sum of v² in float64, in four interleaved partial sums: one running sum
-// waits on the add before it every value, which made the norms of a decode step ~1% of it.
-func sumSquares(x []float32) float64 {
-	var s0, s1, s2, s3 float64
-	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		v := x[i : i+4 : i+4]
-		s0 += float64(v[0]) * float64(v[0])
-		s1 += float64(v[1]) * float64(v[1])
-		s2 += float64(v[2]) * float64(v[2])
-		s3 += float64(v[3]) * float64(v[3])
-	}
-	for ; i < len(x); i++ {
-		s0 += float64(x[i]) * float64(x[i])
-	}
-	return (s0 + s1) + (s2 + s3)
 }
 
 // Add accumulates x into dst.

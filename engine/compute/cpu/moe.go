@@ -119,23 +119,6 @@ func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r *comp
 	})
 }
 
-// addScaled adds w·x to o (len(x) >= len(o)), four values a turn: the bounds checks of
-// the plain loop cost more than its arithmetic.
-func addScaled(o []float32, w float32, x []float32) {
-	x = x[:len(o)]
-	i := 0
-	for ; i+4 <= len(o); i += 4 {
-		d, s := o[i:i+4:i+4], x[i:i+4:i+4]
-		d[0] += w * s[0]
-		d[1] += w * s[1]
-		d[2] += w * s[2]
-		d[3] += w * s[3]
-	}
-	for ; i < len(o); i++ {
-		o[i] += w * x[i]
-	}
-}
-
 // expertActs is one expert's batch of quantised input rows for its gate and up products
 // (one value when both have the same weight type).
 type expertActs struct{ gate, up *quant.Activations }
@@ -145,6 +128,7 @@ type expertActs struct{ gate, up *quant.Activations }
 // gets count[j] rows, and route k lands in row row[k] of expert slot[k]. Quantising every
 // expert's copy instead cost eight times the work in decode. It returns the batches and
 // every activation it made (for release), or ok false when a type has no integer kernel.
+// With one token, the batches share its row.
 func (b *Backend) gatherQuantised(G, U *Weight, xs []float32, r *compute.Routes, count []int, slot, row []int32) (batches []expertActs, made []*quant.Activations, ok bool) {
 	H := G.cols
 	gateSrc, err := b.activations(G.typ, H, r.N)
@@ -167,6 +151,13 @@ func (b *Backend) gatherQuantised(G, U *Weight, xs []float32, r *compute.Routes,
 		}
 	})
 	batches = make([]expertActs, len(count))
+	if r.N == 1 && len(count) == len(r.IDs) {
+		// Decode: every expert's batch is the one token's row; share it instead of copying.
+		for j := range batches {
+			batches[j] = expertActs{gate: gateSrc, up: upSrc}
+		}
+		return batches, made, true
+	}
 	for j, ne := range count {
 		g, err := b.activations(G.typ, H, ne)
 		if err != nil {
