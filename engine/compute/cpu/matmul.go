@@ -13,7 +13,7 @@ import (
 // projection (4.7 MB) into 18 KB pieces; at 64 KB, five passes of the H200's CPU, decode
 // 35.4-37.4 -> 38.6-40.1 tok/s, the projections 15-20% faster (at 128 KB, even). A row
 // count (16) did worse still for wide rows: the router's 8 KB rows made eight chunks, so
-// eight of 16 threads read it. Two threads keep their 32 chunks either way.
+// eight of 16 threads read it. On two threads the projections keep their 32 chunks.
 const grainBytes = 64 << 10
 
 // MatMul computes dst[n x rows] = x[n x cols] · wᵀ.
