@@ -5,7 +5,6 @@
 // The target has no FMA, so every product and sum is rounded as Go rounds it (vec.go): the
 // same bits on every path.
 #include <immintrin.h>
-#include <math.h>
 
 #include "vec_amd64.h"
 
@@ -29,7 +28,9 @@ VEC_T void strata_rmsnorm_avx2(float *dst, const float *x, const float *w, int64
 	for (int64_t r = 0; r < rows; r++) {
 		const float *in = x + r * dim;
 		float *out = dst + r * dim;
-		const float scale = (float)(1.0 / sqrt(vec_sum_squares(in, dim) / (double)dim + (double)eps));
+		// sqrtsd directly: the C library's sqrt would add a libm call and its errno path.
+		const __m128d ms = _mm_set_sd(vec_sum_squares(in, dim) / (double)dim + (double)eps);
+		const float scale = (float)(1.0 / _mm_cvtsd_f64(_mm_sqrt_sd(ms, ms)));
 		const __m256 s8 = _mm256_set1_ps(scale);
 		int64_t i = 0;
 		for (; i + 8 <= dim; i += 8) {
