@@ -256,9 +256,9 @@ func (s *Session) generate(ctx context.Context, prompt []int, sp Sampling, onTok
 		return Result{}, fmt.Errorf("engine: the prompt is %d tokens but the context holds %d; shorten it or raise --max-context", len(prompt), capacity)
 	}
 	// Reuse the cached prefix; always recompute at least the last prompt token for its logits.
+	// A recurrent state goes back only to a checkpoint, which may keep less (model.recurrent).
 	keep := commonPrefix(s.tokens, prompt)
-	keep = min(keep, len(prompt)-1)
-	s.state.Rewind(keep)
+	keep = s.state.Rewind(min(keep, len(prompt)-1))
 	s.tokens = s.tokens[:keep]
 
 	V := s.m.net.H.Vocab
@@ -274,16 +274,30 @@ func (s *Session) generate(ctx context.Context, prompt []int, sp Sampling, onTok
 	logits := make([]float32, V)
 	start := time.Now()
 	batch := s.prefillBatch()
-	for i := keep; i < len(prompt); i += batch {
+	// A recurrent state is checkpointed before the prompt's last token, the point a
+	// regenerated reply or the next turn rewinds to: the prefill stops there once.
+	mark := -1
+	if s.state.Recurrent() {
+		mark = len(prompt) - 1
+	}
+	for i := keep; i < len(prompt); {
 		if err := ctx.Err(); err != nil {
 			res.Stop = StopCancelled
 			return res, nil
 		}
-		chunk := prompt[i:min(i+batch, len(prompt))]
+		end := min(i+batch, len(prompt))
+		if i < mark && end > mark {
+			end = mark
+		}
+		if i == mark {
+			s.state.Checkpoint()
+		}
+		chunk := prompt[i:end]
 		if err := s.m.net.Forward(s.state, chunk, false, logits, s.m.stats); err != nil {
 			return res, fmt.Errorf("engine: prefill: %w", err)
 		}
 		s.tokens = append(s.tokens, chunk...)
+		i = end
 	}
 	res.Timings.Prefill = time.Since(start)
 
@@ -328,6 +342,7 @@ func (s *Session) generate(ctx context.Context, prompt []int, sp Sampling, onTok
 		}
 		s.tokens = append(s.tokens, id)
 	}
+	s.state.Checkpoint() // where the next turn continues from
 	emit(-1, stream.flush())
 	for _, part := range split.flush() {
 		if part.thinking {

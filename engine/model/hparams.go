@@ -24,21 +24,61 @@ type Hparams struct {
 	RopeBase    float32
 	Eps         float32
 	NormTopK    bool // renormalise the top-k router weights to sum to 1
+
+	// The Gated DeltaNet hybrids (qwen35moe, qwen3next); zero for qwen3moe.
+	Hybrid    HybridTraits
+	Recurrent []bool // per layer: a Gated DeltaNet layer (else gated full attention)
+	RopeDims  int    // the dims of each head RoPE rotates (HeadDim but in hybrids)
+	SharedFFN int    // the shared expert's FFN width
+	SSM       SSM
+}
+
+// SSM are the shapes of the Gated DeltaNet layers.
+type SSM struct {
+	ConvKernel     int // taps of the causal conv
+	KHeads, VHeads int // key (ssm.group_count) and value (ssm.time_step_rank) heads
+	KDim, VDim     int // per head (ssm.state_size; ssm.inner_size / VHeads)
+}
+
+// HybridTraits are what sets the hybrid architectures apart, as data: qwen3next's files differ
+// from qwen35moe's only in these.
+type HybridTraits struct {
+	On bool // Gated DeltaNet layers, gated attention, partial RoPE, zero-centred norms stored as 1+w, a gated shared expert
+	// FusedBA: beta and alpha are one tensor ssm_ba, per key head [beta x r | alpha x r]
+	// with r = VHeads/KHeads (qwen3next); else ssm_beta and ssm_alpha.
+	FusedBA bool
+	// GroupedVHeads: value head h belongs to key head h / r (qwen3next); qwen35moe's
+	// converter tiles them, so h belongs to key head h % KHeads.
+	GroupedVHeads bool
+}
+
+// archTraits says whether this package runs arch and how the hybrids differ.
+func archTraits(arch string) (HybridTraits, bool) {
+	switch arch {
+	case "qwen3moe":
+		return HybridTraits{}, true
+	case "qwen35moe":
+		return HybridTraits{On: true}, true
+	case "qwen3next":
+		return HybridTraits{On: true, FusedBA: true, GroupedVHeads: true}, true
+	}
+	return HybridTraits{}, false
 }
 
 // Supported lists the architectures this package can run.
-func Supported() []string { return []string{"qwen3moe"} }
+func Supported() []string { return []string{"qwen35moe", "qwen3moe", "qwen3next"} }
 
 // ReadHparams reads and checks the hyper-parameters of f.
 func ReadHparams(f *gguf.File) (Hparams, error) {
 	arch := f.Architecture()
-	if arch != "qwen3moe" {
+	traits, ok := archTraits(arch)
+	if !ok {
 		if arch == "" {
 			return Hparams{}, fmt.Errorf("model: %s has no general.architecture key: not a model GGUF", f.Path)
 		}
 		return Hparams{}, fmt.Errorf("model: %s: architecture %q is not supported yet (Strata runs: %v)", f.Path, arch, Supported())
 	}
-	h := Hparams{Arch: arch, NormTopK: true}
+	h := Hparams{Arch: arch, NormTopK: true, Hybrid: traits}
 	var err error
 	get := func(suffix string) int {
 		if err != nil {
@@ -69,8 +109,9 @@ func ReadHparams(f *gguf.File) (Hparams, error) {
 	h.RopeBase = float32(base)
 	eps, _ := f.ArchFloatOr("attention.layer_norm_rms_epsilon", 1e-6)
 	h.Eps = float32(eps)
+	h.RopeDims = h.HeadDim
 	if vl, _ := f.ArchUintOr("attention.value_length", hd); vl != hd {
-		return Hparams{}, fmt.Errorf("model: %s: value_length %d differs from key_length %d, which qwen3moe never does", f.Path, vl, hd)
+		return Hparams{}, fmt.Errorf("model: %s: value_length %d differs from key_length %d, which %s never does", f.Path, vl, hd, arch)
 	}
 	switch {
 	case h.Heads%h.KVHeads != 0:
@@ -88,5 +129,10 @@ func ReadHparams(f *gguf.File) (Hparams, error) {
 		return Hparams{}, fmt.Errorf("model: %s: tensor %q has %d dims, want 2", f.Path, emb.Name, len(emb.Ne))
 	}
 	h.Vocab = int(emb.Ne[1])
+	if traits.On {
+		if err := readHybrid(f, &h); err != nil {
+			return Hparams{}, err
+		}
+	}
 	return h, nil
 }

@@ -11,21 +11,41 @@ import (
 	"strata/engine/quant"
 )
 
-// layer holds one transformer block's weights on the backend.
+// layer holds one transformer block's weights on the backend: a norm, a mixer (attention, or
+// in the hybrids a Gated DeltaNet), a norm and the MoE.
 type layer struct {
-	attnNorm, q, k, v, o, qNorm, kNorm compute.Weight
-	ffnNorm, router                    compute.Weight
-	experts                            compute.Experts
+	attnNorm compute.Weight
+	attn     *attention // nil in a Gated DeltaNet layer
+	delta    *deltaNet  // nil in an attention layer
+	ffnNorm  compute.Weight
+	router   compute.Weight
+	experts  compute.Experts
+	shared   *sharedExpert // nil when the MoE has none
 }
 
-// Model is a loaded qwen3moe: hyper-parameters and weights placed on one backend.
+// attention is a full-attention block's weights. The hybrids gate its output by
+// sigmoid(gate·x) per value and rotate only part of each head.
+type attention struct {
+	q, k, v, o, qNorm, kNorm compute.Weight
+	gate                     compute.Weight // nil when ungated
+	kvLayer                  int            // the layer's index in the KV cache
+}
+
+// sharedExpert is an expert every token runs, weighted by sigmoid(router·x).
+type sharedExpert struct{ router, gate, up, down compute.Weight }
+
+// Model is a loaded qwen3moe, qwen35moe or qwen3next: hyper-parameters and weights placed on
+// one backend.
 type Model struct {
-	H       Hparams
-	b       compute.Backend
-	embd    compute.Weight
-	outNorm compute.Weight
-	out     compute.Weight
-	layers  []layer
+	H           Hparams
+	b           compute.Backend
+	hy          compute.Hybrid // b's hybrid operations (hybrid models only)
+	embd        compute.Weight
+	outNorm     compute.Weight
+	out         compute.Weight
+	layers      []layer
+	kvLayers    int // attention layers
+	deltaLayers int // Gated DeltaNet layers
 }
 
 // ExpertTensors names the three stacked expert tensors of layer l, for tier code.
@@ -48,6 +68,65 @@ func Load(f *gguf.File, b compute.Backend, progress func(done, total int64)) (*M
 	return LoadWith(f, b, progress, nil)
 }
 
+// loader places a file's tensors on a backend, checking names and shapes.
+type loader struct {
+	f           *gguf.File
+	b           compute.Backend
+	done, total int64
+	progress    func(done, total int64)
+}
+
+// spec checks tensor name against rows x cols (x experts) and describes its bytes. A
+// one-row tensor may be stored 1-D or, as converters write some, [cols, 1].
+func (ld *loader) spec(name string, rows, cols, experts int) (compute.WeightSpec, error) {
+	f := ld.f
+	t, ok := f.Tensor(name)
+	if !ok {
+		return compute.WeightSpec{}, fmt.Errorf("model: %s: tensor %q is missing", f.Path, name)
+	}
+	want := []int64{int64(cols), int64(rows)}
+	if experts > 1 {
+		want = append(want, int64(experts))
+	}
+	if rows == 1 && experts <= 1 && len(t.Ne) == 1 {
+		want = want[:1]
+	}
+	if !slices.Equal(t.Ne, want) {
+		return compute.WeightSpec{}, fmt.Errorf("model: %s: tensor %q has shape %v, want %v", f.Path, name, t.Ne, want)
+	}
+	if !quant.CanDequantize(t.Type) {
+		return compute.WeightSpec{}, fmt.Errorf("model: %s: tensor %q has type %s, which Strata cannot compute with yet", f.Path, name, t.Type)
+	}
+	return compute.WeightSpec{Name: name, Type: t.Type, Rows: rows, Cols: cols, Experts: experts, Data: f.TensorData(t)}, nil
+}
+
+func (ld *loader) placed(bytes int) {
+	ld.done += int64(bytes)
+	if ld.progress != nil {
+		ld.progress(ld.done, ld.total)
+	}
+}
+
+func (ld *loader) placeSpec(s compute.WeightSpec) (compute.Weight, error) {
+	w, err := ld.b.Place(s)
+	if err != nil {
+		return nil, fmt.Errorf("model: %s: %w", ld.f.Path, err)
+	}
+	return w, nil
+}
+
+func (ld *loader) place(name string, rows, cols, experts int) (compute.Weight, error) {
+	s, err := ld.spec(name, rows, cols, experts)
+	if err != nil {
+		return nil, err
+	}
+	w, err := ld.placeSpec(s)
+	if err == nil {
+		ld.placed(len(s.Data))
+	}
+	return w, err
+}
+
 // LoadWith is Load with the layers' experts handed to placeExperts.
 func LoadWith(f *gguf.File, b compute.Backend, progress func(done, total int64), placeExperts ExpertPlacer) (*Model, error) {
 	h, err := ReadHparams(f)
@@ -55,48 +134,16 @@ func LoadWith(f *gguf.File, b compute.Backend, progress func(done, total int64),
 		return nil, err
 	}
 	m := &Model{H: h, b: b}
-	qDim, kvDim := h.Heads*h.HeadDim, h.KVHeads*h.HeadDim
-	var total, done int64
-	for _, t := range f.Tensors {
-		total += t.Size
-	}
-	spec := func(name string, rows, cols, experts int) (compute.WeightSpec, error) {
-		t, ok := f.Tensor(name)
+	if h.Hybrid.On {
+		hy, ok := b.(compute.Hybrid)
 		if !ok {
-			return compute.WeightSpec{}, fmt.Errorf("model: %s: tensor %q is missing", f.Path, name)
+			return nil, fmt.Errorf("model: %s: the %s backend cannot run %s's Gated DeltaNet layers yet; use --backend cpu", f.Path, b.Name(), h.Arch)
 		}
-		want := []int64{int64(cols), int64(rows)}
-		if experts > 1 {
-			want = append(want, int64(experts))
-		}
-		if rows == 1 && experts <= 1 {
-			want = want[:1]
-		}
-		if !slices.Equal(t.Ne, want) {
-			return compute.WeightSpec{}, fmt.Errorf("model: %s: tensor %q has shape %v, want %v", f.Path, name, t.Ne, want)
-		}
-		if !quant.CanDequantize(t.Type) {
-			return compute.WeightSpec{}, fmt.Errorf("model: %s: tensor %q has type %s, which Strata cannot compute with yet", f.Path, name, t.Type)
-		}
-		return compute.WeightSpec{Name: name, Type: t.Type, Rows: rows, Cols: cols, Experts: experts, Data: f.TensorData(t)}, nil
+		m.hy = hy
 	}
-	placed := func(bytes int) {
-		done += int64(bytes)
-		if progress != nil {
-			progress(done, total)
-		}
-	}
-	place := func(name string, rows, cols, experts int) (compute.Weight, error) {
-		s, err := spec(name, rows, cols, experts)
-		if err != nil {
-			return nil, err
-		}
-		w, err := b.Place(s)
-		if err != nil {
-			return nil, fmt.Errorf("model: %s: %w", f.Path, err)
-		}
-		placed(len(s.Data))
-		return w, nil
+	ld := &loader{f: f, b: b, progress: progress}
+	for _, t := range f.Tensors {
+		ld.total += t.Size
 	}
 	if placeExperts == nil {
 		placeExperts = func(_ int, g, u, d compute.WeightSpec) (compute.Experts, error) {
@@ -115,56 +162,151 @@ func LoadWith(f *gguf.File, b compute.Backend, progress func(done, total int64),
 			return e, nil
 		}
 	}
-	if m.embd, err = place("token_embd.weight", h.Vocab, h.Hidden, 1); err != nil {
+	if m.embd, err = ld.place("token_embd.weight", h.Vocab, h.Hidden, 1); err != nil {
 		return nil, err
+	}
+	// The norm before the MoE: qwen3moe's ffn_norm is the hybrids' post_attention_norm.
+	ffnNorm := "ffn_norm"
+	if h.Hybrid.On {
+		ffnNorm = "post_attention_norm"
 	}
 	for l := range h.Layers {
 		var L layer
 		p := func(dst *compute.Weight, suffix string, rows, cols, experts int) {
 			if err == nil {
-				*dst, err = place(fmt.Sprintf("blk.%d.%s.weight", l, suffix), rows, cols, experts)
+				*dst, err = ld.place(fmt.Sprintf("blk.%d.%s.weight", l, suffix), rows, cols, experts)
 			}
 		}
 		p(&L.attnNorm, "attn_norm", 1, h.Hidden, 1)
-		p(&L.q, "attn_q", qDim, h.Hidden, 1)
-		p(&L.k, "attn_k", kvDim, h.Hidden, 1)
-		p(&L.v, "attn_v", kvDim, h.Hidden, 1)
-		p(&L.o, "attn_output", h.Hidden, qDim, 1)
-		p(&L.qNorm, "attn_q_norm", 1, h.HeadDim, 1)
-		p(&L.kNorm, "attn_k_norm", 1, h.HeadDim, 1)
-		p(&L.ffnNorm, "ffn_norm", 1, h.Hidden, 1)
+		if err != nil {
+			return nil, err
+		}
+		if h.Hybrid.On && h.Recurrent[l] {
+			L.delta, err = loadDeltaNet(ld, h, l, m.deltaLayers)
+			m.deltaLayers++
+		} else {
+			L.attn, err = loadAttention(ld, h, l, m.kvLayers)
+			m.kvLayers++
+		}
+		if err != nil {
+			return nil, err
+		}
+		p(&L.ffnNorm, ffnNorm, 1, h.Hidden, 1)
 		p(&L.router, "ffn_gate_inp", h.Experts, h.Hidden, 1)
 		if err != nil {
 			return nil, err
 		}
 		names := ExpertTensors(l)
 		var g, u, d compute.WeightSpec
-		if g, err = spec(names[0], h.ExpertFFN, h.Hidden, h.Experts); err != nil {
+		if g, err = ld.spec(names[0], h.ExpertFFN, h.Hidden, h.Experts); err != nil {
 			return nil, err
 		}
-		if u, err = spec(names[1], h.ExpertFFN, h.Hidden, h.Experts); err != nil {
+		if u, err = ld.spec(names[1], h.ExpertFFN, h.Hidden, h.Experts); err != nil {
 			return nil, err
 		}
-		if d, err = spec(names[2], h.Hidden, h.ExpertFFN, h.Experts); err != nil {
+		if d, err = ld.spec(names[2], h.Hidden, h.ExpertFFN, h.Experts); err != nil {
 			return nil, err
 		}
 		if L.experts, err = placeExperts(l, g, u, d); err != nil {
 			return nil, fmt.Errorf("model: %s: layer %d experts: %w", f.Path, l, err)
 		}
-		placed(len(g.Data) + len(u.Data) + len(d.Data))
+		ld.placed(len(g.Data) + len(u.Data) + len(d.Data))
+		if h.SharedFFN > 0 {
+			var sh sharedExpert
+			p(&sh.router, "ffn_gate_inp_shexp", 1, h.Hidden, 1)
+			p(&sh.gate, "ffn_gate_shexp", h.SharedFFN, h.Hidden, 1)
+			p(&sh.up, "ffn_up_shexp", h.SharedFFN, h.Hidden, 1)
+			p(&sh.down, "ffn_down_shexp", h.Hidden, h.SharedFFN, 1)
+			if err != nil {
+				return nil, err
+			}
+			L.shared = &sh
+		}
 		m.layers = append(m.layers, L)
 	}
-	if m.outNorm, err = place("output_norm.weight", 1, h.Hidden, 1); err != nil {
+	if m.outNorm, err = ld.place("output_norm.weight", 1, h.Hidden, 1); err != nil {
 		return nil, err
 	}
 	outName := "output.weight"
 	if _, ok := f.Tensor(outName); !ok {
 		outName = "token_embd.weight" // tied embeddings
 	}
-	if m.out, err = place(outName, h.Vocab, h.Hidden, 1); err != nil {
+	if m.out, err = ld.place(outName, h.Vocab, h.Hidden, 1); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// loadAttention places layer l's attention weights. A hybrid's attn_q holds per head the
+// query rows, then as many gate rows; they are split into two weights here, so each is a
+// plain product.
+func loadAttention(ld *loader, h Hparams, l int, kvLayer int) (*attention, error) {
+	a := &attention{kvLayer: kvLayer}
+	qDim, kvDim := h.Heads*h.HeadDim, h.KVHeads*h.HeadDim
+	name := func(s string) string { return fmt.Sprintf("blk.%d.%s.weight", l, s) }
+	var err error
+	if h.Hybrid.On {
+		qg, err := ld.spec(name("attn_q"), 2*qDim, h.Hidden, 1)
+		if err != nil {
+			return nil, err
+		}
+		halves, err := splitRows(qg, h.Heads, []int{h.HeadDim, h.HeadDim})
+		if err != nil {
+			return nil, fmt.Errorf("model: %s: %w", ld.f.Path, err)
+		}
+		if a.q, err = ld.placeSpec(halves[0]); err != nil {
+			return nil, err
+		}
+		if a.gate, err = ld.placeSpec(halves[1]); err != nil {
+			return nil, err
+		}
+		ld.placed(len(qg.Data))
+	} else if a.q, err = ld.place(name("attn_q"), qDim, h.Hidden, 1); err != nil {
+		return nil, err
+	}
+	p := func(dst *compute.Weight, suffix string, rows, cols int) {
+		if err == nil {
+			*dst, err = ld.place(name(suffix), rows, cols, 1)
+		}
+	}
+	p(&a.k, "attn_k", kvDim, h.Hidden)
+	p(&a.v, "attn_v", kvDim, h.Hidden)
+	p(&a.o, "attn_output", h.Hidden, qDim)
+	p(&a.qNorm, "attn_q_norm", 1, h.HeadDim)
+	p(&a.kNorm, "attn_k_norm", 1, h.HeadDim)
+	return a, err
+}
+
+// splitRows cuts the rows of a matrix made of groups repeats of parts (e.g. per head: query
+// rows, then gate rows) into one matrix per part, groups in order. Quantised rows are whole
+// blocks, so rows move as bytes.
+func splitRows(s compute.WeightSpec, groups int, parts []int) ([]compute.WeightSpec, error) {
+	per := 0
+	for _, p := range parts {
+		per += p
+	}
+	if per*groups != s.Rows {
+		return nil, fmt.Errorf("tensor %q: %d rows do not split into %d groups of %v", s.Name, s.Rows, groups, parts)
+	}
+	rb, err := quant.RowBytes(s.Type, s.Cols)
+	if err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", s.Name, err)
+	}
+	if len(s.Data) != rb*s.Rows {
+		return nil, fmt.Errorf("tensor %q: %d bytes, want %d", s.Name, len(s.Data), rb*s.Rows)
+	}
+	out := make([]compute.WeightSpec, len(parts))
+	off := 0
+	for i, p := range parts {
+		data := make([]byte, 0, groups*p*rb)
+		for g := range groups {
+			r0 := g*per + off
+			data = append(data, s.Data[r0*rb:(r0+p)*rb]...)
+		}
+		out[i] = compute.WeightSpec{Name: fmt.Sprintf("%s[part %d]", s.Name, i), Type: s.Type, Rows: groups * p, Cols: s.Cols, Data: data}
+		off += p
+	}
+	return out, nil
 }
 
 // Observer receives intermediate results of a forward pass (for the expert profile, the tier
@@ -173,41 +315,61 @@ type Observer interface {
 	Routes(layer int, r compute.Routes)
 }
 
-// State is one sequence's KV cache and scratch space.
+// State is one sequence's KV cache, the hybrids' recurrent state and scratch space.
 type State struct {
-	kv     compute.KV
-	pos    int // tokens in the cache
-	buf    scratch
-	n      int // tokens the scratch is sized for
-	logits compute.Buf
-	rows   int // logit rows the logits buffer holds
+	kv       compute.KV
+	capacity int
+	pos      int // tokens in the cache
+	rec      recurrent
+	buf      scratch
+	n        int // tokens the scratch is sized for
+	logits   compute.Buf
+	rows     int // logit rows the logits buffer holds
 }
 
 type scratch struct {
-	x, xn, q, k, v, att, proj, routerLogits compute.Buf
+	x, xn, q, k, v, gate, att, proj, routerLogits, sharedLogits compute.Buf
+	delta                                                       deltaScratch
 }
 
-// NewState allocates a KV cache of ctx positions.
+// NewState allocates a KV cache of ctx positions (for the attention layers) and the
+// recurrent state of the Gated DeltaNet layers.
 func (m *Model) NewState(ctx int, kvType string) (*State, error) {
-	kv, err := m.b.NewKV(compute.KVSpec{Layers: m.H.Layers, KVHeads: m.H.KVHeads, HeadDim: m.H.HeadDim, Positions: ctx, Type: kvType})
-	if err != nil {
-		return nil, err
+	s := &State{capacity: ctx}
+	if m.kvLayers > 0 {
+		kv, err := m.b.NewKV(compute.KVSpec{Layers: m.kvLayers, KVHeads: m.H.KVHeads, HeadDim: m.H.HeadDim, Positions: ctx, Type: kvType})
+		if err != nil {
+			return nil, err
+		}
+		s.kv = kv
 	}
-	return &State{kv: kv}, nil
+	s.rec = m.newRecurrent()
+	return s, nil
 }
 
 // Pos is the number of tokens in the cache.
 func (s *State) Pos() int { return s.pos }
 
 // Capacity is the cache size in tokens.
-func (s *State) Capacity() int { return s.kv.Capacity() }
+func (s *State) Capacity() int { return s.capacity }
 
-// Rewind forgets the cache beyond pos tokens (to reuse a shared prefix).
-func (s *State) Rewind(pos int) {
+// Rewind forgets the cache beyond pos tokens (to reuse a shared prefix) and returns the
+// position it kept. A KV cache keeps any prefix; a recurrent state goes back only to a
+// checkpoint (see recurrent), so the caller re-reads the tokens from there.
+func (s *State) Rewind(pos int) int {
+	pos = max(pos, 0)
 	if pos < s.pos {
-		s.pos = max(pos, 0)
+		s.pos = s.rec.rewind(pos)
 	}
+	return s.pos
 }
+
+// Checkpoint keeps the recurrent state at the current position, so that Rewind can come back
+// to it (nothing for a model without recurrent layers).
+func (s *State) Checkpoint() { s.rec.checkpoint(s.pos) }
+
+// Recurrent reports whether the state has layers that Rewind cannot truncate at will.
+func (s *State) Recurrent() bool { return len(s.rec.layers) > 0 }
 
 func (m *Model) ensureScratch(s *State, n int) {
 	if s.n >= n {
@@ -220,6 +382,11 @@ func (m *Model) ensureScratch(s *State, n int) {
 		q: b.NewBuf(n * h.Heads * h.HeadDim), k: b.NewBuf(n * h.KVHeads * h.HeadDim), v: b.NewBuf(n * h.KVHeads * h.HeadDim),
 		att: b.NewBuf(n * h.Heads * h.HeadDim), proj: b.NewBuf(n * h.Hidden),
 		routerLogits: b.NewBuf(n * h.Experts),
+	}
+	if h.Hybrid.On {
+		s.buf.gate = b.NewBuf(n * h.Heads * h.HeadDim)
+		s.buf.sharedLogits = b.NewBuf(n)
+		s.buf.delta = m.newDeltaScratch(n)
 	}
 	s.n = n
 }
@@ -241,8 +408,8 @@ func (m *Model) Forward(s *State, tokens []int, allLogits bool, logits []float32
 	if n == 0 {
 		return fmt.Errorf("model: forward of no tokens")
 	}
-	if s.pos+n > s.kv.Capacity() {
-		return fmt.Errorf("model: %d tokens do not fit: %d of %d context positions are used", n, s.pos, s.kv.Capacity())
+	if s.pos+n > s.capacity {
+		return fmt.Errorf("model: %d tokens do not fit: %d of %d context positions are used", n, s.pos, s.capacity)
 	}
 	for _, t := range tokens {
 		if t < 0 || t >= h.Vocab {
@@ -260,26 +427,24 @@ func (m *Model) Forward(s *State, tokens []int, allLogits bool, logits []float32
 	}
 	routes := make([]*compute.Routes, h.Layers)
 	for l, L := range m.layers {
-		// Attention: norm, projections, per-head q/k norm, RoPE, cache, attend, project, add.
+		// Mixer: norm, attention or Gated DeltaNet into proj, add.
 		b.RMSNorm(sb.xn, sb.x, L.attnNorm, n, h.Eps)
-		b.MatMuls([]compute.Buf{sb.q, sb.k, sb.v}, []compute.Weight{L.q, L.k, L.v}, sb.xn, n)
-		b.RMSNorm(sb.q, sb.q, L.qNorm, n*h.Heads, h.Eps)
-		b.RMSNorm(sb.k, sb.k, L.kNorm, n*h.KVHeads, h.Eps)
-		b.RoPENeoX(sb.q, n, h.Heads, h.HeadDim, positions, h.RopeBase)
-		b.RoPENeoX(sb.k, n, h.KVHeads, h.HeadDim, positions, h.RopeBase)
-		b.StoreKV(s.kv, l, s.pos, n, sb.k, sb.v)
-		b.Attention(sb.att, sb.q, s.kv, compute.AttentionSpec{
-			Layer: l, Pos0: s.pos, N: n, Heads: h.Heads, KVHeads: h.KVHeads, HeadDim: h.HeadDim,
-			Scale: float32(1 / math.Sqrt(float64(h.HeadDim))),
-		})
-		b.MatMul(sb.proj, L.o, sb.att, n)
+		if L.delta != nil {
+			m.deltaNet(L.delta, s.rec.layers[L.delta.state], &sb, n)
+		} else {
+			m.attention(L.attn, s, positions, n)
+		}
 		b.Add(sb.x, sb.proj, n*h.Hidden)
 
-		// MoE: norm, route (softmax, top k), run the chosen experts, add.
+		// MoE: norm, route (softmax, top k), run the chosen experts (and the shared one), add.
 		b.RMSNorm(sb.xn, sb.x, L.ffnNorm, n, h.Eps)
 		b.MatMul(sb.routerLogits, L.router, sb.xn, n)
 		routes[l] = b.Route(sb.routerLogits, n, h.Experts, h.ExpertsUsed, h.NormTopK)
 		L.experts.MoE(sb.x, sb.xn, routes[l])
+		if sh := L.shared; sh != nil {
+			b.MatMul(sb.sharedLogits, sh.router, sb.xn, n)
+			b.MoE(sb.x, sb.xn, sh.gate, sh.up, sh.down, m.hy.SigmoidRoutes(sb.sharedLogits, n))
+		}
 		if err := errors.Join(b.Err(), L.experts.Err()); err != nil {
 			return fmt.Errorf("model: layer %d: %w", l, err)
 		}
@@ -304,4 +469,34 @@ func (m *Model) Forward(s *State, tokens []int, allLogits bool, logits []float32
 	}
 	s.pos += n
 	return nil
+}
+
+// attention is the attention block on the normed input xn, into proj: projections, per-head
+// q/k norm, RoPE (over part of each head in the hybrids), cache, attend, the hybrids'
+// output gate, output projection.
+func (m *Model) attention(a *attention, s *State, positions []int, n int) {
+	h, b, sb := m.H, m.b, &s.buf
+	if a.gate != nil {
+		b.MatMuls([]compute.Buf{sb.q, sb.gate, sb.k, sb.v}, []compute.Weight{a.q, a.gate, a.k, a.v}, sb.xn, n)
+	} else {
+		b.MatMuls([]compute.Buf{sb.q, sb.k, sb.v}, []compute.Weight{a.q, a.k, a.v}, sb.xn, n)
+	}
+	b.RMSNorm(sb.q, sb.q, a.qNorm, n*h.Heads, h.Eps)
+	b.RMSNorm(sb.k, sb.k, a.kNorm, n*h.KVHeads, h.Eps)
+	if h.RopeDims < h.HeadDim {
+		m.hy.RoPENeoXPartial(sb.q, n, h.Heads, h.HeadDim, h.RopeDims, positions, h.RopeBase)
+		m.hy.RoPENeoXPartial(sb.k, n, h.KVHeads, h.HeadDim, h.RopeDims, positions, h.RopeBase)
+	} else {
+		b.RoPENeoX(sb.q, n, h.Heads, h.HeadDim, positions, h.RopeBase)
+		b.RoPENeoX(sb.k, n, h.KVHeads, h.HeadDim, positions, h.RopeBase)
+	}
+	b.StoreKV(s.kv, a.kvLayer, s.pos, n, sb.k, sb.v)
+	b.Attention(sb.att, sb.q, s.kv, compute.AttentionSpec{
+		Layer: a.kvLayer, Pos0: s.pos, N: n, Heads: h.Heads, KVHeads: h.KVHeads, HeadDim: h.HeadDim,
+		Scale: float32(1 / math.Sqrt(float64(h.HeadDim))),
+	})
+	if a.gate != nil {
+		m.hy.MulSigmoid(sb.att, sb.gate, n*h.Heads*h.HeadDim)
+	}
+	b.MatMul(sb.proj, a.o, sb.att, n)
 }

@@ -43,7 +43,13 @@ func (e engineUnderTest) run(t *testing.T, prompt []int, n int, kvType string, o
 // the float reference path with a float32 cache (max |Δlogit| <= 1e-4, router ids identical,
 // weights within 1e-5, greedy continuation identical) and with an f16 cache (<= 1e-2).
 func TestQwen3MoeFloatPathMatchesTransformers(t *testing.T) {
-	dir := fixtures.Path(t, "qwen3moe-tiny")
+	floatPathMatches(t, "qwen3moe-tiny")
+}
+
+// floatPathMatches is the float-path check of every variant of a fixture folder laid out as
+// qwen3moe-tiny.
+func floatPathMatches(t *testing.T, fixture string) {
+	dir := fixtures.Path(t, fixture)
 	ref := loadReference(t, dir)
 	for name, v := range ref.Variants {
 		t.Run(name, func(t *testing.T) {
@@ -93,7 +99,13 @@ func TestQwen3MoeFloatPathMatchesTransformers(t *testing.T) {
 // TestQwen3Moe8BitActivations checks the fast path (activations quantised to 8 bits, integer
 // dot products) against the references under the fixture's int8 tolerances.
 func TestQwen3Moe8BitActivations(t *testing.T) {
-	dir := fixtures.Path(t, "qwen3moe-tiny")
+	int8PathMatches(t, "qwen3moe-tiny")
+}
+
+// int8PathMatches is the 8-bit-activation check of every variant of a fixture folder laid out
+// as qwen3moe-tiny.
+func int8PathMatches(t *testing.T, fixture string) {
+	dir := fixtures.Path(t, fixture)
 	ref := loadReference(t, dir)
 	for name, v := range ref.Variants {
 		t.Run(name, func(t *testing.T) {
@@ -143,7 +155,13 @@ func TestQwen3Moe8BitActivations(t *testing.T) {
 // TestQwen3MoeDeterministicAndIncremental: the same prompt twice gives bit-identical logits,
 // and evaluating it in one batch equals feeding it one token at a time.
 func TestQwen3MoeDeterministicAndIncremental(t *testing.T) {
-	dir := fixtures.Path(t, "qwen3moe-tiny")
+	deterministicAndIncremental(t, "qwen3moe-tiny")
+}
+
+// deterministicAndIncremental: repeated runs are bit-identical and one token at a time
+// equals one batch, for every variant of a fixture folder.
+func deterministicAndIncremental(t *testing.T, fixture string) {
+	dir := fixtures.Path(t, fixture)
 	ref := loadReference(t, dir)
 	for _, float := range []bool{true, false} {
 		for name, v := range ref.Variants {
