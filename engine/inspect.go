@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"os"
 	"strings"
 
 	"strata/engine/gguf"
@@ -32,9 +31,7 @@ func describe(f *gguf.File) (ModelInfo, error) {
 		ExpertsUsed: h.ExpertsUsed, ContextLength: h.Context, Vocab: h.Vocab,
 	}
 	info.Name, _ = f.GetString("general.name")
-	if st, err := os.Stat(f.Path); err == nil {
-		info.FileBytes = st.Size()
-	}
+	info.FileBytes = f.TotalSize() // every part of a split model
 	bytesByType := map[quant.Type]int64{}
 	var expertParams int64
 	for _, t := range f.Tensors {

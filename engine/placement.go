@@ -125,8 +125,12 @@ func place(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, report
 		p.net, err = model.Load(f, b, func(done, total int64) {
 			report(Progress{Phase: "weights", Done: done, Total: total})
 		})
-		if err == nil && !isGPU && warmFits(f.Size(), platform.ProbeMemory(ctx).AvailableBytes) {
-			p.warm = startWarm(f.Mapping(), os.Getpagesize(), f.Path)
+		if err == nil && !isGPU && warmFits(f.TotalSize(), platform.ProbeMemory(ctx).AvailableBytes) {
+			parts := make([][]byte, f.PartCount())
+			for i := range parts {
+				parts[i] = f.Part(i).Mapping()
+			}
+			p.warm = startWarm(parts, os.Getpagesize(), f.Path)
 		}
 	}
 	if err != nil {

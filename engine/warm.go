@@ -23,36 +23,49 @@ type warmer struct {
 	sink   byte          // the pages read when populating is unsupported
 }
 
-// startWarm maps data's pages in the background, page by page where the OS cannot do it in
-// one call (Windows, Linux before 5.14).
-func startWarm(data []byte, pageSize int, path string) *warmer {
+// startWarm maps the pages of parts (the mappings of a model's files, several for a split
+// GGUF) in the background, page by page where the OS cannot do it in one call (Windows,
+// Linux before 5.14).
+func startWarm(parts [][]byte, pageSize int, path string) *warmer {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &warmer{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		t0 := time.Now()
 		populate := true
-		for off := 0; off < len(data); off += warmChunk {
-			if ctx.Err() != nil {
+		var total int
+		for _, data := range parts {
+			total += len(data)
+			if !w.warm(ctx, data, pageSize, path, &populate) {
 				return
 			}
-			chunk := data[off:min(off+warmChunk, len(data))]
-			if populate {
-				err := platform.PopulateRead(chunk)
-				if err == nil {
-					continue
-				}
-				if !errors.Is(err, errors.ErrUnsupported) {
-					slog.Info("engine: mapping the model's pages ahead of use stopped", "model", path, "err", err)
-					return
-				}
-				populate = false
-			}
-			w.sink += touchPages(chunk, pageSize)
 		}
-		slog.Info("engine: the model's pages are mapped", "model", path, "bytes", len(data), "seconds", time.Since(t0).Seconds())
+		slog.Info("engine: the model's pages are mapped", "model", path, "bytes", total, "seconds", time.Since(t0).Seconds())
 	}()
 	return w
+}
+
+// warm maps data's pages; false when it was cancelled or stopped on an error.
+func (w *warmer) warm(ctx context.Context, data []byte, pageSize int, path string, populate *bool) bool {
+	for off := 0; off < len(data); off += warmChunk {
+		if ctx.Err() != nil {
+			return false
+		}
+		chunk := data[off:min(off+warmChunk, len(data))]
+		if *populate {
+			err := platform.PopulateRead(chunk)
+			if err == nil {
+				continue
+			}
+			if !errors.Is(err, errors.ErrUnsupported) {
+				slog.Info("engine: mapping the model's pages ahead of use stopped", "model", path, "err", err)
+				return false
+			}
+			*populate = false
+		}
+		w.sink += touchPages(chunk, pageSize)
+	}
+	return true
 }
 
 // touchPages reads one byte of every page of b.

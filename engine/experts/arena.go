@@ -251,13 +251,21 @@ func (a *Arena) pieces(l *Layout, maxLen int64) []piece {
 		for _, e := range l.Parts(id) {
 			for done := int64(0); done < e.Len; done += maxLen {
 				n := min(maxLen, e.Len-done)
-				out = append(out, piece{src: Extent{e.Offset + done, n}, dst: dst + done})
+				out = append(out, piece{src: Extent{Offset: e.Offset + done, Len: n, File: e.File}, dst: dst + done})
 			}
 			dst += e.Len
 		}
 	}
-	slices.SortFunc(out, func(x, y piece) int { return cmp.Compare(x.src.Offset, y.src.Offset) })
+	slices.SortFunc(out, func(x, y piece) int { return compareExtents(x.src, y.src) })
 	return out
+}
+
+// compareExtents orders extents by file, then offset.
+func compareExtents(x, y Extent) int {
+	if c := cmp.Compare(x.File, y.File); c != 0 {
+		return c
+	}
+	return cmp.Compare(x.Offset, y.Offset)
 }
 
 // mergePieces groups sorted pieces into aligned reads of at most maxBytes, joining
@@ -299,6 +307,10 @@ func openProbed(l *Layout, first ID, o FillOptions) ([]*os.File, string) {
 			fh.Close()
 		}
 		return nil, reason
+	}
+	if l.Files() > 1 {
+		// The unbuffered readers hold handles on one file; the mapping serves every part.
+		return fail(fmt.Sprintf("the model is split into %d files, and unbuffered reads take one file", l.Files()))
 	}
 	for range o.Workers {
 		fh, align, err := o.openUnbuffered(l.Path)
@@ -366,7 +378,7 @@ func readDirect(fh *os.File, buf []byte, e Extent, fileSize int64, l *Layout) ([
 // attached, else with an ordinary read (rare: only the file's last partial block).
 func (l *Layout) readBuffered(dst []byte, off int64) error {
 	if l.data != nil {
-		copy(dst, l.view(Extent{off, int64(len(dst))}))
+		copy(dst, l.view(Extent{Offset: off, Len: int64(len(dst))}))
 		return nil
 	}
 	fh, err := os.Open(l.Path)
@@ -411,7 +423,7 @@ func (f *filler) readRequest(fh *os.File, buf []byte, r request) error {
 		f.add(r.end - r.start - holes(r))
 		return nil
 	}
-	all, err := readDirect(fh, buf, Extent{r.start, r.end - r.start}, f.l.size, f.l)
+	all, err := readDirect(fh, buf, Extent{Offset: r.start, Len: r.end - r.start}, f.l.size, f.l)
 	if err != nil {
 		return fmt.Errorf("unbuffered read at offset %d (%d bytes): %w", r.off, r.n, err)
 	}

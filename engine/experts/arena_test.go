@@ -342,10 +342,10 @@ func TestFillArenaLock(t *testing.T) {
 func TestMergePieces(t *testing.T) {
 	const mb = 64 << 10
 	pieces := []piece{
-		{Extent{100, 50}, 0},                       // joins the next: hole below maxMergeGap
-		{Extent{1000, 5000}, 4096},                 //
-		{Extent{6000 + maxMergeGap + 1, 10}, 9000}, // too far: a new request
-		{Extent{274000, 60000}, 12000},             // close, but the read would pass 64 KiB
+		{Extent{Offset: 100, Len: 50}, 0},                       // joins the next: hole below maxMergeGap
+		{Extent{Offset: 1000, Len: 5000}, 4096},                 //
+		{Extent{Offset: 6000 + maxMergeGap + 1, Len: 10}, 9000}, // too far: a new request
+		{Extent{Offset: 274000, Len: 60000}, 12000},             // close, but the read would pass 64 KiB
 	}
 	reqs := mergePieces(pieces, mb)
 	if len(reqs) != 3 {

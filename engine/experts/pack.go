@@ -358,7 +358,7 @@ func OpenPack(path string, f *gguf.File) (*Layout, error) {
 	l := &Layout{Path: path, Shape: h.shape, size: h.fileSize, parts: make([][3]Extent, len(h.offsets))}
 	s := h.shape
 	for i, o := range h.offsets {
-		l.parts[i] = [3]Extent{{o, s.GateBytes}, {o + s.GateBytes, s.UpBytes}, {o + s.GateBytes + s.UpBytes, s.DownBytes}}
+		l.parts[i] = [3]Extent{{Offset: o, Len: s.GateBytes}, {Offset: o + s.GateBytes, Len: s.UpBytes}, {Offset: o + s.GateBytes + s.UpBytes, Len: s.DownBytes}}
 	}
 	if err := sampleMatches(fh, l, src); err != nil {
 		return nil, err
@@ -376,11 +376,15 @@ func OpenPack(path string, f *gguf.File) (*Layout, error) {
 // model rewritten with the same tensor index but other weights (a synthetic model with
 // another seed) is caught here without reading everything.
 func sampleMatches(packFile io.ReaderAt, pack, src *Layout) error {
-	model, err := os.Open(src.Path)
-	if err != nil {
-		return fmt.Errorf("experts: check %s against the model: %w", pack.Path, err)
+	models := make([]*os.File, src.Files()) // a split GGUF's parts
+	for i := range models {
+		fh, err := os.Open(src.FilePath(i))
+		if err != nil {
+			return fmt.Errorf("experts: check %s against the model: %w", pack.Path, err)
+		}
+		defer fh.Close()
+		models[i] = fh
 	}
-	defer model.Close()
 	a, b := make([]byte, packSample), make([]byte, packSample)
 	for layer := range src.Shape.Layers {
 		for _, e := range []int{0, src.Shape.Experts - 1} {
@@ -393,7 +397,7 @@ func sampleMatches(packFile io.ReaderAt, pack, src *Layout) error {
 					if err := readFull(packFile, pack.Path, a[:n], pp[p].Offset+at); err != nil {
 						return err
 					}
-					if err := readFull(model, src.Path, b[:n], sp[p].Offset+at); err != nil {
+					if err := readFull(models[sp[p].File], src.FilePath(sp[p].File), b[:n], sp[p].Offset+at); err != nil {
 						return err
 					}
 					if !bytes.Equal(a[:n], b[:n]) {

@@ -1,7 +1,6 @@
 package experts
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -131,10 +130,10 @@ func dropPages(l *Layout, ids []ID, page int, advise func([]byte) error) error {
 		parts := l.Parts(id)
 		ext = append(ext, parts[:]...)
 	}
-	slices.SortFunc(ext, func(x, y Extent) int { return cmp.Compare(x.Offset, y.Offset) })
+	slices.SortFunc(ext, compareExtents)
 	var merged []Extent
 	for _, e := range ext {
-		if n := len(merged); n > 0 && e.Offset <= merged[n-1].End() {
+		if n := len(merged); n > 0 && e.File == merged[n-1].File && e.Offset <= merged[n-1].End() {
 			merged[n-1].Len = max(merged[n-1].End(), e.End()) - merged[n-1].Offset
 			continue
 		}
@@ -142,16 +141,17 @@ func dropPages(l *Layout, ids []ID, page int, advise func([]byte) error) error {
 	}
 	// Page boundaries are those of addresses: the mapping starts on a page, but a GGUF
 	// layout's view starts at the data section.
-	baseAddr := int64(uintptr(unsafe.Pointer(unsafe.SliceData(l.data)))) - l.base
 	pg := int64(page)
 	var errs []error
 	for _, e := range merged {
+		data, base := l.mapped(e.File)
+		baseAddr := int64(uintptr(unsafe.Pointer(unsafe.SliceData(data)))) - base
 		lo := alignUp(baseAddr+e.Offset, pg) - baseAddr
 		hi := alignDown(baseAddr+e.End(), pg) - baseAddr
 		if hi <= lo {
 			continue
 		}
-		if err := advise(l.view(Extent{lo, hi - lo})); err != nil {
+		if err := advise(l.view(Extent{Offset: lo, Len: hi - lo, File: e.File})); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -145,6 +145,9 @@ func ModelKey(f *gguf.File) string {
 		}
 		num(t.Offset)
 		num(t.Size)
+		if t.Part != 0 { // a split model's tensors are placed by part too (single files keep their keys)
+			num(int64(t.Part))
+		}
 		h.Write(buf.Bytes())
 		buf.Reset()
 	}

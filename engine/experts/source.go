@@ -9,17 +9,24 @@ import (
 	"strata/platform"
 )
 
-// Extent is a run of bytes of one file.
-type Extent struct{ Offset, Len int64 }
+// Extent is a run of bytes of one file: file File of the layout (0 but for the other parts
+// of a split GGUF, gguf.File.Part).
+type Extent struct {
+	Offset, Len int64
+	File        int
+}
 
 // End is the offset just past the extent.
 func (e Extent) End() int64 { return e.Offset + e.Len }
 
-// Layout says where every expert's bytes are in one file: the GGUF in place (stacked
-// tensors) or an experts.bin written by Pack (one aligned blob per expert).
+// Layout says where every expert's bytes are: the GGUF in place (stacked tensors; in
+// several files for a split GGUF, each tensor in its own) or an experts.bin written by Pack
+// (one aligned blob per expert). Path, data, base and size are those of the first (or only)
+// file; more holds the other parts of a split GGUF.
 type Layout struct {
 	Path  string
 	Shape Shape
+	more  []layoutFile
 
 	parts [][3]Extent // by Shape.Index: gate, up, down file extents
 	data  []byte      // the read-only mapping, starting at file offset base; nil until attached
@@ -30,6 +37,14 @@ type Layout struct {
 
 	gguf   *gguf.File // the file a GGUF layout borrows its mapping from (nil for experts.bin, which Attach maps itself)
 	closed bool
+}
+
+// layoutFile is a further file of a split GGUF layout: its path, its data section's mapping
+// (nil until attached) starting at file offset base, and its size.
+type layoutFile struct {
+	path       string
+	data       []byte
+	base, size int64
 }
 
 // GGUFLayout finds the experts of a GGUF file's stacked tensors
@@ -59,6 +74,10 @@ func GGUFLayout(f *gguf.File) (*Layout, error) {
 		size:  f.Size(),
 		gguf:  f,
 	}
+	for i := 1; i < f.PartCount(); i++ {
+		p := f.Part(i)
+		l.more = append(l.more, layoutFile{path: p.Path, data: p.Mapping(), base: p.DataOffset, size: p.Size()})
+	}
 	E := int64(experts)
 	l.parts = make([][3]Extent, l.Shape.Count())
 	for layer := range l.Shape.Layers {
@@ -74,13 +93,14 @@ func GGUFLayout(f *gguf.File) (*Layout, error) {
 			if t.Size <= 0 || t.Size%E != 0 {
 				return nil, fmt.Errorf("experts: %s: tensor %q: %d bytes do not split into %d experts", f.Path, name, t.Size, E)
 			}
-			if t.Offset < 0 || t.Size > l.size-f.DataOffset-t.Offset {
-				return nil, fmt.Errorf("experts: %s: tensor %q at data offset %d (%d bytes) is outside the file", f.Path, name, t.Offset, t.Size)
+			part := f.Part(t.Part)
+			if part == nil || t.Offset < 0 || t.Size > part.Size()-part.DataOffset-t.Offset {
+				return nil, fmt.Errorf("experts: %s: tensor %q at data offset %d (%d bytes) of part %d is outside the file", f.Path, name, t.Offset, t.Size, t.Part+1)
 			}
 			sizes[p] = t.Size / E
-			start := f.DataOffset + t.Offset
+			start := part.DataOffset + t.Offset
 			for e := range int(E) {
-				l.parts[l.Shape.Index(ID{layer, e})][p] = Extent{Offset: start + int64(e)*sizes[p], Len: sizes[p]}
+				l.parts[l.Shape.Index(ID{layer, e})][p] = Extent{Offset: start + int64(e)*sizes[p], Len: sizes[p], File: t.Part}
 			}
 		}
 		// Quantisation mixes store some layers' experts in a wider type: the shape keeps the
@@ -101,8 +121,8 @@ func (l *Layout) valid(id ID) bool {
 	return id.Layer >= 0 && id.Layer < l.Shape.Layers && id.Expert >= 0 && id.Expert < l.Shape.Experts
 }
 
-// Parts returns the file extents of id's gate, up and down matrices in l.Path; zero
-// extents for an id outside the model.
+// Parts returns the file extents of id's gate, up and down matrices (in l.Path, or the part
+// FilePath(e.File) of a split GGUF); zero extents for an id outside the model.
 func (l *Layout) Parts(id ID) [3]Extent {
 	if !l.valid(id) {
 		return [3]Extent{}
@@ -128,6 +148,9 @@ func (l *Layout) Attach() error {
 	}
 	// A data section of zero bytes has no mapping to take; such a file has no experts.
 	l.data = l.gguf.Mapping()
+	for i := range l.more {
+		l.more[i].data = l.gguf.Part(i + 1).Mapping()
+	}
 	return nil
 }
 
@@ -171,17 +194,41 @@ func (l *Layout) Blob(id ID) (gate, up, down []byte) {
 // view is the mapped bytes of a file extent (checked against the mapping when the layout
 // was built).
 func (l *Layout) view(e Extent) []byte {
-	s := e.Offset - l.base
-	return l.data[s : s+e.Len : s+e.Len]
+	data, base := l.mapped(e.File)
+	s := e.Offset - base
+	return data[s : s+e.Len : s+e.Len]
 }
 
-// FileSize is the size in bytes of l.Path as the layout saw it.
+// mapped is file i's mapping and the file offset it starts at.
+func (l *Layout) mapped(i int) ([]byte, int64) {
+	if i == 0 {
+		return l.data, l.base
+	}
+	return l.more[i-1].data, l.more[i-1].base
+}
+
+// Files is how many files the layout reads: more than 1 for a split GGUF.
+func (l *Layout) Files() int { return 1 + len(l.more) }
+
+// FilePath is the path of file i of the layout (Extent.File).
+func (l *Layout) FilePath(i int) string {
+	if i <= 0 || i > len(l.more) {
+		return l.Path
+	}
+	return l.more[i-1].path
+}
+
+// FileSize is the size in bytes of l.Path (the first part of a split GGUF) as the layout
+// saw it.
 func (l *Layout) FileSize() int64 { return l.size }
 
 // Close releases the mapping of an experts.bin (a GGUF layout's mapping belongs to its
 // gguf.File, which stays open). Views from Blob must not be used afterwards.
 func (l *Layout) Close() error {
 	l.data, l.closed = nil, true
+	for i := range l.more {
+		l.more[i].data = nil
+	}
 	if l.unmap == nil {
 		return nil
 	}

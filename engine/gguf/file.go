@@ -34,6 +34,7 @@ type File struct {
 	closed  bool
 	keys    map[string]int // key -> index in KV
 	byName  map[string]int // tensor name -> index in Tensors
+	parts   []*File        // the other parts of a split model (split.go), in order
 }
 
 // KV is one metadata pair.
@@ -47,8 +48,9 @@ type TensorInfo struct {
 	Name   string
 	Type   quant.Type
 	Ne     []int64 // GGUF order: Ne[0] is the contiguous dimension
-	Offset int64   // relative to DataOffset
+	Offset int64   // relative to the DataOffset of the file that holds it
 	Size   int64   // bytes
+	Part   int     // which file of a split model holds it (File.Part); 0 for a single file
 
 	infoOffset int64 // where its info starts in the header, for errors
 }
@@ -70,8 +72,21 @@ func (t TensorInfo) Rows() int64 {
 	return t.Elements() / t.Ne[0]
 }
 
-// Open maps path read-only and parses and validates its header.
+// Open maps path read-only and parses and validates its header. The first part of a split
+// model opens the other parts too (split.go).
 func Open(path string) (*File, error) {
+	f, err := openMapped(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.openParts(openMapped); err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	return f, nil
+}
+
+// openMapped maps one file and parses its header.
+func openMapped(path string) (*File, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
@@ -101,10 +116,18 @@ func Open(path string) (*File, error) {
 const headerFirstRead = 4 << 20
 
 // OpenUnmapped parses and validates path's header with ordinary reads and does not map the
-// file: TensorData and Mapping return nil until Map. Tensor extents are checked against the
+// file: TensorData and Mapping return nil until Map. The first part of a split model opens
+// the other parts too, unmapped. Tensor extents are checked against the
 // file's size, and a malformed header gives the same error as Open.
 func OpenUnmapped(path string) (*File, error) {
-	return openUnmapped(path, headerFirstRead)
+	f, err := openUnmapped(path, headerFirstRead)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.openParts(func(p string) (*File, error) { return openUnmapped(p, headerFirstRead) }); err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	return f, nil
 }
 
 // openUnmapped reads first bytes of the file, then more while the header runs past them.
@@ -153,18 +176,39 @@ func readHeader(path string, r io.ReaderAt, size, first int64) (*File, error) {
 	}
 }
 
-// Mapped reports whether the file's data is mapped (TensorData and Mapping work).
-func (f *File) Mapped() bool { return f.data != nil }
+// Mapped reports whether the file's data is mapped (TensorData and Mapping work), every
+// part's for a split model.
+func (f *File) Mapped() bool {
+	for _, p := range f.parts {
+		if p.data == nil {
+			return false
+		}
+	}
+	return f.data != nil
+}
 
 // Map maps the file read-only after OpenUnmapped; it does nothing when the file is mapped
 // already. The file must still have the size and modification time its header was read
 // with. Map is not safe to call concurrently with itself or with readers of the mapping.
 func (f *File) Map() error {
-	if f.data != nil {
-		return nil
-	}
 	if f.closed {
 		return fmt.Errorf("gguf: %s: map after Close", f.Path)
+	}
+	if err := f.mapSelf(); err != nil {
+		return err
+	}
+	for _, p := range f.parts {
+		if err := p.mapSelf(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mapSelf maps this one file.
+func (f *File) mapSelf() error {
+	if f.data != nil {
+		return nil
 	}
 	fh, err := os.Open(f.Path)
 	if err != nil {
@@ -187,21 +231,26 @@ func (f *File) Map() error {
 	return nil
 }
 
-// Size is the file's size in bytes.
+// Size is the file's size in bytes (the first part's of a split model; TotalSize is all).
 func (f *File) Size() int64 { return f.size }
 
-// Close unmaps the file. Slices from TensorData and Mapping must not be used afterwards.
+// Close unmaps the file and every other part. Slices from TensorData and Mapping must not
+// be used afterwards.
 func (f *File) Close() error {
+	var errs []error
+	for _, p := range f.parts {
+		errs = append(errs, p.Close())
+	}
 	f.data, f.closed = nil, true
 	if f.unmap == nil {
-		return nil
+		return errors.Join(errs...)
 	}
 	u := f.unmap
 	f.unmap = nil
 	if err := u(); err != nil {
-		return fmt.Errorf("gguf: %s: unmap: %w", f.Path, err)
+		errs = append(errs, fmt.Errorf("gguf: %s: unmap: %w", f.Path, err))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Lookup returns the value of a metadata key.
@@ -224,8 +273,16 @@ func (f *File) Tensor(name string) (TensorInfo, bool) {
 
 // TensorData is the tensor's bytes inside the read-only mapping (no copy; do not write).
 // It returns nil for a tensor that is not inside this file, before Map (after
-// OpenUnmapped) and after Close.
+// OpenUnmapped) and after Close. A split model's tensor comes from the part that holds it.
 func (f *File) TensorData(t TensorInfo) []byte {
+	if t.Part != 0 {
+		p := f.Part(t.Part)
+		if p == nil {
+			return nil
+		}
+		t.Part = 0
+		return p.TensorData(t)
+	}
 	start := f.DataOffset + t.Offset
 	if t.Offset < 0 || t.Size < 0 || start < f.DataOffset || start > int64(len(f.data)) || t.Size > int64(len(f.data))-start {
 		return nil
@@ -233,7 +290,8 @@ func (f *File) TensorData(t TensorInfo) []byte {
 	return f.data[start : start+t.Size : start+t.Size]
 }
 
-// Mapping is the whole data section of the mapping, for code that advises the OS about
+// Mapping is the whole data section of the mapping (of this part only: Part(i).Mapping()
+// for the others of a split model), for code that advises the OS about
 // it (prefetch, eviction). It is empty for a file without tensor data, and nil before Map
 // (after OpenUnmapped) and after Close.
 func (f *File) Mapping() []byte {
