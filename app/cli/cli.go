@@ -54,7 +54,7 @@ func commands() []command {
 		{"profile", "-m MODEL -o FILE", "routing-frequency profile from built-in prompts", runProfile},
 		{"pack", "-m MODEL -o DIR", "write experts.bin (one aligned blob per expert)", runPack},
 		{"bench", "-m MODEL [knobs] [--json]", "load time, prefill and decode tokens/s, hit rates", runBench},
-		{"synth", "--arch qwen3moe --preset NAME|--shape ... --quant TYPE -o FILE", "write a synthetic model with random weights", runSynth},
+		{"synth", "--arch qwen3moe|qwen35moe|qwen3next --preset NAME|--shape ... --quant TYPE -o FILE", "write a synthetic model with random weights", runSynth},
 	}
 }
 

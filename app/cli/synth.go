@@ -9,12 +9,12 @@ import (
 	"strata/engine/synth"
 )
 
-// runSynth writes a synthetic model: `strata synth --arch qwen3moe --preset NAME|--shape
+// runSynth writes a synthetic model: `strata synth --arch qwen3moe|qwen35moe|qwen3next --preset NAME|--shape
 // k=v,... --quant TYPE [--seed S] [--zipf S] [--pool N] -o FILE`.
 func runSynth(ctx context.Context, args []string, io IO) error {
 	fs := newFlags("synth", io)
-	arch := fs.String("arch", "qwen3moe", "architecture (qwen3moe)")
-	preset := fs.String("preset", "", "tiny, 30b-a3b or 235b-a22b (with --shape alone, tiny is the base)")
+	arch := fs.String("arch", "qwen3moe", "architecture (qwen3moe, qwen35moe, qwen3next)")
+	preset := fs.String("preset", "", "tiny, 30b-a3b or 235b-a22b (qwen3moe), qwen35-35b-a3b (qwen35moe), qwen3next-80b-a3b (qwen3next); with --shape alone, the arch's tiny is the base")
 	shape := fs.String("shape", "", "overrides: layers,experts,experts_used,hidden,expert_ffn,ffn,heads,kv_heads,head_dim,vocab,context,rope_base,rms_eps=V,...")
 	quantName := fs.String("quant", "q4_k", "type of the attention, expert, embedding and output matrices (q8_0, q4_0, q4_k, q6_k, mxfp4, f16, f32, ...)")
 	seed := fs.Uint64("seed", 1, "random seed: the same seed gives the same bytes")
@@ -34,12 +34,9 @@ func runSynth(ctx context.Context, args []string, io IO) error {
 	if base == "" {
 		base = "tiny"
 	}
-	spec, err := synth.Preset(base)
+	spec, err := synth.PresetFor(*arch, base)
 	if err != nil {
 		return usagef("%v", err)
-	}
-	if *arch != spec.Arch {
-		return usagef("unknown architecture %q (synth writes qwen3moe)", *arch)
 	}
 	if err := spec.ApplyShape(*shape); err != nil {
 		return usagef("%v", err)

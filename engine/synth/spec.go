@@ -13,7 +13,7 @@ import (
 
 // Spec is everything that decides a synthetic model's bytes.
 type Spec struct {
-	Arch string // only "qwen3moe" so far
+	Arch string // "qwen3moe", or the hybrids "qwen35moe" and "qwen3next"
 	Name string // general.name
 
 	Layers      int
@@ -30,6 +30,10 @@ type Spec struct {
 	RopeBase    float64
 	RMSEps      float64
 
+	// The hybrids' Gated DeltaNet layers (all but every AttnEvery-th), partial RoPE and
+	// shared expert.
+	Hybrid HybridSpec
+
 	Quant quant.Type // attention, experts, token_embd and output; norms and router stay F32
 	Seed  uint64
 	// Zipf skews the routers so expert popularity in each layer follows roughly a Zipf law
@@ -40,6 +44,63 @@ type Spec struct {
 	// of quantising every block: quantising 30 billion values one by one takes far too
 	// long for a benchmark model. 0 quantises every block.
 	Pool int
+}
+
+// HybridSpec holds the shapes only qwen35moe and qwen3next have.
+type HybridSpec struct {
+	SharedFFN      int // the shared expert's FFN
+	ConvKernel     int
+	KHeads, VHeads int // linear-attention key and value heads
+	KDim, VDim     int // their head dims
+	AttnEvery      int // full_attention_interval
+	RopeDims       int // rotated dims per attention head
+}
+
+// IsHybrid reports whether arch is one of the Gated DeltaNet hybrids.
+func IsHybrid(arch string) bool { return arch == "qwen35moe" || arch == "qwen3next" }
+
+// PresetFor returns preset name for arch: qwen3moe's presets, the published hybrid shapes
+// "qwen35-35b-a3b" (qwen35moe) and "qwen3next-80b-a3b" (qwen3next), or "tiny" of any arch.
+func PresetFor(arch, name string) (Spec, error) {
+	if arch != "qwen3moe" && !IsHybrid(arch) {
+		return Spec{}, fmt.Errorf("synth: unknown architecture %q (qwen3moe, qwen35moe, qwen3next)", arch)
+	}
+	if !IsHybrid(arch) {
+		s, err := Preset(name)
+		if err == nil && s.Arch != arch {
+			return Spec{}, fmt.Errorf("synth: preset %q is a %s, not a %s", name, s.Arch, arch)
+		}
+		return s, err
+	}
+	s := Spec{Arch: arch, RopeBase: 1e7, RMSEps: 1e-6, Quant: quant.Q4_K, Seed: 1}
+	switch name {
+	case "tiny":
+		s.Layers, s.Experts, s.ExpertsUsed = 4, 16, 4
+		s.Hidden, s.ExpertFFN = 256, 256
+		s.Heads, s.KVHeads, s.HeadDim = 4, 2, 64
+		s.Vocab, s.Context = 512, 4096
+		s.Hybrid = HybridSpec{SharedFFN: 256, ConvKernel: 4, KHeads: 2, VHeads: 4, KDim: 64, VDim: 64, AttnEvery: 4, RopeDims: 16}
+	case "qwen35-35b-a3b", "qwen3next-80b-a3b":
+		want := "qwen35moe"
+		s.Layers, s.Experts, s.ExpertsUsed, s.Vocab = 40, 256, 8, 248320
+		if name == "qwen3next-80b-a3b" {
+			want = "qwen3next"
+			s.Layers, s.Experts, s.ExpertsUsed, s.Vocab = 48, 512, 10, 151936
+		}
+		if arch != want {
+			return Spec{}, fmt.Errorf("synth: preset %q is a %s, not a %s", name, want, arch)
+		}
+		s.Hidden, s.ExpertFFN = 2048, 512
+		s.Heads, s.KVHeads, s.HeadDim = 16, 2, 256
+		s.Context = 262144
+		s.Hybrid = HybridSpec{SharedFFN: 512, ConvKernel: 4, KHeads: 16, VHeads: 32, KDim: 128, VDim: 128, AttnEvery: 4, RopeDims: 64}
+		s.Pool = 1 << 14
+	default:
+		return Spec{}, fmt.Errorf("synth: unknown %s preset %q (tiny, qwen35-35b-a3b for qwen35moe, qwen3next-80b-a3b for qwen3next)", arch, name)
+	}
+	s.FFN = s.ExpertFFN
+	s.Name = "strata-synth-" + s.Arch + "-" + name
+	return s, nil
 }
 
 // Preset returns a named spec: "tiny", "30b-a3b" or "235b-a22b", in Q4_K with seed 1.
@@ -72,7 +133,8 @@ func Preset(name string) (Spec, error) {
 
 // ApplyShape overrides hyper-parameters from "key=value,key=value". Keys: layers, experts,
 // experts_used, hidden, expert_ffn, ffn, heads, kv_heads, head_dim, vocab, context,
-// rope_base, rms_eps.
+// rope_base, rms_eps, and for the hybrids shared_ffn, conv_kernel, ssm_k_heads, ssm_v_heads,
+// ssm_k_dim, ssm_v_dim, attn_every, rope_dims.
 func (s *Spec) ApplyShape(kvs string) error {
 	for _, item := range strings.Split(kvs, ",") {
 		item = strings.TrimSpace(item)
@@ -98,7 +160,7 @@ func (s *Spec) ApplyShape(kvs string) error {
 		}
 		p := s.intField(k)
 		if p == nil {
-			return fmt.Errorf("synth: shape: unknown key %q (layers, experts, experts_used, hidden, expert_ffn, ffn, heads, kv_heads, head_dim, vocab, context, rope_base, rms_eps)", k)
+			return fmt.Errorf("synth: shape: unknown key %q (layers, experts, experts_used, hidden, expert_ffn, ffn, heads, kv_heads, head_dim, vocab, context, rope_base, rms_eps; hybrids: shared_ffn, conv_kernel, ssm_k_heads, ssm_v_heads, ssm_k_dim, ssm_v_dim, attn_every, rope_dims)", k)
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
@@ -133,6 +195,22 @@ func (s *Spec) intField(key string) *int {
 		return &s.Vocab
 	case "context":
 		return &s.Context
+	case "shared_ffn":
+		return &s.Hybrid.SharedFFN
+	case "conv_kernel":
+		return &s.Hybrid.ConvKernel
+	case "ssm_k_heads":
+		return &s.Hybrid.KHeads
+	case "ssm_v_heads":
+		return &s.Hybrid.VHeads
+	case "ssm_k_dim":
+		return &s.Hybrid.KDim
+	case "ssm_v_dim":
+		return &s.Hybrid.VDim
+	case "attn_every":
+		return &s.Hybrid.AttnEvery
+	case "rope_dims":
+		return &s.Hybrid.RopeDims
 	}
 	return nil
 }
@@ -140,8 +218,13 @@ func (s *Spec) intField(key string) *int {
 // Validate checks the spec can be written: a known arch, a quantisable type, positive
 // sizes, and rows that are whole blocks of the chosen type.
 func (s Spec) Validate() error {
-	if s.Arch != "qwen3moe" {
-		return fmt.Errorf("synth: unknown architecture %q (only qwen3moe)", s.Arch)
+	if s.Arch != "qwen3moe" && !IsHybrid(s.Arch) {
+		return fmt.Errorf("synth: unknown architecture %q (qwen3moe, qwen35moe, qwen3next)", s.Arch)
+	}
+	if IsHybrid(s.Arch) {
+		if err := s.Hybrid.validate(s); err != nil {
+			return err
+		}
 	}
 	if !quant.CanQuantize(s.Quant) {
 		return fmt.Errorf("synth: cannot quantise to %s (quant.Quantize does not support it)", s.Quant)
@@ -221,4 +304,43 @@ func fileType(t quant.Type) (uint32, bool) {
 		return 38, true // MOSTLY_MXFP4_MOE
 	}
 	return 0, false
+}
+
+func (h HybridSpec) validate(s Spec) error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"shared_ffn", h.SharedFFN}, {"conv_kernel", h.ConvKernel}, {"ssm_k_heads", h.KHeads}, {"ssm_v_heads", h.VHeads},
+		{"ssm_k_dim", h.KDim}, {"ssm_v_dim", h.VDim}, {"attn_every", h.AttnEvery}, {"rope_dims", h.RopeDims}} {
+		if f.v <= 0 {
+			return fmt.Errorf("synth: %s is %d, want > 0", f.name, f.v)
+		}
+	}
+	switch {
+	case h.VHeads%h.KHeads != 0:
+		return fmt.Errorf("synth: ssm_v_heads %d is not a multiple of ssm_k_heads %d", h.VHeads, h.KHeads)
+	case h.RopeDims%2 != 0 || h.RopeDims > s.HeadDim:
+		return fmt.Errorf("synth: rope_dims %d must be even and at most head_dim %d", h.RopeDims, s.HeadDim)
+	case h.ConvKernel < 2:
+		return fmt.Errorf("synth: conv_kernel %d, want at least 2", h.ConvKernel)
+	}
+	bs := s.Quant.BlockSize()
+	for _, r := range []struct {
+		name string
+		n    int
+	}{{"shared_ffn", h.SharedFFN}, {"ssm_v_heads*ssm_v_dim", h.VHeads * h.VDim}} {
+		if r.n%bs != 0 {
+			return fmt.Errorf("synth: %s = %d is not a multiple of %s's %d-value blocks", r.name, r.n, s.Quant, bs)
+		}
+	}
+	return nil
+}
+
+// Parameters is the number of values in the model spec describes.
+func Parameters(s Spec) int64 {
+	var n int64
+	for _, t := range plan(s) {
+		n += int64(t.rowLen()) * int64(t.rows())
+	}
+	return n
 }

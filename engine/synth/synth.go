@@ -47,6 +47,7 @@ const (
 	kindNorm                     // 1 + 0.1·N(0, 1)
 	kindRouter                   // router rows with the Zipf skew
 	kindEmbed                    // N(0, 1) plus the shared direction when skewed
+	kindDecay                    // -(0.1 + |N(0, 1)|): a Gated DeltaNet's A, which must be negative
 )
 
 // tensorPlan is one tensor to write.
@@ -88,6 +89,12 @@ func plan(s Spec) []tensorPlan {
 	embed := mat("token_embd.weight", []int64{h, int64(s.Vocab)}, 1, -1)
 	embed.kind = kindEmbed
 	out := []tensorPlan{embed}
+	if IsHybrid(s.Arch) {
+		return append(append(out, hybridLayers(s, mat, norm, expert)...),
+			norm("output_norm.weight", h),
+			mat("output.weight", []int64{h, int64(s.Vocab)}, float32(headGain/math.Sqrt(float64(h))), -1),
+		)
+	}
 	for l := range s.Layers {
 		b := fmt.Sprintf("blk.%d.", l)
 		out = append(out,
@@ -110,6 +117,66 @@ func plan(s Spec) []tensorPlan {
 		norm("output_norm.weight", h),
 		mat("output.weight", []int64{h, int64(s.Vocab)}, float32(headGain/math.Sqrt(float64(h))), -1),
 	)
+}
+
+// hybridLayers lists the layers of a qwen35moe or qwen3next model in llama.cpp's names: Gated
+// DeltaNet layers with every AttnEvery-th a gated attention layer (attn_q holds the query and
+// gate rows of each head), each with a MoE and a gated shared expert.
+func hybridLayers(s Spec, mat func(string, []int64, float32, int) tensorPlan, norm func(string, int64) tensorPlan,
+	expert func(string, []int64, float32, int) tensorPlan) []tensorPlan {
+	hs := s.Hybrid
+	h, e, f, sf := int64(s.Hidden), int64(s.Experts), int64(s.ExpertFFN), int64(hs.SharedFFN)
+	q, kv := int64(s.Heads*s.HeadDim), int64(s.KVHeads*s.HeadDim)
+	vd := int64(hs.VHeads * hs.VDim)
+	channels := int64(2*hs.KHeads*hs.KDim) + vd
+	lin := func(fanIn int64) float32 { return float32(linearGain / math.Sqrt(float64(fanIn))) }
+	small := func(name string, ne []int64, kind tensorKind, sigma float32) tensorPlan {
+		return tensorPlan{name: name, typ: quant.F32, ne: ne, kind: kind, sigma: sigma, unitRows: 1}
+	}
+	var out []tensorPlan
+	for l := range s.Layers {
+		b := fmt.Sprintf("blk.%d.", l)
+		out = append(out, norm(b+"attn_norm.weight", h))
+		if (l+1)%hs.AttnEvery != 0 {
+			out = append(out,
+				mat(b+"attn_qkv.weight", []int64{h, channels}, lin(h), l),
+				mat(b+"attn_gate.weight", []int64{h, vd}, lin(h), l))
+			if s.Arch == "qwen3next" {
+				out = append(out, mat(b+"ssm_ba.weight", []int64{h, int64(2 * hs.VHeads)}, lin(h), l))
+			} else {
+				out = append(out,
+					mat(b+"ssm_beta.weight", []int64{h, int64(hs.VHeads)}, lin(h), l),
+					mat(b+"ssm_alpha.weight", []int64{h, int64(hs.VHeads)}, lin(h), l))
+			}
+			out = append(out,
+				small(b+"ssm_conv1d.weight", []int64{int64(hs.ConvKernel), channels}, kindLinear, 0.5),
+				small(b+"ssm_dt.bias", []int64{int64(hs.VHeads)}, kindLinear, 0.5),
+				small(b+"ssm_a", []int64{int64(hs.VHeads)}, kindDecay, 1),
+				norm(b+"ssm_norm.weight", int64(hs.VDim)),
+				mat(b+"ssm_out.weight", []int64{vd, h}, lin(vd), l))
+		} else {
+			out = append(out,
+				mat(b+"attn_q.weight", []int64{h, 2 * q}, lin(h), l),
+				mat(b+"attn_k.weight", []int64{h, kv}, lin(h), l),
+				mat(b+"attn_v.weight", []int64{h, kv}, lin(h), l),
+				mat(b+"attn_output.weight", []int64{q, h}, lin(q), l),
+				norm(b+"attn_q_norm.weight", int64(s.HeadDim)),
+				norm(b+"attn_k_norm.weight", int64(s.HeadDim)))
+		}
+		out = append(out,
+			norm(b+"post_attention_norm.weight", h),
+			tensorPlan{name: b + "ffn_gate_inp.weight", typ: quant.F32, ne: []int64{h, e}, kind: kindRouter,
+				sigma: float32(routerGain / math.Sqrt(float64(h))), layer: l, unitRows: int(e)},
+			expert(b+"ffn_gate_exps.weight", []int64{h, f, e}, lin(h), l),
+			expert(b+"ffn_up_exps.weight", []int64{h, f, e}, lin(h), l),
+			expert(b+"ffn_down_exps.weight", []int64{f, h, e}, lin(f), l),
+			small(b+"ffn_gate_inp_shexp.weight", []int64{h}, kindLinear, lin(h)),
+			mat(b+"ffn_gate_shexp.weight", []int64{h, sf}, lin(h), l),
+			mat(b+"ffn_up_shexp.weight", []int64{h, sf}, lin(h), l),
+			mat(b+"ffn_down_shexp.weight", []int64{sf, h}, lin(sf), l),
+		)
+	}
+	return out
 }
 
 // Write writes the model described by spec to path (through path+".tmp"). progress, if
@@ -170,17 +237,16 @@ func addMetadata(w *gguf.Writer, s Spec, v vocabulary) error {
 	w.AddUint32(a+"block_count", uint32(s.Layers))
 	w.AddUint32(a+"context_length", uint32(s.Context))
 	w.AddUint32(a+"embedding_length", uint32(s.Hidden))
-	w.AddUint32(a+"feed_forward_length", uint32(s.FFN))
-	w.AddUint32(a+"attention.head_count", uint32(s.Heads))
-	w.AddUint32(a+"attention.head_count_kv", uint32(s.KVHeads))
-	w.AddFloat32(a+"rope.freq_base", float32(s.RopeBase))
-	w.AddFloat32(a+"attention.layer_norm_rms_epsilon", float32(s.RMSEps))
-	w.AddUint32(a+"expert_count", uint32(s.Experts))
-	w.AddUint32(a+"expert_used_count", uint32(s.ExpertsUsed))
-	w.AddUint32(a+"attention.key_length", uint32(s.HeadDim))
-	w.AddUint32(a+"attention.value_length", uint32(s.HeadDim))
+	if IsHybrid(s.Arch) {
+		addHybridMetadata(w, s)
+	} else {
+		w.AddUint32(a+"feed_forward_length", uint32(s.FFN))
+		addAttentionMetadata(w, s)
+	}
 	w.AddUint32("general.file_type", ft)
-	w.AddUint32(a+"expert_feed_forward_length", uint32(s.ExpertFFN))
+	if !IsHybrid(s.Arch) {
+		w.AddUint32(a+"expert_feed_forward_length", uint32(s.ExpertFFN))
+	}
 	w.AddUint32("general.quantization_version", 2)
 	w.AddString("tokenizer.ggml.model", "gpt2")
 	w.AddString("tokenizer.ggml.pre", "qwen2")
@@ -193,6 +259,50 @@ func addMetadata(w *gguf.Writer, s Spec, v vocabulary) error {
 	w.AddBool("tokenizer.ggml.add_bos_token", false)
 	w.AddString("tokenizer.chat_template", chatTemplate)
 	return nil
+}
+
+// addAttentionMetadata writes the attention, rope and expert keys of qwen3moe.
+func addAttentionMetadata(w *gguf.Writer, s Spec) {
+	a := s.Arch + "."
+	w.AddUint32(a+"attention.head_count", uint32(s.Heads))
+	w.AddUint32(a+"attention.head_count_kv", uint32(s.KVHeads))
+	w.AddFloat32(a+"rope.freq_base", float32(s.RopeBase))
+	w.AddFloat32(a+"attention.layer_norm_rms_epsilon", float32(s.RMSEps))
+	w.AddUint32(a+"expert_count", uint32(s.Experts))
+	w.AddUint32(a+"expert_used_count", uint32(s.ExpertsUsed))
+	w.AddUint32(a+"attention.key_length", uint32(s.HeadDim))
+	w.AddUint32(a+"attention.value_length", uint32(s.HeadDim))
+}
+
+// addHybridMetadata writes the keys of qwen35moe and qwen3next in the order of the shared
+// fixtures' qwen35moe file; qwen3next has no rope sections.
+func addHybridMetadata(w *gguf.Writer, s Spec) {
+	a, hs := s.Arch+".", s.Hybrid
+	w.AddUint32(a+"attention.head_count", uint32(s.Heads))
+	w.AddUint32(a+"attention.head_count_kv", uint32(s.KVHeads))
+	if s.Arch == "qwen35moe" {
+		// The rotated pairs split in three as Qwen3.5's are (32 pairs: 11, 11, 10); text uses
+		// one position for all three, so the split does not change a text forward pass.
+		p := int32(hs.RopeDims / 2)
+		s1 := (p + 2) / 3
+		s2 := (p - s1 + 1) / 2
+		w.AddInt32s(a+"rope.dimension_sections", []int32{s1, s2, p - s1 - s2, 0})
+	}
+	w.AddFloat32(a+"rope.freq_base", float32(s.RopeBase))
+	w.AddFloat32(a+"attention.layer_norm_rms_epsilon", float32(s.RMSEps))
+	w.AddUint32(a+"expert_count", uint32(s.Experts))
+	w.AddUint32(a+"expert_used_count", uint32(s.ExpertsUsed))
+	w.AddUint32(a+"attention.key_length", uint32(s.HeadDim))
+	w.AddUint32(a+"attention.value_length", uint32(s.HeadDim))
+	w.AddUint32(a+"expert_feed_forward_length", uint32(s.ExpertFFN))
+	w.AddUint32(a+"expert_shared_feed_forward_length", uint32(hs.SharedFFN))
+	w.AddUint32(a+"ssm.conv_kernel", uint32(hs.ConvKernel))
+	w.AddUint32(a+"ssm.state_size", uint32(hs.KDim))
+	w.AddUint32(a+"ssm.group_count", uint32(hs.KHeads))
+	w.AddUint32(a+"ssm.time_step_rank", uint32(hs.VHeads))
+	w.AddUint32(a+"ssm.inner_size", uint32(hs.VHeads*hs.VDim))
+	w.AddUint32(a+"full_attention_interval", uint32(hs.AttnEvery))
+	w.AddUint32(a+"rope.dimension_count", uint32(hs.RopeDims))
 }
 
 // generator draws and quantises tensors. It is shared by the workers of one Write.
@@ -394,6 +504,11 @@ func (g *generator) draw(r *rand.PCG, t tensorPlan, first, n int, dst []byte, ro
 	}
 	for i := range n {
 		switch t.kind {
+		case kindDecay:
+			fillNormal(r, row, 1)
+			for j := range row {
+				row[j] = -0.1 - float32(math.Abs(float64(row[j])))
+			}
 		case kindNorm:
 			fillNormal(r, row, normSpread)
 			for j := range row {

@@ -1,0 +1,103 @@
+package synth_test
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"strata/engine/compute/cpu"
+	"strata/engine/gguf"
+	"strata/engine/model"
+	"strata/engine/quant"
+	"strata/engine/synth"
+)
+
+// TestHybridSynthLoadsAndRuns: a tiny synthetic qwen35moe and qwen3next, in an
+// 8-bit and a k-quant type, load with the shapes they were written with and run: finite
+// logits, and a prompt token by token equals the batch.
+func TestHybridSynthLoadsAndRuns(t *testing.T) {
+	for _, arch := range []string{"qwen35moe", "qwen3next"} {
+		for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_K} {
+			s, err := synth.PresetFor(arch, "tiny")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Quant, s.Pool = typ, 512 // pooled blocks: quantising each K-quant block takes seconds
+			path := filepath.Join(t.TempDir(), "m.gguf")
+			if err := synth.Write(context.Background(), path, s, nil); err != nil {
+				t.Fatalf("%s %s: %v", arch, typ, err)
+			}
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := cpu.New(cpu.Options{Threads: 2, FloatPath: true})
+			net, err := model.Load(f, b, nil)
+			if err != nil {
+				t.Fatalf("%s %s: %v", arch, typ, err)
+			}
+			h := net.H
+			if h.Arch != arch || h.SSM.VHeads != s.Hybrid.VHeads || h.SSM.KDim != s.Hybrid.KDim || h.SharedFFN != s.Hybrid.SharedFFN ||
+				h.RopeDims != s.Hybrid.RopeDims || h.Hybrid.GroupedVHeads != (arch == "qwen3next") {
+				t.Errorf("%s %s: read back %+v", arch, typ, h)
+			}
+			prompt := []int{1, 7, 300, 42, 5, 99}
+			st, err := net.NewState(len(prompt), "f32")
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := make([]float32, len(prompt)*h.Vocab)
+			if err := net.Forward(st, prompt, true, all, nil); err != nil {
+				t.Fatalf("%s %s: %v", arch, typ, err)
+			}
+			st2, _ := net.NewState(len(prompt), "f32")
+			one := make([]float32, h.Vocab)
+			var worst float64
+			for i, id := range prompt {
+				if err := net.Forward(st2, []int{id}, false, one, nil); err != nil {
+					t.Fatal(err)
+				}
+				for j, v := range one {
+					if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+						t.Fatalf("%s %s: logit %v", arch, typ, v)
+					}
+					worst = math.Max(worst, math.Abs(float64(v-all[i*h.Vocab+j])))
+				}
+			}
+			if worst > 1e-3 {
+				t.Errorf("%s %s: token by token differs from the batch by %.3g", arch, typ, worst)
+			}
+			b.Close()
+			f.Close()
+		}
+	}
+}
+
+// TestHybridPresets: the published shapes have the published parameter counts (Qwen3.5-35B-A3B's
+// text model 34.7 B, Qwen3-Next-80B-A3B 79.7 B without its MTP layer) and validate.
+func TestHybridPresets(t *testing.T) {
+	for _, c := range []struct {
+		arch, preset string
+		lo, hi       float64
+	}{{"qwen35moe", "qwen35-35b-a3b", 34e9, 35.5e9}, {"qwen3next", "qwen3next-80b-a3b", 79e9, 81e9}} {
+		s, err := synth.PresetFor(c.arch, c.preset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Validate(); err != nil {
+			t.Errorf("%s: %v", c.preset, err)
+		}
+		if p := float64(synth.Parameters(s)); p < c.lo || p > c.hi {
+			t.Errorf("%s: %.3g parameters, want %.3g..%.3g", c.preset, p, c.lo, c.hi)
+		}
+	}
+	if _, err := synth.PresetFor("qwen35moe", "qwen3next-80b-a3b"); err == nil {
+		t.Error("a qwen3next preset for qwen35moe gave no error")
+	}
+	s, _ := synth.PresetFor("qwen35moe", "tiny")
+	s.Hybrid.VHeads = 3
+	if err := s.Validate(); err == nil {
+		t.Error("3 value heads over 2 key heads validated")
+	}
+}
