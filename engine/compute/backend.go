@@ -66,6 +66,10 @@ type KV interface {
 type KVSpec struct {
 	Layers, KVHeads, HeadDim, Positions int
 	Type                                string // "f16", "f32" (reference), "int8"
+	// Keep (nil: all Positions everywhere) is per layer how many of the latest positions
+	// the layer needs, 0 meaning all: a sliding-window layer keeps only its window (plus
+	// room for the longest batch), so a long context costs memory on its full layers only.
+	Keep []int
 }
 
 // AttentionSpec describes one attention call over n new tokens at positions pos0..pos0+n-1.
@@ -73,6 +77,32 @@ type AttentionSpec struct {
 	Layer, Pos0, N          int
 	Heads, KVHeads, HeadDim int
 	Scale                   float32
+	// Sinks (nil: none) holds one logit per query head that joins the softmax's denominator
+	// and is then dropped (gpt-oss): p_j = exp(s_j) / (sum_i exp(s_i) + exp(sink_h)).
+	Sinks Weight
+	// Window (0: none) is a sliding window: the query at position q sees keys at k with
+	// 0 <= q-k < Window.
+	Window int
+}
+
+// Rope is a NeoX rotation's frequencies: within each head, element i and element
+// i+len(InvFreq) (i < len(InvFreq)) turn by the angle position*InvFreq[i]; elements past
+// 2*len(InvFreq) are left as they are (partial rotation). Scale multiplies cos and sin
+// (YaRN's attention factor); 0 means 1.
+type Rope struct {
+	InvFreq []float32
+	Scale   float32
+}
+
+// ExpertFFN is what an expert computes beyond its three products when it is not the plain
+// down(silu(gate·x) * up·x). A nil *ExpertFFN is that plain SwiGLU.
+type ExpertFFN struct {
+	// Biases stacked per expert (Rows 1, Cols the product's output size, Experts as the
+	// weights); nil where a product has none.
+	GateBias, UpBias, DownBias Weight
+	// Limit > 0 selects gpt-oss's clamped SwiGLU: g = min(g, Limit), u = clamp(u, ±Limit),
+	// a = g * sigmoid(Alpha*g) * (u + 1).
+	Limit, Alpha float32
 }
 
 // Routes are the experts chosen for n tokens: IDs[t*K+j] with weight Weights[t*K+j].
@@ -110,6 +140,10 @@ type Backend interface {
 	MatMuls(dst []Buf, w []Weight, x Buf, n int)
 	// RoPENeoX rotates n rows of heads x headDim values in place; row t is at positions[t].
 	RoPENeoX(x Buf, n, heads, headDim int, positions []int, base float32)
+	// RoPE rotates n rows of heads x headDim values in place by r (see Rope).
+	RoPE(x Buf, n, heads, headDim int, positions []int, r *Rope)
+	// AddBias adds the vector bias (of bias.Cols() values) to each of the rows of x.
+	AddBias(x Buf, bias Weight, rows int)
 	// StoreKV writes n rows of k and v (KVHeads x HeadDim each) at pos0.. of layer.
 	StoreKV(kv KV, layer, pos0, n int, k, v Buf)
 	// Attention computes causal GQA attention of q [n x heads*headDim] over the cache.
@@ -118,8 +152,12 @@ type Backend interface {
 	// experts, the top k (ties to the lower id), renormalised to sum to 1 when norm is set.
 	// IDs and Weights are valid after the next Read at the latest.
 	Route(logits Buf, n, experts, k int, norm bool) *Routes
-	// MoE adds to dst [n x hidden] the routed experts' SwiGLU outputs of x, weighted.
-	MoE(dst, x Buf, gate, up, down Weight, r *Routes)
+	// RouteTopK picks each token's experts the other way round (gpt-oss): the k largest
+	// logits (ties to the lower id), then a softmax over those k only.
+	RouteTopK(logits Buf, n, experts, k int) *Routes
+	// MoE adds to dst [n x hidden] the routed experts' SwiGLU outputs of x, weighted; ffn
+	// (nil: plain SwiGLU, no biases) says what else the experts compute.
+	MoE(dst, x Buf, gate, up, down Weight, ffn *ExpertFFN, r *Routes)
 	// Add: dst += x over the first n values.
 	Add(dst, x Buf, n int)
 	// Copy moves n values from src[srcOff:] to dst[dstOff:].
@@ -145,10 +183,11 @@ type Experts interface {
 type BackendExperts struct {
 	B              Backend
 	Gate, Up, Down Weight
+	FFN            *ExpertFFN // nil: plain SwiGLU
 }
 
 // MoE runs the backend's MoE.
-func (e BackendExperts) MoE(dst, x Buf, r *Routes) { e.B.MoE(dst, x, e.Gate, e.Up, e.Down, r) }
+func (e BackendExperts) MoE(dst, x Buf, r *Routes) { e.B.MoE(dst, x, e.Gate, e.Up, e.Down, e.FFN, r) }
 
 // Err is nil: the backend reports its own errors.
 func (e BackendExperts) Err() error { return nil }

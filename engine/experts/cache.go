@@ -528,7 +528,7 @@ func (c *Cache) runOn(b compute.Backend, dst, x compute.Buf, st [3]compute.Weigh
 	if len(es) == 0 {
 		return
 	}
-	b.MoE(dst, x, st[0], st[1], st[2], routesOf(es, n))
+	b.MoE(dst, x, st[0], st[1], st[2], nil, routesOf(es, n))
 }
 
 // cpuMisses computes pinned and cold misses on the host pool (x is in hostXs, from readX)

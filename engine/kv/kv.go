@@ -44,6 +44,32 @@ func Bytes(layers, kvHeads, headDim, positions int, t Type) int64 {
 	return 2 * int64(layers) * int64(kvHeads) * int64(headDim) * int64(positions) * int64(t.BytesPerElement())
 }
 
+// Kept is how many positions a layer that needs keep of them (0: all) holds in a cache of
+// positions.
+func Kept(keep, positions int) int {
+	if keep <= 0 || keep > positions {
+		return positions
+	}
+	return keep
+}
+
+// LayerBytes is Bytes with each layer holding only the positions keep asks of it (see
+// New's keep); nil keep is Bytes.
+func LayerBytes(layers, kvHeads, headDim, positions int, t Type, keep []int) int64 {
+	if keep == nil {
+		return Bytes(layers, kvHeads, headDim, positions, t)
+	}
+	var n int64
+	for l := range layers {
+		k := 0
+		if l < len(keep) {
+			k = keep[l]
+		}
+		n += Bytes(1, kvHeads, headDim, Kept(k, positions), t)
+	}
+	return n
+}
+
 // ContextFor picks a context length: the requested one, or the model's, capped so the cache
 // fits in budget bytes. It never returns less than minimum unless even that does not fit, which
 // is an error saying what to change.
@@ -73,7 +99,7 @@ func ContextFor(requested, modelContext, layers, kvHeads, headDim int, t Type, b
 }
 
 // Cache is a host-memory KV cache. Each layer holds its KV heads one after another, and
-// each head its positions in order (head h, position p at (h*Capacity + p) * headDim), so
+// each head its positions in order (head h, position p at (h*Kept(layer) + p) * headDim), so
 // attention reads one head's keys and values as two contiguous streams. Interleaved by
 // position, a head's rows were headDim of every kvHeads*headDim values: a 30b-a3b decode
 // step's attention at 600 positions took 17.7 ms that way and 13.1-14.5 ms this way, at
@@ -84,26 +110,48 @@ type Cache struct {
 	kvHeads   int
 	headDim   int
 	positions int
+	kept      []int      // per layer: positions held; a layer that keeps fewer than positions is a ring (position p in slot p % kept)
 	k16, v16  [][]uint16 // per layer, when F16
 	k32, v32  [][]float32
 }
 
 // New allocates a cache for positions tokens.
 func New(layers, kvHeads, headDim, positions int, t Type) (*Cache, error) {
+	return NewKept(layers, kvHeads, headDim, positions, t, nil)
+}
+
+// NewKept allocates a cache for positions tokens in which layer l holds only the latest
+// keep[l] positions (0 or a missing entry: all), as a ring: a sliding-window layer needs no
+// more than its window and the batch being added.
+func NewKept(layers, kvHeads, headDim, positions int, t Type, keep []int) (*Cache, error) {
 	if layers <= 0 || kvHeads <= 0 || headDim <= 0 || positions <= 0 {
 		return nil, fmt.Errorf("kv: bad cache shape %d layers x %d heads x %d dims x %d positions", layers, kvHeads, headDim, positions)
 	}
-	c := &Cache{typ: t, layers: layers, kvHeads: kvHeads, headDim: headDim, positions: positions}
-	row := kvHeads * headDim * positions
+	if len(keep) > layers {
+		return nil, fmt.Errorf("kv: %d per-layer position counts for %d layers", len(keep), layers)
+	}
+	c := &Cache{typ: t, layers: layers, kvHeads: kvHeads, headDim: headDim, positions: positions, kept: make([]int, layers)}
+	for l := range layers {
+		k := 0
+		if l < len(keep) {
+			k = keep[l]
+		}
+		if k < 0 {
+			return nil, fmt.Errorf("kv: layer %d keeps %d positions", l, k)
+		}
+		c.kept[l] = Kept(k, positions)
+	}
 	switch t {
 	case F16:
 		c.k16, c.v16 = make([][]uint16, layers), make([][]uint16, layers)
 		for l := range layers {
+			row := kvHeads * headDim * c.kept[l]
 			c.k16[l], c.v16[l] = make([]uint16, row), make([]uint16, row)
 		}
 	case F32:
 		c.k32, c.v32 = make([][]float32, layers), make([][]float32, layers)
 		for l := range layers {
+			row := kvHeads * headDim * c.kept[l]
 			c.k32[l], c.v32[l] = make([]float32, row), make([]float32, row)
 		}
 	default:
@@ -115,6 +163,17 @@ func New(layers, kvHeads, headDim, positions int, t Type) (*Cache, error) {
 // Capacity is the number of positions the cache holds.
 func (c *Cache) Capacity() int { return c.positions }
 
+// Kept is the number of positions layer holds: Capacity, or fewer for a ring.
+func (c *Cache) Kept(layer int) int { return c.kept[layer] }
+
+// Slot is where position p sits in layer (p itself unless the layer is a ring).
+func (c *Cache) Slot(layer, p int) int { return p % c.kept[layer] }
+
+// Bytes is the memory the cache holds.
+func (c *Cache) Bytes() int64 {
+	return LayerBytes(c.layers, c.kvHeads, c.headDim, c.positions, c.typ, c.kept)
+}
+
 // Type of the elements.
 func (c *Cache) Type() Type { return c.typ }
 
@@ -125,7 +184,7 @@ func (c *Cache) Store(layer, pos0, n int, k, v []float32) {
 	for i := range n {
 		for h := range c.kvHeads {
 			src := (i*c.kvHeads + h) * d
-			dst := c.HeadOffset(h) + (pos0+i)*d
+			dst := c.HeadOffset(layer, h) + c.Slot(layer, pos0+i)*d
 			if c.typ == F32 {
 				copy(c.k32[layer][dst:dst+d], k[src:src+d])
 				copy(c.v32[layer][dst:dst+d], v[src:src+d])
@@ -140,13 +199,13 @@ func (c *Cache) Store(layer, pos0, n int, k, v []float32) {
 	}
 }
 
-// HeadOffset is where KV head h's position 0 starts in a layer's keys or values; its
-// position p is headDim values further on per position.
-func (c *Cache) HeadOffset(h int) int { return h * c.positions * c.headDim }
+// HeadOffset is where KV head h's slot 0 starts in a layer's keys or values; the slot of
+// position p (see Slot) is headDim values further on per slot.
+func (c *Cache) HeadOffset(layer, h int) int { return h * c.kept[layer] * c.headDim }
 
 // Key copies the key of head h at position p of layer into dst (headDim values).
 func (c *Cache) Key(layer, p, h int, dst []float32) {
-	off := c.HeadOffset(h) + p*c.headDim
+	off := c.HeadOffset(layer, h) + c.Slot(layer, p)*c.headDim
 	if c.typ == F32 {
 		copy(dst, c.k32[layer][off:off+c.headDim])
 		return

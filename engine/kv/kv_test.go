@@ -33,7 +33,7 @@ func TestStoreAndReadBack(t *testing.T) {
 		}
 		// The documented order: a head's positions one after another.
 		if typ == F32 {
-			at := c.HeadOffset(1) + 4*4 // head 1, position 4
+			at := c.HeadOffset(1, 1) + 4*4 // head 1, position 4
 			if k, v := c.Keys32(1)[at:at+4], c.Values32(1)[at:at+4]; !slices.Equal(k, []float32{11, 12, 13, 14}) || !slices.Equal(v, []float32{-11, -12, -13, -14}) {
 				t.Errorf("head 1, position 4 holds keys %v and values %v", k, v)
 			}
@@ -59,5 +59,39 @@ func TestContextFor(t *testing.T) {
 	}
 	if _, err := ParseType("int8"); err == nil {
 		t.Error("int8 accepted before it exists")
+	}
+}
+
+// TestKeptLayersAreRings: a layer that keeps fewer positions holds the latest ones in a ring
+// and costs only them; the others keep everything.
+func TestKeptLayersAreRings(t *testing.T) {
+	const layers, heads, dim, positions = 3, 2, 4, 100
+	keep := []int{10, 0, 500}
+	c, err := NewKept(layers, heads, dim, positions, F32, keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Kept(0) != 10 || c.Kept(1) != positions || c.Kept(2) != positions {
+		t.Fatalf("kept %d, %d, %d positions, want 10, 100, 100", c.Kept(0), c.Kept(1), c.Kept(2))
+	}
+	if want := Bytes(1, heads, dim, 10, F32) + Bytes(2, heads, dim, positions, F32); c.Bytes() != want || LayerBytes(layers, heads, dim, positions, F32, keep) != want {
+		t.Fatalf("cache holds %d bytes, want %d", c.Bytes(), want)
+	}
+	row := make([]float32, heads*dim)
+	for p := range 25 {
+		for i := range row {
+			row[i] = float32(p*100 + i)
+		}
+		c.Store(0, p, 1, row, row)
+	}
+	got := make([]float32, dim)
+	for p := 15; p < 25; p++ { // the last ten are all there
+		c.Key(0, p, 1, got)
+		if got[0] != float32(p*100+dim) {
+			t.Fatalf("position %d head 1 holds %v", p, got)
+		}
+	}
+	if _, err := NewKept(2, heads, dim, positions, F32, []int{1, 2, 3}); err == nil {
+		t.Error("three keep counts for two layers were accepted")
 	}
 }

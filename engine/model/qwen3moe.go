@@ -443,7 +443,7 @@ func (m *Model) Forward(s *State, tokens []int, allLogits bool, logits []float32
 		L.experts.MoE(sb.x, sb.xn, routes[l])
 		if sh := L.shared; sh != nil {
 			b.MatMul(sb.sharedLogits, sh.router, sb.xn, n)
-			b.MoE(sb.x, sb.xn, sh.gate, sh.up, sh.down, m.hy.SigmoidRoutes(sb.sharedLogits, n))
+			b.MoE(sb.x, sb.xn, sh.gate, sh.up, sh.down, nil, m.hy.SigmoidRoutes(sb.sharedLogits, n))
 		}
 		if err := errors.Join(b.Err(), L.experts.Err()); err != nil {
 			return fmt.Errorf("model: layer %d: %w", l, err)

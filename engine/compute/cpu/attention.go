@@ -11,20 +11,16 @@ import (
 // Attention is causal grouped-query attention over the host cache; query head h reads kv
 // head h / (heads/kvHeads). With the vector kernel a task is the heads of one kv head for
 // up to attendTokens tokens (or, when threads would idle, a part of one token's positions:
-// attendInParts); without it, one (token, head) pair.
+// attendInParts); without it, or with sinks, a window or a ring layer, one (token, head)
+// pair.
 func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.AttentionSpec) {
 	cache := c.(*kv.Cache)
 	out, qs := f32(dst), f32(q)
 	D, group := s.HeadDim, s.Heads/s.KVHeads
 	stride := D // a KV head's positions follow one another (see kv.Cache)
-	var keys32, vals32 []float32
-	var keys16, vals16 []uint16
-	if cache.Type() == kv.F32 {
-		keys32, vals32 = cache.Keys32(s.Layer), cache.Values32(s.Layer)
-	} else {
-		keys16, vals16 = cache.Keys16(s.Layer), cache.Values16(s.Layer)
-	}
-	if keys16 != nil && attendF16Fast(D) {
+	plain := s.Sinks == nil && s.Window == 0 && cache.Kept(s.Layer) == cache.Capacity()
+	if cache.Type() == kv.F16 && plain && attendF16Fast(D) {
+		keys16, vals16 := cache.Keys16(s.Layer), cache.Values16(s.Layer)
 		if parts := attentionParts(s.N*s.KVHeads, s.Pos0+s.N, b.pool.Size()); parts > 1 {
 			b.attendInParts(out, qs, cache, keys16, vals16, s, parts)
 			return
@@ -43,11 +39,29 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 				t0 := blk * attendTokens
 				tn := min(attendTokens, s.N-t0)
 				at := t0*tokenStride + g*group*D
-				kv0 := cache.HeadOffset(g)
+				kv0 := cache.HeadOffset(s.Layer, g)
 				attendF16(qs[at:], tokenStride, keys16[kv0:], vals16[kv0:], stride, s.Pos0+t0+1, tn, group, D, s.Scale, scores, out[at:], nil)
 			}
 		})
 		return
+	}
+	b.attendGeneric(out, qs, cache, s)
+}
+
+// attendGeneric is the plain loop, one (token, head) pair per task, over either cache type;
+// it alone handles sinks, windows and ring layers (see kv.Cache.Slot).
+func (b *Backend) attendGeneric(out, qs []float32, cache *kv.Cache, s compute.AttentionSpec) {
+	D, group := s.HeadDim, s.Heads/s.KVHeads
+	var keys32, vals32 []float32
+	var keys16, vals16 []uint16
+	if cache.Type() == kv.F32 {
+		keys32, vals32 = cache.Keys32(s.Layer), cache.Values32(s.Layer)
+	} else {
+		keys16, vals16 = cache.Keys16(s.Layer), cache.Values16(s.Layer)
+	}
+	var sinks []float32
+	if s.Sinks != nil {
+		sinks = s.Sinks.(*Weight).vec
 	}
 	b.pool.For(s.N*s.Heads, 1, func(lo, hi int) {
 		scores := make([]float32, s.Pos0+s.N)
@@ -55,19 +69,24 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 		row := make([]float32, D)
 		for idx := lo; idx < hi; idx++ {
 			t, h := idx/s.Heads, idx%s.Heads
-			off := cache.HeadOffset(h / group)
+			off := cache.HeadOffset(s.Layer, h/group)
 			qv := qs[(t*s.Heads+h)*D : (t*s.Heads+h+1)*D]
 			last := s.Pos0 + t
+			first := 0
+			if s.Window > 0 {
+				first = max(0, last-s.Window+1)
+			}
 			maxv := float32(math.Inf(-1))
-			for p := 0; p <= last; p++ {
+			for p := first; p <= last; p++ {
+				at := off + cache.Slot(s.Layer, p)*D
 				var dot float32
 				if keys32 != nil {
-					k := keys32[p*stride+off : p*stride+off+D]
+					k := keys32[at : at+D]
 					for i, x := range qv {
 						dot += x * k[i]
 					}
 				} else {
-					k := keys16[p*stride+off : p*stride+off+D]
+					k := keys16[at : at+D]
 					for i, x := range qv {
 						dot += x * quant.FP16ToFP32(k[i])
 					}
@@ -76,22 +95,29 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 				scores[p] = dot
 				maxv = max(maxv, dot)
 			}
+			if sinks != nil {
+				maxv = max(maxv, sinks[h])
+			}
 			var sum float32
-			for p := 0; p <= last; p++ {
+			for p := first; p <= last; p++ {
 				e := float32(math.Exp(float64(scores[p] - maxv)))
 				scores[p] = e
 				sum += e
 			}
+			if sinks != nil {
+				sum += float32(math.Exp(float64(sinks[h] - maxv)))
+			}
 			clear(acc)
-			for p := 0; p <= last; p++ {
+			for p := first; p <= last; p++ {
 				w := scores[p] / sum
+				at := off + cache.Slot(s.Layer, p)*D
 				if vals32 != nil {
-					v := vals32[p*stride+off : p*stride+off+D]
+					v := vals32[at : at+D]
 					for i := range acc {
 						acc[i] += w * v[i]
 					}
 				} else {
-					v := vals16[p*stride+off : p*stride+off+D]
+					v := vals16[at : at+D]
 					for i := range row {
 						row[i] = quant.FP16ToFP32(v[i])
 					}
@@ -157,7 +183,7 @@ func (b *Backend) attendInParts(out, qs []float32, cache *kv.Cache, keys16, vals
 				continue
 			}
 			heads := qs[(t*s.Heads+g*group)*D : (t*s.Heads+(g+1)*group)*D]
-			off := cache.HeadOffset(g) + p0*stride
+			off := cache.HeadOffset(s.Layer, g) + p0*stride
 			attendF16(heads, width, keys16[off:], vals16[off:], stride, p1-p0, 1, group, D, s.Scale, scores, o, m)
 		}
 	})

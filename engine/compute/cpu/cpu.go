@@ -31,6 +31,7 @@ type Backend struct {
 	spare sync.Pool // *[]float32 scratch for the MoE's per-expert buffers
 	acts  sync.Pool // *quant.Activations, reused by the products (see activations)
 	rope  atomic.Pointer[ropeTable]
+	ropeF atomic.Pointer[ropeFreqTable] // RoPE's, beside RoPENeoX's
 }
 
 // scratch returns at least n floats of reused, uninitialised memory; release gives it back.
@@ -118,7 +119,7 @@ type Weight struct {
 	rowBytes         int
 	stride           int // bytes from one expert to the next
 	data             []byte
-	vec              []float32 // decoded values of a single-row tensor (norm weights)
+	vec              []float32 // decoded values of a one-row tensor (norm weights, biases; every expert's of a stack)
 }
 
 func (w *Weight) Name() string     { return w.name }
@@ -148,10 +149,12 @@ func NewWeight(spec compute.WeightSpec) (*Weight, error) {
 		return nil, err
 	}
 	w := &Weight{name: spec.Name, typ: spec.Type, rows: spec.Rows, cols: spec.Cols, exps: exps, rowBytes: rb, stride: stride, data: spec.Data}
-	if spec.Rows == 1 && exps == 1 {
-		w.vec = make([]float32, spec.Cols)
-		if err := quant.Dequantize(spec.Type, spec.Data, w.vec); err != nil {
-			return nil, fmt.Errorf("tensor %q: %w", spec.Name, err)
+	if spec.Rows == 1 {
+		w.vec = make([]float32, spec.Cols*exps)
+		for e := range exps {
+			if err := quant.Dequantize(spec.Type, w.expert(e), w.vec[e*spec.Cols:(e+1)*spec.Cols]); err != nil {
+				return nil, fmt.Errorf("tensor %q: %w", spec.Name, err)
+			}
 		}
 	}
 	return w, nil
@@ -166,7 +169,7 @@ func (b *Backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
 	if err != nil {
 		return nil, err
 	}
-	return kv.New(spec.Layers, spec.KVHeads, spec.HeadDim, spec.Positions, t)
+	return kv.NewKept(spec.Layers, spec.KVHeads, spec.HeadDim, spec.Positions, t, spec.Keep)
 }
 
 // Embed dequantises the table rows of ids.
@@ -254,6 +257,80 @@ func (b *Backend) ropeAngles(positions []int, headDim int, base float32) *ropeTa
 	}
 	b.rope.Store(t)
 	return t
+}
+
+// RoPE rotates element i with element i+len(r.InvFreq) of every head, each pair by
+// position*InvFreq[i], with cos and sin times r.Scale.
+func (b *Backend) RoPE(x compute.Buf, n, heads, headDim int, positions []int, r *compute.Rope) {
+	d := f32(x)
+	half := len(r.InvFreq)
+	if 2*half > headDim {
+		b.err.Set(fmt.Errorf("cpu: rope of %d frequencies over heads of %d values", half, headDim))
+		return
+	}
+	rt := b.ropeFreqAngles(positions[:n], r)
+	b.forWork(n, n*heads*headDim, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			cos, sin := rt.cos[t*half:(t+1)*half], rt.sin[t*half:(t+1)*half]
+			for h := range heads {
+				v := d[(t*heads+h)*headDim : (t*heads+h+1)*headDim]
+				for i := range half {
+					x0, x1 := v[i], v[i+half]
+					v[i] = x0*cos[i] - x1*sin[i]
+					v[i+half] = x1*cos[i] + x0*sin[i]
+				}
+			}
+		}
+	})
+}
+
+// ropeFreqTable is ropeTable for RoPE: the rotations of a step's positions by one Rope.
+type ropeFreqTable struct {
+	positions []int
+	rope      *compute.Rope
+	cos, sin  []float32
+}
+
+// ropeFreqAngles returns the table for positions and r, reusing the last one when both match
+// (the model keeps one Rope, so its pointer says the frequencies are the same).
+func (b *Backend) ropeFreqAngles(positions []int, r *compute.Rope) *ropeFreqTable {
+	if t := b.ropeF.Load(); t != nil && t.rope == r && slices.Equal(t.positions, positions) {
+		return t
+	}
+	half := len(r.InvFreq)
+	scale := r.Scale
+	if scale == 0 {
+		scale = 1
+	}
+	t := &ropeFreqTable{positions: slices.Clone(positions), rope: r,
+		cos: make([]float32, len(positions)*half), sin: make([]float32, len(positions)*half)}
+	for i, f := range r.InvFreq {
+		for p, pos := range positions {
+			// The angle in float32, as transformers multiplies it; cos and sin of it in float64.
+			a := float64(float32(pos) * f)
+			t.cos[p*half+i], t.sin[p*half+i] = float32(math.Cos(a))*scale, float32(math.Sin(a))*scale
+		}
+	}
+	b.ropeF.Store(t)
+	return t
+}
+
+// AddBias adds the bias vector to every row of x.
+func (b *Backend) AddBias(x compute.Buf, bias compute.Weight, rows int) {
+	w := bias.(*Weight).vec
+	if w == nil {
+		b.err.Set(fmt.Errorf("cpu: bias %q is not a vector", bias.Name()))
+		return
+	}
+	d, dim := f32(x), len(w)
+	b.forWork(rows, rows*dim, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			row := d[r*dim : (r+1)*dim]
+			for i, v := range w {
+				row[i] += v
+			}
+		}
+	})
 }
 
 // StoreKV writes keys and values into the host cache.

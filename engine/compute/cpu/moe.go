@@ -25,9 +25,17 @@ func (b *Backend) forWork(n, work int, fn func(lo, hi int)) {
 // MoE adds each token's routed experts, weighted, to dst. Tokens are grouped by expert so each
 // expert's weights are read once per call (prefill), and all experts' gate and up products
 // run as one parallel loop, then all down products as another.
-func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r *compute.Routes) {
+func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, ffn *compute.ExpertFFN, r *compute.Routes) {
 	G, U, Dn := gate.(*Weight), up.(*Weight), down.(*Weight)
 	H, F := G.cols, G.rows
+	var bias expertBiases
+	if ffn != nil {
+		var err error
+		if bias, err = expertBiasesOf(ffn, G.exps, F, H); err != nil {
+			b.err.Set(err)
+			return
+		}
+	}
 	xs, out := f32(x), f32(dst)
 
 	// The experts in use, ascending, and where each route's row lands in its expert's batch.
@@ -95,10 +103,24 @@ func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r *comp
 	// SwiGLU in place of the gate output, which is the down product's input.
 	b.forWork(len(experts), routes*F, func(lo, hi int) {
 		for j := lo; j < hi; j++ {
-			swiGLU(gu[2*j].y, gu[2*j+1].y)
+			if ffn == nil {
+				swiGLU(gu[2*j].y, gu[2*j+1].y)
+				continue
+			}
+			e := int(experts[j])
+			addRows(gu[2*j].y, bias.gate(e), F)
+			addRows(gu[2*j+1].y, bias.up(e), F)
+			swiGLUClamped(gu[2*j].y, gu[2*j+1].y, ffn.Limit, ffn.Alpha)
 		}
 	})
 	b.matmulSegments(dn)
+	if ffn != nil {
+		b.forWork(len(experts), routes*H, func(lo, hi int) {
+			for j := lo; j < hi; j++ {
+				addRows(dn[j].y, bias.down(int(experts[j])), H)
+			}
+		})
+	}
 
 	// Each token adds its experts' outputs in ascending expert order (the same order
 	// whatever the batch, so decode and prefill agree).
@@ -188,4 +210,9 @@ func (b *Backend) gatherQuantised(G, U *Weight, xs []float32, r *compute.Routes,
 // Route runs the reference router on the host (the logits already are there).
 func (b *Backend) Route(logits compute.Buf, n, experts, k int, norm bool) *compute.Routes {
 	return compute.RouteHost(f32(logits)[:n*experts], n, experts, k, norm)
+}
+
+// RouteTopK runs the reference top-k-then-softmax router on the host.
+func (b *Backend) RouteTopK(logits compute.Buf, n, experts, k int) *compute.Routes {
+	return compute.RouteHostTopK(f32(logits)[:n*experts], n, experts, k)
 }

@@ -44,7 +44,7 @@ func BenchmarkMoE(b *testing.B) {
 			}
 			i := 0
 			for b.Loop() {
-				be.MoE(dst, x, gate, up, down, routes[i%len(routes)])
+				be.MoE(dst, x, gate, up, down, nil, routes[i%len(routes)])
 				i++
 			}
 			if err := be.Err(); err != nil {

@@ -48,7 +48,7 @@ func TestMoEBatchEqualsTokens(t *testing.T) {
 		x, dst := be.NewBuf(len(xs)), be.NewBuf(len(base))
 		be.Write(x, xs)
 		be.Write(dst, base)
-		be.MoE(dst, x, gate, up, down, r)
+		be.MoE(dst, x, gate, up, down, nil, r)
 		if err := be.Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +90,7 @@ func TestMoEMatchesExpertProducts(t *testing.T) {
 	gate, up, down, routes, xs := moeCase(t, n, rng)
 	x, dst := b.NewBuf(len(xs)), b.NewBuf(len(xs)) // dst starts at zero
 	b.Write(x, xs)
-	b.MoE(dst, x, gate, up, down, routes)
+	b.MoE(dst, x, gate, up, down, nil, routes)
 	if err := b.Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -392,6 +392,11 @@ func (b *Backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
 	if spec.Type != "" && spec.Type != "f16" {
 		return nil, fmt.Errorf("gpu: kv cache type %q is not supported on the GPU (f16 is)", spec.Type)
 	}
+	for _, k := range spec.Keep {
+		if k > 0 && k < spec.Positions {
+			return nil, notBuilt("a KV cache of sliding-window layers is")
+		}
+	}
 	c := &KV{positions: spec.Positions, row: spec.KVHeads * spec.HeadDim, splits: cuda.DecodeSplits(spec.Positions)}
 	bytes := spec.Positions * c.row * 2
 	for l := range spec.Layers {
@@ -489,6 +494,22 @@ func (b *Backend) RoPENeoX(x compute.Buf, n, heads, headDim int, positions []int
 		opRope, u(xp), u(pos), uint64(n), uint64(heads), uint64(headDim), uint64(math.Float32bits(base)))
 }
 
+// notBuilt is the error of an operation the CUDA backend does not have yet; the model runs
+// on the CPU backend instead.
+func notBuilt(what string) error {
+	return fmt.Errorf("gpu: %s not built for the CUDA backend yet; run this model with --backend cpu", what)
+}
+
+// RoPE with a frequency table (YaRN) is not built on the GPU yet.
+func (b *Backend) RoPE(x compute.Buf, n, heads, headDim int, positions []int, r *compute.Rope) {
+	b.err.Set(notBuilt("RoPE with a frequency table (YaRN) is"))
+}
+
+// AddBias is not built on the GPU yet.
+func (b *Backend) AddBias(x compute.Buf, bias compute.Weight, rows int) {
+	b.err.Set(notBuilt("bias addition is"))
+}
+
 // StoreKV converts and writes keys and values.
 func (b *Backend) StoreKV(c compute.KV, layer, pos0, n int, k, v compute.Buf) {
 	kv := c.(*KV)
@@ -501,6 +522,10 @@ func (b *Backend) StoreKV(c compute.KV, layer, pos0, n int, k, v compute.Buf) {
 
 // Attention: the split-K decode kernel for one token, the tiled kernel for a batch.
 func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.AttentionSpec) {
+	if s.Sinks != nil || s.Window > 0 {
+		b.err.Set(notBuilt("attention with sinks or a sliding window is"))
+		return
+	}
 	kv := c.(*KV)
 	pos := b.positions(nil, s.Pos0, s.N)
 	b.q8.drop()

@@ -283,13 +283,13 @@ func moeMatches(t *testing.T, b *gpu.Backend, c *cpu.Backend, f *gguf.File) {
 			cx, cy := c.NewBuf(n*H), c.NewBuf(n*H)
 			c.Write(cx, x)
 			rc := r
-			c.MoE(cy, cx, cw[0], cw[1], cw[2], &rc)
+			c.MoE(cy, cx, cw[0], cw[1], cw[2], nil, &rc)
 			c.Read(cy, want)
 			gx, gy := b.NewBuf(n*H), b.NewBuf(n*H)
 			b.Write(gx, x)
 			b.Write(gy, make([]float32, n*H))
 			rg := r
-			b.MoE(gy, gx, gw[0], gw[1], gw[2], &rg)
+			b.MoE(gy, gx, gw[0], gw[1], gw[2], nil, &rg)
 			b.Read(gy, got)
 			if err := b.Err(); err != nil {
 				t.Fatal(err)

@@ -16,7 +16,11 @@ const moeChunkTokens = 4096
 // 8-bit kernels on the device's routing result: gate and up in one launch, then down with
 // the router weights and the add into dst in another. A batch (prefill) groups its slots by
 // expert on the host and runs one grouped GEMM launch per matrix for all experts.
-func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, r *compute.Routes) {
+func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, ffn *compute.ExpertFFN, r *compute.Routes) {
+	if ffn != nil {
+		b.err.Set(notBuilt("the MoE with expert biases and the clamped SwiGLU (gpt-oss) is"))
+		return
+	}
 	G, U, D := gate.(*Weight), up.(*Weight), down.(*Weight)
 	defer b.q8.dropIfOverlaps(dev(dst), 4*r.N*D.rows)
 	if r.N <= 0 || r.K <= 0 {

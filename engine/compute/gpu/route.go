@@ -40,6 +40,14 @@ func routerTopKFits(experts, k int) bool {
 	return k > 0 && k <= 32 && k <= experts && experts*4 <= 48*1024
 }
 
+// RouteTopK downloads the logits and routes on the host (top k, then a softmax over them).
+func (b *Backend) RouteTopK(logits compute.Buf, n, experts, k int) *compute.Routes {
+	b.step.brk()
+	host := make([]float32, n*experts)
+	b.err.Set(cuda.Download(b.s, host, dev(logits)))
+	return compute.RouteHostTopK(host, n, experts, k)
+}
+
 // Route runs the router on the device. A single token's ids and weights stay in VRAM for
 // the MoE that follows (no synchronisation) and reach the host at the next Read; a batch is
 // downloaded at once, since grouping its rows by expert happens on the host.
