@@ -31,6 +31,29 @@ type Hparams struct {
 	RopeDims  int    // the dims of each head RoPE rotates (HeadDim but in hybrids)
 	SharedFFN int    // the shared expert's FFN width
 	SSM       SSM
+
+	// gpt-oss; zero for the others.
+	Yarn          *Yarn // YaRN-scaled RoPE (nil: plain RoPE over RopeBase)
+	SlidingWindow int   // keys a sliding-window layer sees (0: none slides)
+	SlidingEvery  int   // layer l slides when l % SlidingEvery == 0 (gpt-oss: 2, the even layers)
+	// RouteTopKFirst: the router takes the top k logits, then a softmax over those k
+	// (gpt-oss); else a softmax over all experts, then the top k.
+	RouteTopKFirst bool
+}
+
+// Yarn is YaRN's context extension of RoPE.
+type Yarn struct {
+	Factor             float64
+	OrigContext        int
+	BetaFast, BetaSlow float64
+}
+
+// Window is the sliding window of layer l, 0 for a full-attention layer.
+func (h Hparams) Window(l int) int {
+	if h.SlidingWindow > 0 && h.SlidingEvery > 0 && l%h.SlidingEvery == 0 {
+		return h.SlidingWindow
+	}
+	return 0
 }
 
 // SSM are the shapes of the Gated DeltaNet layers.
@@ -61,12 +84,14 @@ func archTraits(arch string) (HybridTraits, bool) {
 		return HybridTraits{On: true}, true
 	case "qwen3next":
 		return HybridTraits{On: true, FusedBA: true, GroupedVHeads: true}, true
+	case "gpt-oss":
+		return HybridTraits{}, true
 	}
 	return HybridTraits{}, false
 }
 
 // Supported lists the architectures this package can run.
-func Supported() []string { return []string{"qwen35moe", "qwen3moe", "qwen3next"} }
+func Supported() []string { return []string{"gpt-oss", "qwen35moe", "qwen3moe", "qwen3next"} }
 
 // ReadHparams reads and checks the hyper-parameters of f.
 func ReadHparams(f *gguf.File) (Hparams, error) {
@@ -78,7 +103,7 @@ func ReadHparams(f *gguf.File) (Hparams, error) {
 		}
 		return Hparams{}, fmt.Errorf("model: %s: architecture %q is not supported yet (Strata runs: %v)", f.Path, arch, Supported())
 	}
-	h := Hparams{Arch: arch, NormTopK: true, Hybrid: traits}
+	h := Hparams{Arch: arch, NormTopK: arch != "gpt-oss", Hybrid: traits}
 	var err error
 	get := func(suffix string) int {
 		if err != nil {
@@ -131,6 +156,11 @@ func ReadHparams(f *gguf.File) (Hparams, error) {
 	h.Vocab = int(emb.Ne[1])
 	if traits.On {
 		if err := readHybrid(f, &h); err != nil {
+			return Hparams{}, err
+		}
+	}
+	if arch == "gpt-oss" {
+		if err := readGptOssHparams(f, &h); err != nil {
 			return Hparams{}, err
 		}
 	}

@@ -19,6 +19,7 @@ type layer struct {
 	delta    *deltaNet  // nil in an attention layer
 	ffnNorm  compute.Weight
 	router   compute.Weight
+	rBias    compute.Weight // the router's bias (gpt-oss); nil when none
 	experts  compute.Experts
 	shared   *sharedExpert // nil when the MoE has none
 }
@@ -26,9 +27,13 @@ type layer struct {
 // attention is a full-attention block's weights. The hybrids gate its output by
 // sigmoid(gate·x) per value and rotate only part of each head.
 type attention struct {
-	q, k, v, o, qNorm, kNorm compute.Weight
+	q, k, v, o, qNorm, kNorm compute.Weight // qNorm, kNorm nil when absent (gpt-oss)
 	gate                     compute.Weight // nil when ungated
 	kvLayer                  int            // the layer's index in the KV cache
+	// gpt-oss: biases on the projections, a sink logit per query head and, on sliding
+	// layers, a window (see compute.AttentionSpec); nil or 0 elsewhere.
+	qBias, kBias, vBias, oBias, sinks compute.Weight
+	window                            int
 }
 
 // sharedExpert is an expert every token runs, weighted by sigmoid(router·x).
@@ -44,8 +49,9 @@ type Model struct {
 	outNorm     compute.Weight
 	out         compute.Weight
 	layers      []layer
-	kvLayers    int // attention layers
-	deltaLayers int // Gated DeltaNet layers
+	kvLayers    int           // attention layers
+	deltaLayers int           // Gated DeltaNet layers
+	rope        *compute.Rope // RoPE as a frequency table (gpt-oss's YaRN); nil: RoPENeoX over H.RopeBase
 }
 
 // ExpertTensors names the three stacked expert tensors of layer l, for tier code.
@@ -145,6 +151,15 @@ func LoadWith(f *gguf.File, b compute.Backend, progress func(done, total int64),
 	for _, t := range f.Tensors {
 		ld.total += t.Size
 	}
+	if h.Arch == "gpt-oss" {
+		if placeExperts != nil {
+			return nil, fmt.Errorf("model: %s: the expert tiers do not carry gpt-oss's expert biases yet; run it with every expert on the backend", f.Path)
+		}
+		m.rope = gptOssRope(h)
+		placeExperts = func(l int, g, u, d compute.WeightSpec) (compute.Experts, error) {
+			return placeGptOssExperts(ld, h, l, g, u, d)
+		}
+	}
 	if placeExperts == nil {
 		placeExperts = func(_ int, g, u, d compute.WeightSpec) (compute.Experts, error) {
 			var e compute.BackendExperts
@@ -165,9 +180,10 @@ func LoadWith(f *gguf.File, b compute.Backend, progress func(done, total int64),
 	if m.embd, err = ld.place("token_embd.weight", h.Vocab, h.Hidden, 1); err != nil {
 		return nil, err
 	}
-	// The norm before the MoE: qwen3moe's ffn_norm is the hybrids' post_attention_norm.
+	// The norm before the MoE: qwen3moe's ffn_norm is the hybrids' and gpt-oss's
+	// post_attention_norm.
 	ffnNorm := "ffn_norm"
-	if h.Hybrid.On {
+	if h.Hybrid.On || h.Arch == "gpt-oss" {
 		ffnNorm = "post_attention_norm"
 	}
 	for l := range h.Layers {
@@ -193,6 +209,9 @@ func LoadWith(f *gguf.File, b compute.Backend, progress func(done, total int64),
 		}
 		p(&L.ffnNorm, ffnNorm, 1, h.Hidden, 1)
 		p(&L.router, "ffn_gate_inp", h.Experts, h.Hidden, 1)
+		if err == nil && h.Arch == "gpt-oss" {
+			L.rBias, err = ld.place(fmt.Sprintf("blk.%d.ffn_gate_inp.bias", l), 1, h.Experts, 1)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -272,6 +291,12 @@ func loadAttention(ld *loader, h Hparams, l int, kvLayer int) (*attention, error
 	p(&a.k, "attn_k", kvDim, h.Hidden)
 	p(&a.v, "attn_v", kvDim, h.Hidden)
 	p(&a.o, "attn_output", h.Hidden, qDim)
+	if h.Arch == "gpt-oss" {
+		if err == nil {
+			err = loadGptOssAttention(ld, h, l, a)
+		}
+		return a, err
+	}
 	p(&a.qNorm, "attn_q_norm", 1, h.HeadDim)
 	p(&a.kNorm, "attn_k_norm", 1, h.HeadDim)
 	return a, err
@@ -325,6 +350,7 @@ type State struct {
 	n        int // tokens the scratch is sized for
 	logits   compute.Buf
 	rows     int // logit rows the logits buffer holds
+	batch    int // most tokens one pass may add when ring layers hold window+batch-1 positions; 0: any
 }
 
 type scratch struct {
@@ -337,11 +363,15 @@ type scratch struct {
 func (m *Model) NewState(ctx int, kvType string) (*State, error) {
 	s := &State{capacity: ctx}
 	if m.kvLayers > 0 {
-		kv, err := m.b.NewKV(compute.KVSpec{Layers: m.kvLayers, KVHeads: m.H.KVHeads, HeadDim: m.H.HeadDim, Positions: ctx, Type: kvType})
+		keep := m.H.KVKeep(ctx)
+		kv, err := m.b.NewKV(compute.KVSpec{Layers: m.kvLayers, KVHeads: m.H.KVHeads, HeadDim: m.H.HeadDim, Positions: ctx, Type: kvType, Keep: keep})
 		if err != nil {
 			return nil, err
 		}
 		s.kv = kv
+		if keep != nil {
+			s.batch = ringBatch
+		}
 	}
 	s.rec = m.newRecurrent()
 	return s, nil
@@ -355,10 +385,14 @@ func (s *State) Capacity() int { return s.capacity }
 
 // Rewind forgets the cache beyond pos tokens (to reuse a shared prefix) and returns the
 // position it kept. A KV cache keeps any prefix; a recurrent state goes back only to a
-// checkpoint (see recurrent), so the caller re-reads the tokens from there.
+// checkpoint (see recurrent), and a ring layer (see KVKeep) only as far as it still holds
+// the window before pos (else to 0), so the caller re-reads the tokens from there.
 func (s *State) Rewind(pos int) int {
 	pos = max(pos, 0)
 	if pos < s.pos {
+		if s.batch > 0 && s.pos-pos >= s.batch {
+			pos = 0 // the ring has overwritten keys the positions after pos would see
+		}
 		s.pos = s.rec.rewind(pos)
 	}
 	return s.pos
@@ -401,9 +435,10 @@ func (m *Model) logitsBuf(s *State, rows int) compute.Buf {
 
 // Forward runs tokens through the model at the state's next positions and appends them to
 // its cache. It writes the logits of the last token to logits (len Vocab), or of every token
-// when allLogits is set (len n*Vocab).
+// when allLogits is set (len n*Vocab). A batch longer than a ring layer takes at once (see
+// KVKeep) runs as several passes, each reporting its routes to obs.
 func (m *Model) Forward(s *State, tokens []int, allLogits bool, logits []float32, obs Observer) error {
-	h, b := m.H, m.b
+	h := m.H
 	n := len(tokens)
 	if n == 0 {
 		return fmt.Errorf("model: forward of no tokens")
@@ -416,6 +451,29 @@ func (m *Model) Forward(s *State, tokens []int, allLogits bool, logits []float32
 			return fmt.Errorf("model: token id %d is outside the vocabulary of %d", t, h.Vocab)
 		}
 	}
+	if s.batch == 0 || n <= s.batch {
+		return m.forward(s, tokens, allLogits, logits, obs)
+	}
+	for i := 0; i < n; i += s.batch {
+		part := tokens[i:min(i+s.batch, n)]
+		out := logits
+		switch {
+		case allLogits:
+			out = logits[i*h.Vocab : (i+len(part))*h.Vocab]
+		case i+len(part) < n:
+			out = make([]float32, h.Vocab) // only the last token's logits are wanted
+		}
+		if err := m.forward(s, part, allLogits, out, obs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// forward is one pass of Forward.
+func (m *Model) forward(s *State, tokens []int, allLogits bool, logits []float32, obs Observer) error {
+	h, b := m.H, m.b
+	n := len(tokens)
 	m.ensureScratch(s, n)
 	sb := s.buf
 	positions := make([]int, n)
@@ -436,10 +494,18 @@ func (m *Model) Forward(s *State, tokens []int, allLogits bool, logits []float32
 		}
 		b.Add(sb.x, sb.proj, n*h.Hidden)
 
-		// MoE: norm, route (softmax, top k), run the chosen experts (and the shared one), add.
+		// MoE: norm, route (softmax then top k, or gpt-oss's top k then softmax), run the
+		// chosen experts (and the shared one), add.
 		b.RMSNorm(sb.xn, sb.x, L.ffnNorm, n, h.Eps)
 		b.MatMul(sb.routerLogits, L.router, sb.xn, n)
-		routes[l] = b.Route(sb.routerLogits, n, h.Experts, h.ExpertsUsed, h.NormTopK)
+		if L.rBias != nil {
+			b.AddBias(sb.routerLogits, L.rBias, n)
+		}
+		if h.RouteTopKFirst {
+			routes[l] = b.RouteTopK(sb.routerLogits, n, h.Experts, h.ExpertsUsed)
+		} else {
+			routes[l] = b.Route(sb.routerLogits, n, h.Experts, h.ExpertsUsed, h.NormTopK)
+		}
 		L.experts.MoE(sb.x, sb.xn, routes[l])
 		if sh := L.shared; sh != nil {
 			b.MatMul(sb.sharedLogits, sh.router, sb.xn, n)
@@ -471,9 +537,10 @@ func (m *Model) Forward(s *State, tokens []int, allLogits bool, logits []float32
 	return nil
 }
 
-// attention is the attention block on the normed input xn, into proj: projections, per-head
-// q/k norm, RoPE (over part of each head in the hybrids), cache, attend, the hybrids'
-// output gate, output projection.
+// attention is the attention block on the normed input xn, into proj: projections (+
+// gpt-oss's biases), per-head q/k norm, RoPE (over part of each head in the hybrids, from
+// gpt-oss's YaRN table), cache, attend (with gpt-oss's sinks and window), the hybrids'
+// output gate, output projection (+ bias).
 func (m *Model) attention(a *attention, s *State, positions []int, n int) {
 	h, b, sb := m.H, m.b, &s.buf
 	if a.gate != nil {
@@ -481,9 +548,19 @@ func (m *Model) attention(a *attention, s *State, positions []int, n int) {
 	} else {
 		b.MatMuls([]compute.Buf{sb.q, sb.k, sb.v}, []compute.Weight{a.q, a.k, a.v}, sb.xn, n)
 	}
-	b.RMSNorm(sb.q, sb.q, a.qNorm, n*h.Heads, h.Eps)
-	b.RMSNorm(sb.k, sb.k, a.kNorm, n*h.KVHeads, h.Eps)
-	if h.RopeDims < h.HeadDim {
+	if a.qBias != nil {
+		b.AddBias(sb.q, a.qBias, n)
+		b.AddBias(sb.k, a.kBias, n)
+		b.AddBias(sb.v, a.vBias, n)
+	}
+	if a.qNorm != nil {
+		b.RMSNorm(sb.q, sb.q, a.qNorm, n*h.Heads, h.Eps)
+		b.RMSNorm(sb.k, sb.k, a.kNorm, n*h.KVHeads, h.Eps)
+	}
+	if m.rope != nil {
+		b.RoPE(sb.q, n, h.Heads, h.HeadDim, positions, m.rope)
+		b.RoPE(sb.k, n, h.KVHeads, h.HeadDim, positions, m.rope)
+	} else if h.RopeDims < h.HeadDim {
 		m.hy.RoPENeoXPartial(sb.q, n, h.Heads, h.HeadDim, h.RopeDims, positions, h.RopeBase)
 		m.hy.RoPENeoXPartial(sb.k, n, h.KVHeads, h.HeadDim, h.RopeDims, positions, h.RopeBase)
 	} else {
@@ -493,10 +570,13 @@ func (m *Model) attention(a *attention, s *State, positions []int, n int) {
 	b.StoreKV(s.kv, a.kvLayer, s.pos, n, sb.k, sb.v)
 	b.Attention(sb.att, sb.q, s.kv, compute.AttentionSpec{
 		Layer: a.kvLayer, Pos0: s.pos, N: n, Heads: h.Heads, KVHeads: h.KVHeads, HeadDim: h.HeadDim,
-		Scale: float32(1 / math.Sqrt(float64(h.HeadDim))),
+		Scale: float32(1 / math.Sqrt(float64(h.HeadDim))), Sinks: a.sinks, Window: a.window,
 	})
 	if a.gate != nil {
 		m.hy.MulSigmoid(sb.att, sb.gate, n*h.Heads*h.HeadDim)
 	}
 	b.MatMul(sb.proj, a.o, sb.att, n)
+	if a.oBias != nil {
+		b.AddBias(sb.proj, a.oBias, n)
+	}
 }

@@ -1,0 +1,172 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"strata/engine/compute"
+	"strata/engine/gguf"
+)
+
+// gpt-oss (OpenAI's open-weight MoE; GGUF arch "gpt-oss"), per layer:
+//   - attention: attn_norm, q/k/v projections with biases, no q/k norm, NeoX RoPE with YaRN
+//     frequencies and attention factor, GQA with one learned sink logit per query head in
+//     the softmax; even layers see only the last SlidingWindow positions, odd layers all;
+//     attn_output with bias; residual.
+//   - MoE: post_attention_norm, router logits with bias, the top k logits then a softmax over
+//     those k; each expert g = gate·x + b, u = up·x + b, the clamped SwiGLU (gptOssLimit,
+//     gptOssAlpha, +1 on u), down·a + b; weighted sum; residual.
+
+// The clamped SwiGLU's constants: fixed by the architecture, not stored in the file.
+const (
+	gptOssLimit = 7
+	gptOssAlpha = 1.702
+)
+
+// readGptOssHparams reads what gpt-oss adds to the shared keys: YaRN and the sliding window.
+func readGptOssHparams(f *gguf.File, h *Hparams) error {
+	key := func(suffix string) string { return h.Arch + "." + suffix }
+	typ := "none"
+	if v, ok := f.Lookup(key("rope.scaling.type")); ok {
+		s, ok := v.Str()
+		if !ok {
+			return fmt.Errorf("model: %s: metadata key %q is not a string", f.Path, key("rope.scaling.type"))
+		}
+		typ = s
+	}
+	switch typ {
+	case "none":
+	case "yarn":
+		y := &Yarn{}
+		factor, err := f.ArchFloat("rope.scaling.factor")
+		if err != nil {
+			return fmt.Errorf("model: %w", err)
+		}
+		orig, err := f.ArchUint("rope.scaling.original_context_length")
+		if err != nil {
+			return fmt.Errorf("model: %w", err)
+		}
+		y.Factor, y.OrigContext = factor, int(orig)
+		if y.BetaFast, err = f.ArchFloatOr("rope.scaling.yarn_beta_fast", 32); err != nil {
+			return fmt.Errorf("model: %w", err)
+		}
+		if y.BetaSlow, err = f.ArchFloatOr("rope.scaling.yarn_beta_slow", 1); err != nil {
+			return fmt.Errorf("model: %w", err)
+		}
+		switch {
+		case !(y.Factor >= 1) || math.IsInf(y.Factor, 0):
+			return fmt.Errorf("model: %s: %s = %v, want a factor of at least 1", f.Path, key("rope.scaling.factor"), y.Factor)
+		case y.OrigContext <= 0 || y.OrigContext > 1<<24:
+			return fmt.Errorf("model: %s: %s = %d is out of range", f.Path, key("rope.scaling.original_context_length"), y.OrigContext)
+		case !(y.BetaFast > 0) || !(y.BetaSlow > 0) || math.IsInf(y.BetaFast, 0) || math.IsInf(y.BetaSlow, 0):
+			return fmt.Errorf("model: %s: %s/%s = %v/%v, want positive", f.Path, key("rope.scaling.yarn_beta_fast"), key("rope.scaling.yarn_beta_slow"), y.BetaFast, y.BetaSlow)
+		}
+		h.Yarn = y
+	default:
+		return fmt.Errorf("model: %s: %s = %q: Strata runs gpt-oss with \"yarn\" or \"none\"", f.Path, key("rope.scaling.type"), typ)
+	}
+	if !(h.RopeBase > 1) || math.IsInf(float64(h.RopeBase), 0) {
+		return fmt.Errorf("model: %s: %s = %v, want more than 1", f.Path, key("rope.freq_base"), h.RopeBase)
+	}
+	w, err := f.ArchUintOr("attention.sliding_window", 0)
+	if err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	if w > 1<<24 {
+		return fmt.Errorf("model: %s: %s = %d is out of range", f.Path, key("attention.sliding_window"), w)
+	}
+	// No key says which layers slide: gpt-oss alternates, starting with a sliding one.
+	h.SlidingWindow, h.SlidingEvery = int(w), 2
+	h.RouteTopKFirst = true
+	return nil
+}
+
+// gptOssRope is the model's rotation: YaRN's, or plain NeoX frequencies without scaling.
+func gptOssRope(h Hparams) *compute.Rope {
+	if h.Yarn != nil {
+		return yarnRope(float64(h.RopeBase), h.HeadDim, *h.Yarn)
+	}
+	r := &compute.Rope{InvFreq: make([]float32, h.HeadDim/2), Scale: 1}
+	for i := range r.InvFreq {
+		r.InvFreq[i] = float32(1 / math.Pow(float64(h.RopeBase), float64(2*i)/float64(h.HeadDim)))
+	}
+	return r
+}
+
+// yarnRope is gpt-oss's rotation: NeoX pairs over the whole head with the YaRN frequencies
+// for pair i < d/2 of f_i = base^(-2i/d): f_i/factor·r_i + f_i·(1 - r_i), with the ramp r_i
+// = clamp((i - low)/(high - low), 0, 1) between the correction dimensions of beta_fast and
+// beta_slow, not rounded (gpt-oss's truncate=false; llama.cpp rounds them); cos and sin
+// scaled by 0.1·ln(factor) + 1.
+func yarnRope(base float64, d int, y Yarn) *compute.Rope {
+	corr := func(beta float64) float64 {
+		return float64(d) * math.Log(float64(y.OrigContext)/(beta*2*math.Pi)) / (2 * math.Log(base))
+	}
+	low, high := max(corr(y.BetaFast), 0), min(corr(y.BetaSlow), float64(d-1))
+	if low == high {
+		high += 0.001 // as transformers does, so the ramp is defined
+	}
+	half := d / 2
+	r := &compute.Rope{InvFreq: make([]float32, half), Scale: 1}
+	if y.Factor > 1 {
+		r.Scale = float32(0.1*math.Log(y.Factor) + 1)
+	}
+	for i := range half {
+		// float32 as transformers computes them.
+		f := float32(math.Pow(base, float64(float32(2*i)/float32(d))))
+		extrap, interp := 1/f, 1/(float32(y.Factor)*f)
+		ramp := float32(min(max((float64(i)-low)/(high-low), 0), 1))
+		r.InvFreq[i] = interp*ramp + extrap*(1-ramp)
+	}
+	return r
+}
+
+// loadGptOssAttention places what gpt-oss's attention adds to q, k, v and o (loaded by
+// loadAttention): their biases and the sinks, and sets the layer's window.
+func loadGptOssAttention(ld *loader, h Hparams, l int, a *attention) error {
+	qDim, kvDim := h.Heads*h.HeadDim, h.KVHeads*h.HeadDim
+	var err error
+	p := func(dst *compute.Weight, name string, n int) {
+		if err == nil {
+			*dst, err = ld.place(fmt.Sprintf("blk.%d.%s", l, name), 1, n, 1)
+		}
+	}
+	p(&a.qBias, "attn_q.bias", qDim)
+	p(&a.kBias, "attn_k.bias", kvDim)
+	p(&a.vBias, "attn_v.bias", kvDim)
+	p(&a.oBias, "attn_output.bias", h.Hidden)
+	p(&a.sinks, "attn_sinks.weight", h.Heads) // one per query head
+	a.window = h.Window(l)
+	return err
+}
+
+// placeGptOssExperts places layer l's expert stacks and their biases (ne [rows, experts]) on
+// the backend, with the clamped SwiGLU.
+func placeGptOssExperts(ld *loader, h Hparams, l int, g, u, d compute.WeightSpec) (compute.Experts, error) {
+	e := compute.BackendExperts{B: ld.b, FFN: &compute.ExpertFFN{Limit: gptOssLimit, Alpha: gptOssAlpha}}
+	for _, w := range []struct {
+		dst  *compute.Weight
+		spec compute.WeightSpec
+	}{{&e.Gate, g}, {&e.Up, u}, {&e.Down, d}} {
+		var err error
+		if *w.dst, err = ld.b.Place(w.spec); err != nil {
+			return nil, err
+		}
+	}
+	for _, b := range []struct {
+		dst  *compute.Weight
+		name string
+		n    int
+	}{{&e.FFN.GateBias, "ffn_gate_exps.bias", h.ExpertFFN}, {&e.FFN.UpBias, "ffn_up_exps.bias", h.ExpertFFN}, {&e.FFN.DownBias, "ffn_down_exps.bias", h.Hidden}} {
+		s, err := ld.spec(fmt.Sprintf("blk.%d.%s", l, b.name), h.Experts, b.n, 1) // ne [n, experts]
+		if err != nil {
+			return nil, err
+		}
+		s.Rows, s.Experts = 1, h.Experts // one row per expert
+		if *b.dst, err = ld.placeSpec(s); err != nil {
+			return nil, err
+		}
+		ld.placed(len(s.Data))
+	}
+	return e, nil
+}
