@@ -19,23 +19,26 @@ type Progress struct {
 
 // ModelInfo is what the model picker's card shows.
 type ModelInfo struct {
-	Path           string
-	Name           string
-	Architecture   string
-	FileBytes      int64
-	Quantization   string // dominant weight type, e.g. "Q4_K"
-	TotalParams    int64
-	ActiveParams   int64 // per token: non-expert weights plus the routed experts
-	Layers         int
-	Heads          int
-	KVHeads        int
-	HeadDim        int
-	Experts        int
-	ExpertsUsed    int
-	ContextLength  int // the model's trained context
-	Vocab          int
-	ExpertBytes    int64 // all routed-expert weights
-	NonExpertBytes int64 // everything else
+	Path         string
+	Name         string
+	Architecture string
+	FileBytes    int64
+	Quantization string // dominant weight type, e.g. "Q4_K"
+	TotalParams  int64
+	ActiveParams int64 // per token: non-expert weights plus the routed experts
+	Layers       int
+	Heads        int
+	KVHeads      int
+	HeadDim      int
+	// RingLayers are sliding-window layers whose KV cache holds only RingKeep positions
+	// whatever the context (gpt-oss: half of them).
+	RingLayers, RingKeep int
+	Experts              int
+	ExpertsUsed          int
+	ContextLength        int // the model's trained context
+	Vocab                int
+	ExpertBytes          int64 // all routed-expert weights
+	NonExpertBytes       int64 // everything else
 	// DecodeBytesPerToken is the weight bytes one decoded token reads: every non-expert
 	// matrix, one embedding row and the routed experts' share.
 	DecodeBytesPerToken int64

@@ -92,7 +92,10 @@ func open(ctx context.Context, f *gguf.File, cfg Config, report func(Progress)) 
 		}
 	}
 	if cfg.MaxContext == 0 {
-		cfg.MaxContext, err = kv.ContextFor(0, net.H.Context, net.H.Layers, net.H.KVHeads, net.H.HeadDim, kvType(cfg), kvBudget(ctx, b, cfg))
+		// Sliding-window layers cost their ring whatever the context; the rest grow with it.
+		ring := kvBytes(info, info.RingKeep, kvType(cfg))
+		full := net.H.Layers - info.RingLayers
+		cfg.MaxContext, err = kv.ContextFor(0, net.H.Context, max(full, 1), net.H.KVHeads, net.H.HeadDim, kvType(cfg), max(kvBudget(ctx, b, cfg)-ring, 1))
 		if err != nil {
 			pl.close()
 			return nil, err
@@ -100,6 +103,13 @@ func open(ctx context.Context, f *gguf.File, cfg Config, report func(Progress)) 
 	}
 	slog.Info("engine: model open", "path", f.Path, "arch", info.Architecture, "backend", b.Name(), "context", cfg.MaxContext)
 	return &Model{info: info, cfg: cfg, file: f, place: pl, backend: b, net: net, text: text, stats: newRouteStats(net.H.Layers, net.H.Experts)}, nil
+}
+
+// kvBytes is the KV cache of ctx positions: every full-attention layer holds them all, a
+// sliding-window layer at most its ring.
+func kvBytes(info ModelInfo, ctx int, t kv.Type) int64 {
+	full := info.Layers - info.RingLayers
+	return kv.Bytes(full, info.KVHeads, info.HeadDim, ctx, t) + kv.Bytes(info.RingLayers, info.KVHeads, info.HeadDim, min(ctx, info.RingKeep), t)
 }
 
 // kvType is the cache format the config asks for; the float reference path keeps float32.
@@ -256,7 +266,8 @@ func (s *Session) generate(ctx context.Context, prompt []int, sp Sampling, onTok
 		return Result{}, fmt.Errorf("engine: the prompt is %d tokens but the context holds %d; shorten it or raise --max-context", len(prompt), capacity)
 	}
 	// Reuse the cached prefix; always recompute at least the last prompt token for its logits.
-	// A recurrent state goes back only to a checkpoint, which may keep less (model.recurrent).
+	// A recurrent state goes back only to a checkpoint, and a sliding-window ring only as far
+	// as it holds the window, which may keep less (model.State.Rewind).
 	keep := commonPrefix(s.tokens, prompt)
 	keep = s.state.Rewind(min(keep, len(prompt)-1))
 	s.tokens = s.tokens[:keep]

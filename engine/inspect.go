@@ -30,6 +30,7 @@ func describe(f *gguf.File) (ModelInfo, error) {
 		Heads: h.Heads, KVHeads: h.KVHeads, HeadDim: h.HeadDim,
 		ExpertsUsed: h.ExpertsUsed, ContextLength: h.Context, Vocab: h.Vocab,
 	}
+	info.RingLayers, info.RingKeep = h.RingLayers()
 	info.Name, _ = f.GetString("general.name")
 	info.FileBytes = f.TotalSize() // every part of a split model
 	bytesByType := map[quant.Type]int64{}

@@ -8,7 +8,6 @@ import (
 	"strata/engine/compute"
 	"strata/engine/compute/gpu"
 	"strata/engine/experts"
-	"strata/engine/kv"
 )
 
 // routeStats counts how often each expert is routed; it is the model's compute observer and
@@ -116,7 +115,7 @@ func (m *Model) Tiers() TierSnapshot {
 			MemoryUse{Device: "vram", Kind: "expert cache", Bytes: snap.BytesPerTier[TierVRAM]},
 			MemoryUse{Device: "ram", Kind: "pinned", Bytes: snap.BytesPerTier[TierPinned]})
 	}
-	kvb := kv.Bytes(m.info.Layers, m.info.KVHeads, m.info.HeadDim, m.cfg.MaxContext, kvType(m.cfg))
+	kvb := kvBytes(m.info, m.cfg.MaxContext, kvType(m.cfg))
 	snap.Memory = append(snap.Memory, MemoryUse{Device: dev, Kind: "kv cache", Bytes: kvb})
 	return snap
 }

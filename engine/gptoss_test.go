@@ -1,0 +1,88 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"strata/engine"
+	"strata/engine/fixtures"
+)
+
+// gptOssReference is the part of gptoss-tiny/reference.json these tests read.
+type gptOssReference struct {
+	Models map[string]struct {
+		Config struct {
+			Layers        int      `json:"num_hidden_layers"`
+			KVHeads       int      `json:"num_key_value_heads"`
+			HeadDim       int      `json:"head_dim"`
+			SlidingWindow int      `json:"sliding_window"`
+			LayerTypes    []string `json:"layer_types"`
+		} `json:"transformers_config"`
+	} `json:"models"`
+	Variants map[string]struct {
+		File    string      `json:"file"`
+		Model   string      `json:"model"`
+		Prompts []refPrompt `json:"prompts"`
+	} `json:"variants"`
+}
+
+// TestGptOssThroughTheEngine: gpt-oss opens through the public API on the CPU, generates the
+// reference continuations on the float path, and its KV cache costs the full context on the
+// full-attention layers only: the sliding ones hold a ring whatever the context.
+func TestGptOssThroughTheEngine(t *testing.T) {
+	dir := fixtures.Path(t, "gptoss-tiny")
+	raw, err := os.ReadFile(filepath.Join(dir, "reference.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref gptOssReference
+	if err := json.Unmarshal(raw, &ref); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range ref.Variants {
+		cfg := engine.DefaultConfig()
+		cfg.Backend, cfg.Threads, cfg.FloatPath = "cpu", 2, true
+		cfg.MaxContext = 2048 // well past the window and its ring
+		m, err := engine.Open(context.Background(), filepath.Join(dir, v.File), cfg, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		s := m.NewSession(engine.SessionOptions{})
+		for _, p := range v.Prompts {
+			res, err := s.Generate(context.Background(), p.Tokens, engine.Sampling{MaxTokens: len(p.Generated), IgnoreEOS: true}, nil)
+			if err != nil {
+				t.Fatalf("%s %s: %v", name, p.Name, err)
+			}
+			if !slices.Equal(res.Tokens, p.Generated) {
+				t.Errorf("%s %s: tokens %v, want %v", name, p.Name, res.Tokens, p.Generated)
+			}
+		}
+		mc := ref.Models[v.Model].Config
+		sliding := 0
+		for _, lt := range mc.LayerTypes {
+			if lt == "sliding_attention" {
+				sliding++
+			}
+		}
+		info := m.Info()
+		if info.RingLayers != sliding || info.RingKeep < mc.SlidingWindow || info.RingKeep >= cfg.MaxContext {
+			t.Errorf("%s: %d ring layers keeping %d positions; the model has %d sliding layers of window %d", name, info.RingLayers, info.RingKeep, sliding, mc.SlidingWindow)
+		}
+		var kvBytes int64
+		for _, u := range m.Tiers().Memory {
+			if u.Kind == "kv cache" {
+				kvBytes += u.Bytes
+			}
+		}
+		perPos := int64(2 * mc.KVHeads * mc.HeadDim * 4) // keys and values, float32 on the float path
+		want := perPos * (int64(mc.Layers-sliding)*int64(cfg.MaxContext) + int64(sliding)*int64(info.RingKeep))
+		if kvBytes != want {
+			t.Errorf("%s: the KV cache of %d positions is reported as %d bytes, want %d", name, cfg.MaxContext, kvBytes, want)
+		}
+		m.Close()
+	}
+}
