@@ -12,6 +12,7 @@ import (
 
 	"strata/engine"
 	"strata/engine/fixtures"
+	"strata/engine/gguf"
 )
 
 type refPrompt struct {
@@ -127,13 +128,19 @@ func TestOpenRejectsBadInput(t *testing.T) {
 	}
 	truncated := filepath.Join(dir, "truncated.gguf")
 	os.WriteFile(truncated, whole[:len(whole)/2], 0o644)
+	other := filepath.Join(dir, "other.gguf")
+	w := gguf.NewWriter()
+	w.AddString("general.architecture", "no-such-arch")
+	if err := w.WriteFile(other); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name, path, want string
 	}{
 		{"missing", filepath.Join(dir, "nope.gguf"), "nope.gguf"},
 		{"not gguf", notGGUF, "notes.gguf"},
 		{"truncated", truncated, "truncated.gguf"},
-		{"other architecture", fixtures.Path(t, "gptoss-tiny", "model-f32.gguf"), "gpt-oss"},
+		{"other architecture", other, "no-such-arch"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
