@@ -24,9 +24,9 @@ type tensorOut struct {
 	data []byte
 }
 
-// rewrite copies the GGUF at src to a temporary file with its keys passed through keys
+// rewriteGGUF copies the GGUF at src to a temporary file with its keys passed through keys
 // (false drops one) and its tensors through tensors, and returns the new path.
-func rewrite(t *testing.T, src string, keys func(kv gguf.KV) (gguf.KV, bool), tensors func(f *gguf.File, ts []tensorOut) []tensorOut) string {
+func rewriteGGUF(t *testing.T, src string, keys func(kv gguf.KV) (gguf.KV, bool), tensors func(f *gguf.File, ts []tensorOut) []tensorOut) string {
 	t.Helper()
 	f, err := gguf.Open(src)
 	if err != nil {
@@ -161,7 +161,7 @@ func toQwen3Next(t *testing.T, src string, fusedQKVZ bool) string {
 		}
 		return out
 	}
-	return rewrite(t, src, keys, tensors)
+	return rewriteGGUF(t, src, keys, tensors)
 }
 
 // TestQwen3NextLayoutMatchesTransformers: qwen35moe-tiny's F32 variant, rewritten in
@@ -266,7 +266,7 @@ func TestHybridBadInput(t *testing.T) {
 		{"no shared ffn", dropKey("expert_shared_feed_forward_length"), keepTensors, "expert_shared_feed_forward_length"},
 		{"no group count", dropKey("ssm.group_count"), keepTensors, "ssm.group_count"},
 	} {
-		path := rewrite(t, src, c.keys, c.tensors)
+		path := rewriteGGUF(t, src, c.keys, c.tensors)
 		f, err := gguf.Open(path)
 		if err != nil {
 			t.Fatal(err)
