@@ -13,7 +13,7 @@ import (
 
 // Spec is everything that decides a synthetic model's bytes.
 type Spec struct {
-	Arch string // "qwen3moe", or the hybrids "qwen35moe" and "qwen3next"
+	Arch string // "qwen3moe", "gpt-oss", or the hybrids "qwen35moe" and "qwen3next"
 	Name string // general.name
 
 	Layers      int
@@ -34,8 +34,16 @@ type Spec struct {
 	// shared expert.
 	Hybrid HybridSpec
 
-	Quant quant.Type // attention, experts, token_embd and output; norms and router stay F32
-	Seed  uint64
+	Quant quant.Type // experts, and attention, token_embd and output unless DenseQuant; norms, biases and router stay F32
+	// DenseQuant (0: Quant) is the type of attention, token_embd and output: the published
+	// gpt-oss files keep them Q8_0 beside MXFP4 experts.
+	DenseQuant quant.Type
+
+	// gpt-oss: YaRN (factor, original context) and the sliding window of its even layers.
+	YarnFactor      float64
+	YarnOrigContext int
+	SlidingWindow   int
+	Seed            uint64
 	// Zipf skews the routers so expert popularity in each layer follows roughly a Zipf law
 	// with this exponent (0: no skew).
 	Zipf float64
@@ -59,11 +67,15 @@ type HybridSpec struct {
 // IsHybrid reports whether arch is one of the Gated DeltaNet hybrids.
 func IsHybrid(arch string) bool { return arch == "qwen35moe" || arch == "qwen3next" }
 
-// PresetFor returns preset name for arch: qwen3moe's presets, the published hybrid shapes
+// PresetFor returns preset name for arch: qwen3moe's presets, gpt-oss's (see gptOssPreset),
+// the published hybrid shapes
 // "qwen35-35b-a3b" (qwen35moe) and "qwen3next-80b-a3b" (qwen3next), or "tiny" of any arch.
 func PresetFor(arch, name string) (Spec, error) {
+	if arch == "gpt-oss" {
+		return gptOssPreset(name)
+	}
 	if arch != "qwen3moe" && !IsHybrid(arch) {
-		return Spec{}, fmt.Errorf("synth: unknown architecture %q (qwen3moe, qwen35moe, qwen3next)", arch)
+		return Spec{}, fmt.Errorf("synth: unknown architecture %q (qwen3moe, gpt-oss, qwen35moe, qwen3next)", arch)
 	}
 	if !IsHybrid(arch) {
 		s, err := Preset(name)
@@ -103,8 +115,13 @@ func PresetFor(arch, name string) (Spec, error) {
 	return s, nil
 }
 
-// Preset returns a named spec: "tiny", "30b-a3b" or "235b-a22b", in Q4_K with seed 1.
+// Preset returns a named spec with seed 1: "tiny", "30b-a3b" or "235b-a22b" (qwen3moe in
+// Q4_K), or "gptoss-small", "gptoss-20b" or "gptoss-120b" (gpt-oss with MXFP4 experts and
+// Q8_0 attention, the published shapes but for the small one).
 func Preset(name string) (Spec, error) {
+	if strings.HasPrefix(name, "gptoss-") {
+		return gptOssPreset(name)
+	}
 	s := Spec{Arch: "qwen3moe", RopeBase: 1e6, RMSEps: 1e-6, Quant: quant.Q4_K, Seed: 1}
 	switch name {
 	case "tiny":
@@ -125,10 +142,51 @@ func Preset(name string) (Spec, error) {
 		s.Vocab, s.Context = 151936, 40960
 		s.Pool = 1 << 14
 	default:
-		return Spec{}, fmt.Errorf("synth: unknown preset %q (tiny, 30b-a3b, 235b-a22b)", name)
+		return Spec{}, fmt.Errorf("synth: unknown preset %q (%s)", name, strings.Join(Presets(), ", "))
 	}
 	s.Name = "strata-synth-" + s.Arch + "-" + name
 	return s, nil
+}
+
+// Presets lists the preset names.
+func Presets() []string {
+	return []string{"tiny", "30b-a3b", "235b-a22b", "gptoss-small", "gptoss-20b", "gptoss-120b"}
+}
+
+// gptOssPreset is a gpt-oss spec: OpenAI's published shapes (hidden 2880, 64 query and 8 KV
+// heads of 64, expert FFN 2880, top 4, YaRN factor 32 over 4096, window 128, o200k's
+// vocabulary size) and a small one for tests ("gptoss-small", also gpt-oss's "tiny").
+func gptOssPreset(name string) (Spec, error) {
+	s := Spec{Arch: "gpt-oss", RopeBase: 150000, RMSEps: 1e-5, Quant: quant.MXFP4, DenseQuant: quant.Q8_0, Seed: 1,
+		YarnFactor: 32, YarnOrigContext: 4096, SlidingWindow: 128}
+	s.Hidden, s.ExpertFFN, s.FFN = 2880, 2880, 2880
+	s.Heads, s.KVHeads, s.HeadDim, s.ExpertsUsed = 64, 8, 64, 4
+	s.Vocab, s.Context = 201088, 131072
+	switch name {
+	case "gptoss-small", "tiny":
+		s.Layers, s.Experts = 4, 8
+		s.Hidden, s.ExpertFFN, s.FFN = 256, 256, 256
+		s.Heads, s.KVHeads, s.HeadDim, s.ExpertsUsed = 8, 2, 32, 2
+		s.Vocab, s.SlidingWindow = 512, 8
+	case "gptoss-20b":
+		s.Layers, s.Experts = 24, 32
+		s.Pool = 1 << 14
+	case "gptoss-120b":
+		s.Layers, s.Experts = 36, 128
+		s.Pool = 1 << 14
+	default:
+		return Spec{}, fmt.Errorf("synth: unknown preset %q (%s)", name, strings.Join(Presets(), ", "))
+	}
+	s.Name = "strata-synth-" + name
+	return s, nil
+}
+
+// denseQuant is the type of the non-expert matrices.
+func (s Spec) denseQuant() quant.Type {
+	if s.DenseQuant != 0 {
+		return s.DenseQuant
+	}
+	return s.Quant
 }
 
 // ApplyShape overrides hyper-parameters from "key=value,key=value". Keys: layers, experts,
@@ -218,16 +276,21 @@ func (s *Spec) intField(key string) *int {
 // Validate checks the spec can be written: a known arch, a quantisable type, positive
 // sizes, and rows that are whole blocks of the chosen type.
 func (s Spec) Validate() error {
-	if s.Arch != "qwen3moe" && !IsHybrid(s.Arch) {
-		return fmt.Errorf("synth: unknown architecture %q (qwen3moe, qwen35moe, qwen3next)", s.Arch)
+	if s.Arch != "qwen3moe" && s.Arch != "gpt-oss" && !IsHybrid(s.Arch) {
+		return fmt.Errorf("synth: unknown architecture %q (qwen3moe, gpt-oss, qwen35moe, qwen3next)", s.Arch)
 	}
 	if IsHybrid(s.Arch) {
 		if err := s.Hybrid.validate(s); err != nil {
 			return err
 		}
 	}
-	if !quant.CanQuantize(s.Quant) {
-		return fmt.Errorf("synth: cannot quantise to %s (quant.Quantize does not support it)", s.Quant)
+	for _, t := range []quant.Type{s.Quant, s.denseQuant()} {
+		if !quant.CanQuantize(t) {
+			return fmt.Errorf("synth: cannot quantise to %s (quant.Quantize does not support it)", t)
+		}
+	}
+	if s.Arch == "gpt-oss" && (!(s.YarnFactor >= 1) || s.YarnOrigContext <= 0 || s.SlidingWindow <= 0) {
+		return fmt.Errorf("synth: gpt-oss needs a YaRN factor >= 1 (%g), an original context (%d) and a sliding window (%d)", s.YarnFactor, s.YarnOrigContext, s.SlidingWindow)
 	}
 	for _, f := range []struct {
 		name string
@@ -255,13 +318,15 @@ func (s Spec) Validate() error {
 	case !(s.RopeBase > 0) || !(s.RMSEps > 0):
 		return fmt.Errorf("synth: rope_base %g and rms_eps %g must be positive", s.RopeBase, s.RMSEps)
 	}
-	bs := s.Quant.BlockSize()
-	for _, r := range []struct {
-		name string
-		n    int
-	}{{"hidden", s.Hidden}, {"heads*head_dim", s.Heads * s.HeadDim}, {"expert_ffn", s.ExpertFFN}} {
-		if r.n%bs != 0 {
-			return fmt.Errorf("synth: %s = %d is not a multiple of %s's %d-value blocks", r.name, r.n, s.Quant, bs)
+	for _, t := range []quant.Type{s.Quant, s.denseQuant()} {
+		bs := t.BlockSize()
+		for _, r := range []struct {
+			name string
+			n    int
+		}{{"hidden", s.Hidden}, {"heads*head_dim", s.Heads * s.HeadDim}, {"expert_ffn", s.ExpertFFN}} {
+			if r.n%bs != 0 {
+				return fmt.Errorf("synth: %s = %d is not a multiple of %s's %d-value blocks", r.name, r.n, t, bs)
+			}
 		}
 	}
 	return nil

@@ -70,8 +70,18 @@ func (t tensorPlan) rows() int {
 	return n
 }
 
-// plan lists the tensors of a qwen3moe model, in the order convert_hf_to_gguf.py writes them.
+// Bias scales of gpt-oss's tensors: small against the products they are added to.
+const (
+	biasSigma  = 0.1
+	rBiasSigma = 0.5
+	sinkSigma  = 1.0
+)
+
+// plan lists the tensors of a model, in the order convert_hf_to_gguf.py writes them.
 func plan(s Spec) []tensorPlan {
+	if s.Arch == "gpt-oss" {
+		return planGptOss(s)
+	}
 	h, e, f := int64(s.Hidden), int64(s.Experts), int64(s.ExpertFFN)
 	q, kv := int64(s.Heads*s.HeadDim), int64(s.KVHeads*s.HeadDim)
 	lin := func(fanIn int64) float32 { return float32(linearGain / math.Sqrt(float64(fanIn))) }
@@ -179,6 +189,52 @@ func hybridLayers(s Spec, mat func(string, []int64, float32, int) tensorPlan, no
 	return out
 }
 
+// planGptOss lists the tensors of a gpt-oss model: qwen3moe's without q/k norms, plus biases
+// on q, k, v, o, the router and every expert product, and one sink per query head.
+func planGptOss(s Spec) []tensorPlan {
+	h, e, f := int64(s.Hidden), int64(s.Experts), int64(s.ExpertFFN)
+	q, kv := int64(s.Heads*s.HeadDim), int64(s.KVHeads*s.HeadDim)
+	lin := func(fanIn int64) float32 { return float32(linearGain / math.Sqrt(float64(fanIn))) }
+	dq := s.denseQuant()
+	mat := func(name string, ne []int64, sigma float32, layer int) tensorPlan {
+		return tensorPlan{name: name, typ: dq, ne: ne, kind: kindLinear, sigma: sigma, layer: layer, unitRows: rowsPerUnit}
+	}
+	vec := func(name string, ne []int64, sigma float32) tensorPlan {
+		return tensorPlan{name: name, typ: quant.F32, ne: ne, kind: kindLinear, sigma: sigma, unitRows: rowsPerUnit}
+	}
+	norm := func(name string, n int64) tensorPlan {
+		return tensorPlan{name: name, typ: quant.F32, ne: []int64{n}, kind: kindNorm, unitRows: 1}
+	}
+	expert := func(name string, ne []int64, sigma float32, layer int) tensorPlan {
+		return tensorPlan{name: name, typ: s.Quant, ne: ne, kind: kindLinear, sigma: sigma, layer: layer, unitRows: int(ne[1])}
+	}
+	embed := mat("token_embd.weight", []int64{h, int64(s.Vocab)}, 1, -1)
+	embed.kind = kindEmbed
+	out := []tensorPlan{embed}
+	for l := range s.Layers {
+		b := fmt.Sprintf("blk.%d.", l)
+		out = append(out,
+			norm(b+"attn_norm.weight", h),
+			mat(b+"attn_q.weight", []int64{h, q}, lin(h), l), vec(b+"attn_q.bias", []int64{q}, biasSigma),
+			mat(b+"attn_k.weight", []int64{h, kv}, lin(h), l), vec(b+"attn_k.bias", []int64{kv}, biasSigma),
+			mat(b+"attn_v.weight", []int64{h, kv}, lin(h), l), vec(b+"attn_v.bias", []int64{kv}, biasSigma),
+			mat(b+"attn_output.weight", []int64{q, h}, lin(q), l), vec(b+"attn_output.bias", []int64{h}, biasSigma),
+			vec(b+"attn_sinks.weight", []int64{int64(s.Heads)}, sinkSigma),
+			norm(b+"post_attention_norm.weight", h),
+			tensorPlan{name: b + "ffn_gate_inp.weight", typ: quant.F32, ne: []int64{h, e}, kind: kindRouter,
+				sigma: float32(routerGain / math.Sqrt(float64(h))), layer: l, unitRows: int(e)},
+			vec(b+"ffn_gate_inp.bias", []int64{e}, rBiasSigma),
+			expert(b+"ffn_gate_exps.weight", []int64{h, f, e}, lin(h), l), vec(b+"ffn_gate_exps.bias", []int64{f, e}, biasSigma),
+			expert(b+"ffn_up_exps.weight", []int64{h, f, e}, lin(h), l), vec(b+"ffn_up_exps.bias", []int64{f, e}, biasSigma),
+			expert(b+"ffn_down_exps.weight", []int64{f, h, e}, lin(f), l), vec(b+"ffn_down_exps.bias", []int64{h, e}, biasSigma),
+		)
+	}
+	return append(out,
+		norm("output_norm.weight", h),
+		mat("output.weight", []int64{h, int64(s.Vocab)}, float32(headGain/math.Sqrt(float64(h))), -1),
+	)
+}
+
 // Write writes the model described by spec to path (through path+".tmp"). progress, if
 // not nil, is called with bytes of tensor data written so far and the total.
 func Write(ctx context.Context, path string, spec Spec, progress func(done, total int64)) error {
@@ -224,7 +280,7 @@ func Write(ctx context.Context, path string, spec Spec, progress func(done, tota
 	return nil
 }
 
-// addMetadata writes the keys of a qwen3moe GGUF in convert_hf_to_gguf.py's order.
+// addMetadata writes the keys of a GGUF of s.Arch in convert_hf_to_gguf.py's order.
 func addMetadata(w *gguf.Writer, s Spec, v vocabulary) error {
 	ft, ok := fileType(s.Quant)
 	if !ok {
@@ -249,7 +305,11 @@ func addMetadata(w *gguf.Writer, s Spec, v vocabulary) error {
 	}
 	w.AddUint32("general.quantization_version", 2)
 	w.AddString("tokenizer.ggml.model", "gpt2")
-	w.AddString("tokenizer.ggml.pre", "qwen2")
+	pre := "qwen2"
+	if s.Arch == "gpt-oss" {
+		pre = "gpt-4o"
+	}
+	w.AddString("tokenizer.ggml.pre", pre)
 	w.AddStrings("tokenizer.ggml.tokens", v.tokens)
 	w.AddInt32s("tokenizer.ggml.token_type", v.types)
 	w.AddStrings("tokenizer.ggml.merges", v.merges)
@@ -257,21 +317,32 @@ func addMetadata(w *gguf.Writer, s Spec, v vocabulary) error {
 	w.AddUint32("tokenizer.ggml.padding_token_id", uint32(v.pad))
 	w.AddUint32("tokenizer.ggml.bos_token_id", uint32(v.bos))
 	w.AddBool("tokenizer.ggml.add_bos_token", false)
-	w.AddString("tokenizer.chat_template", chatTemplate)
+	if s.Arch != "gpt-oss" { // gpt-oss chats through the built-in Harmony template
+		w.AddString("tokenizer.chat_template", chatTemplate)
+	}
 	return nil
 }
 
-// addAttentionMetadata writes the attention, rope and expert keys of qwen3moe.
+// addAttentionMetadata writes the attention, rope and expert keys of qwen3moe and gpt-oss
+// (which adds YaRN and the sliding window).
 func addAttentionMetadata(w *gguf.Writer, s Spec) {
 	a := s.Arch + "."
 	w.AddUint32(a+"attention.head_count", uint32(s.Heads))
 	w.AddUint32(a+"attention.head_count_kv", uint32(s.KVHeads))
+	if s.Arch == "gpt-oss" {
+		w.AddString(a+"rope.scaling.type", "yarn")
+		w.AddFloat32(a+"rope.scaling.factor", float32(s.YarnFactor))
+		w.AddUint32(a+"rope.scaling.original_context_length", uint32(s.YarnOrigContext))
+	}
 	w.AddFloat32(a+"rope.freq_base", float32(s.RopeBase))
 	w.AddFloat32(a+"attention.layer_norm_rms_epsilon", float32(s.RMSEps))
 	w.AddUint32(a+"expert_count", uint32(s.Experts))
 	w.AddUint32(a+"expert_used_count", uint32(s.ExpertsUsed))
 	w.AddUint32(a+"attention.key_length", uint32(s.HeadDim))
 	w.AddUint32(a+"attention.value_length", uint32(s.HeadDim))
+	if s.Arch == "gpt-oss" {
+		w.AddUint32(a+"attention.sliding_window", uint32(s.SlidingWindow))
+	}
 }
 
 // addHybridMetadata writes the keys of qwen35moe and qwen3next in the order of the shared

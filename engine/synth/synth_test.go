@@ -442,3 +442,64 @@ func TestTokenizerLoads(t *testing.T) {
 		t.Errorf("specials: %v (eos %d)", ids, eos)
 	}
 }
+
+// TestGptOssPresets: the gpt-oss presets have the published sizes (gpt-oss-20b: 20.9 B
+// parameters, ~12.1 GB with MXFP4 experts and Q8_0 attention; gpt-oss-120b: 116.8 B), and a
+// small one writes a file whose metadata and tensors gpt-oss needs.
+func TestGptOssPresets(t *testing.T) {
+	for _, c := range []struct {
+		name               string
+		minP, maxP, maxB   float64
+		layers, experts    int
+		embdType, expertTy quant.Type
+	}{
+		{"gptoss-20b", 20.5e9, 21.3e9, 13e9, 24, 32, quant.Q8_0, quant.MXFP4},
+		{"gptoss-120b", 116e9, 118e9, 66e9, 36, 128, quant.Q8_0, quant.MXFP4},
+	} {
+		s, err := PresetFor("gpt-oss", c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		var params, bytes int64
+		for _, tp := range plan(s) {
+			rb, err := quant.RowBytes(tp.typ, tp.rowLen())
+			if err != nil {
+				t.Fatal(err)
+			}
+			params += int64(tp.rowLen()) * int64(tp.rows())
+			bytes += int64(rb) * int64(tp.rows())
+			if strings.HasSuffix(tp.name, "_exps.weight") && tp.typ != c.expertTy || tp.name == "token_embd.weight" && tp.typ != c.embdType {
+				t.Errorf("%s: %s is %s", c.name, tp.name, tp.typ)
+			}
+		}
+		t.Logf("%s: %.2f B parameters, %.2f GB", c.name, float64(params)/1e9, float64(bytes)/1e9)
+		if float64(params) < c.minP || float64(params) > c.maxP || float64(bytes) > c.maxB || s.Layers != c.layers || s.Experts != c.experts {
+			t.Errorf("%s: %d layers x %d experts, %d parameters, %d bytes", c.name, s.Layers, s.Experts, params, bytes)
+		}
+	}
+	if _, err := PresetFor("qwen3moe", "gptoss-20b"); err == nil {
+		t.Error("a gpt-oss preset was accepted for qwen3moe")
+	}
+	s, err := PresetFor("gpt-oss", "gptoss-small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(write(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, key := range []string{"gpt-oss.rope.scaling.type", "gpt-oss.rope.scaling.factor", "gpt-oss.rope.scaling.original_context_length", "gpt-oss.attention.sliding_window"} {
+		if _, ok := f.Lookup(key); !ok {
+			t.Errorf("no metadata key %s", key)
+		}
+	}
+	for _, name := range []string{"blk.0.attn_sinks.weight", "blk.0.attn_q.bias", "blk.1.ffn_gate_inp.bias", "blk.3.ffn_down_exps.bias", "blk.2.post_attention_norm.weight"} {
+		if _, ok := f.Tensor(name); !ok {
+			t.Errorf("no tensor %s", name)
+		}
+	}
+}
