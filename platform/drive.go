@@ -291,3 +291,13 @@ func storeProbe(file, key string, p ReadProbe) error {
 	}
 	return os.Rename(tmp.Name(), file)
 }
+
+// FreeSpace is how many bytes the current user may still write on the volume that holds
+// dir (a folder that exists).
+func FreeSpace(dir string) (int64, error) {
+	free, _, _, err := diskSpace(dir)
+	if err != nil {
+		return 0, fmt.Errorf("drive: free space of %s: %w", dir, err)
+	}
+	return free, nil
+}

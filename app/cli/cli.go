@@ -1,6 +1,7 @@
 // Package cli holds Strata's headless subcommands (run, chat, eval, tokenize, hw, plan,
-// profile, pack, bench, synth). Each command lives in its own file and talks to the engine
-// only through its public API, like the GUI does.
+// profile, pack, bench, synth, pull). Each command lives in its own file and talks to the
+// engine only through its public API, like the GUI does; pull uses the Hugging Face client
+// of app/library.
 package cli
 
 import (
@@ -54,6 +55,7 @@ func commands() []command {
 		{"profile", "-m MODEL -o FILE", "routing-frequency profile from built-in prompts", runProfile},
 		{"pack", "-m MODEL -o DIR", "write experts.bin (one aligned blob per expert)", runPack},
 		{"bench", "-m MODEL [knobs] [--json]", "load time, prefill and decode tokens/s, hit rates", runBench},
+		{"pull", "REPO[:FILE] [-o DIR]", "download a GGUF from Hugging Face (resumable, SHA-256 checked; HF_ENDPOINT, HF_TOKEN)", runPull},
 		{"synth", "--arch qwen3moe|qwen35moe|qwen3next --preset NAME|--shape ... --quant TYPE -o FILE", "write a synthetic model with random weights", runSynth},
 	}
 }

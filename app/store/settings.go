@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"strata/engine"
 )
@@ -22,6 +23,11 @@ type Settings struct {
 	LastModel    string        `json:"last_model,omitempty"`
 	Preset       string        `json:"preset,omitempty"` // sampling preset: precise, balanced, creative
 	SystemPrompt string        `json:"system_prompt,omitempty"`
+	// ModelsDir is where the library downloads models ("" = the default folder, see
+	// app/library.DefaultModelsDir).
+	ModelsDir string `json:"models_dir,omitempty"`
+	// LastUsed is when each model (by path) was last opened, for the library's list.
+	LastUsed map[string]time.Time `json:"last_used,omitempty"`
 }
 
 // DefaultSettings is what a first run starts with.
@@ -72,4 +78,25 @@ func (s *Settings) AddRecent(model string) {
 	}
 	s.RecentModels = list
 	s.LastModel = model
+	s.MarkUsed(model, time.Now())
+}
+
+// maxLastUsed bounds the last-use map; the oldest entries go first.
+const maxLastUsed = 200
+
+// MarkUsed records that model was opened at t.
+func (s *Settings) MarkUsed(model string, t time.Time) {
+	if s.LastUsed == nil {
+		s.LastUsed = map[string]time.Time{}
+	}
+	s.LastUsed[model] = t.UTC().Round(time.Second)
+	for len(s.LastUsed) > maxLastUsed {
+		oldest := ""
+		for m, u := range s.LastUsed {
+			if oldest == "" || u.Before(s.LastUsed[oldest]) {
+				oldest = m
+			}
+		}
+		delete(s.LastUsed, oldest)
+	}
 }
