@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"strata/engine"
@@ -84,5 +85,30 @@ func TestGptOssThroughTheEngine(t *testing.T) {
 			t.Errorf("%s: the KV cache of %d positions is reported as %d bytes, want %d", name, cfg.MaxContext, kvBytes, want)
 		}
 		m.Close()
+	}
+}
+
+// TestGptOssRefusedWhereNotBuilt: what does not run gpt-oss yet says so at Open, by name:
+// the CUDA backend, and the expert tiers (resident mode on the CPU).
+func TestGptOssRefusedWhereNotBuilt(t *testing.T) {
+	path := fixtures.Path(t, "gptoss-tiny", "model-f32.gguf")
+	for _, c := range []struct {
+		name, want string
+		set        func(*engine.Config)
+	}{
+		{"cuda", "--backend cuda", func(c *engine.Config) { c.Backend = "cuda" }},
+		{"resident", "expert biases", func(c *engine.Config) { c.Backend, c.ResidentExperts = "cpu", true }},
+	} {
+		cfg := engine.DefaultConfig()
+		cfg.Threads, cfg.MaxContext = 2, 128
+		c.set(&cfg)
+		m, err := engine.Open(context.Background(), path, cfg, nil)
+		if err == nil {
+			m.Close()
+			t.Fatalf("%s: gpt-oss opened", c.name)
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %q does not name %q", c.name, err, c.want)
+		}
 	}
 }

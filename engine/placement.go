@@ -316,6 +316,14 @@ func (p *placement) verifyChecksums() {
 	}
 }
 
+// gpuLacks says what of the model the CUDA backend cannot run yet ("" when it runs it all).
+func gpuLacks(info ModelInfo) string {
+	if info.Architecture == "gpt-oss" {
+		return "the CUDA backend has no attention sinks, sliding windows, YaRN RoPE or expert biases yet (gpt-oss runs on the CPU)"
+	}
+	return ""
+}
+
 // newBackend picks the backend: the CPU when asked or without a usable GPU; otherwise the
 // GPU, with whole reporting whether the entire model fits there (with room for a KV cache
 // and activations within the reserve and budget). --backend cuda without tier knobs insists
@@ -330,6 +338,13 @@ func newBackend(cfg Config, info ModelInfo) (b compute.Backend, whole bool, err 
 	}
 	if cfg.FloatPath {
 		return nil, false, errors.New("engine: --float-path is the CPU reference path; it cannot be combined with --backend cuda")
+	}
+	if why := gpuLacks(info); why != "" {
+		if mode == "cuda" {
+			return nil, false, fmt.Errorf("engine: --backend cuda: %s; use --backend cpu", why)
+		}
+		slog.Info("engine: using the CPU", "reason", why)
+		return cpuBackend(), true, nil
 	}
 	g, err := gpu.New(gpu.Options{BudgetBytes: int64(cfg.VRAMBudgetMiB) << 20})
 	if err != nil {
