@@ -248,7 +248,20 @@ func (a *Arena) pieces(l *Layout, maxLen int64) []piece {
 	var out []piece
 	for _, id := range a.ids {
 		dst := a.offsets[a.shape.Index(id)]
+		// Parts that follow each other in the file (an experts.bin blob) are cut as one
+		// extent, so every cut lies a multiple of maxLen (itself aligned) past the blob's
+		// aligned start and each piece can begin an unbuffered read that lands directly.
+		// Cut part by part, a part that starts mid-block would leave every later piece
+		// unaligned.
+		var ext []Extent
 		for _, e := range l.Parts(id) {
+			if n := len(ext); n > 0 && ext[n-1].End() == e.Offset {
+				ext[n-1].Len += e.Len
+				continue
+			}
+			ext = append(ext, e)
+		}
+		for _, e := range ext {
 			for done := int64(0); done < e.Len; done += maxLen {
 				n := min(maxLen, e.Len-done)
 				out = append(out, piece{src: Extent{Offset: e.Offset + done, Len: n, File: e.File}, dst: dst + done})

@@ -122,9 +122,13 @@ func TestFillArena(t *testing.T) {
 }
 
 // TestFillArenaDirect: filling every expert from an experts.bin, every unbuffered read
-// lands in the arena without a bounce copy, with small reads (split blobs) and large.
+// lands in the arena without a bounce copy, with small reads (split blobs) and large,
+// whatever the GGUF's shapes and alignment: "hand-unaligned" has parts of 10240 bytes, so
+// its up and down parts start mid-block and are longer than a small read.
 func TestFillArenaDirect(t *testing.T) {
-	for name, path := range testModels(t) {
+	models := testModels(t)
+	models["hand-unaligned"] = handModel{layers: 2, experts: 3, rows: 40, cols: 64, seed: 4}.write(t, filepath.Join(t.TempDir(), "unaligned.gguf"))
+	for name, path := range models {
 		f := openGGUF(t, path)
 		l, err := OpenPack(packModel(t, path), f)
 		if err != nil {
