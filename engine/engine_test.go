@@ -13,6 +13,7 @@ import (
 	"strata/engine"
 	"strata/engine/fixtures"
 	"strata/engine/gguf"
+	"strata/engine/quant"
 )
 
 type refPrompt struct {
@@ -43,6 +44,17 @@ func qwenVariants(t *testing.T) (dir string, files map[string]string, prompts ma
 		prompts[name] = v.Prompts
 	}
 	return dir, files, prompts
+}
+
+// variantFile is the file of the named variant; the test is skipped by name when this
+// fixture set has none.
+func variantFile(t *testing.T, files map[string]string, name string) string {
+	t.Helper()
+	path, ok := files[name]
+	if !ok {
+		t.Skipf("fixtures: qwen3moe-tiny has no %q variant, skipping", name)
+	}
+	return path
 }
 
 // TestGenerateGreedyMatchesReference drives the public API the way `strata run --tokens`
@@ -81,7 +93,7 @@ func TestGenerateHonoursCancellation(t *testing.T) {
 	_, files, prompts := qwenVariants(t)
 	cfg := engine.DefaultConfig()
 	cfg.Backend, cfg.MaxContext = "cpu", 256
-	m, err := engine.Open(context.Background(), files["f32"], cfg, nil)
+	m, err := engine.Open(context.Background(), variantFile(t, files, "f32"), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +118,7 @@ func TestPromptLongerThanContextIsAClearError(t *testing.T) {
 	_, files, _ := qwenVariants(t)
 	cfg := engine.DefaultConfig()
 	cfg.Backend, cfg.MaxContext = "cpu", 8
-	m, err := engine.Open(context.Background(), files["f32"], cfg, nil)
+	m, err := engine.Open(context.Background(), variantFile(t, files, "f32"), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +134,7 @@ func TestOpenRejectsBadInput(t *testing.T) {
 	notGGUF := filepath.Join(dir, "notes.gguf")
 	os.WriteFile(notGGUF, []byte("this is not a model file at all, just text"), 0o644)
 	_, files, _ := qwenVariants(t)
-	whole, err := os.ReadFile(files["q8_0"])
+	whole, err := os.ReadFile(variantFile(t, files, "q8_0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +166,7 @@ func TestOpenRejectsBadInput(t *testing.T) {
 	}
 	cfg := engine.DefaultConfig()
 	cfg.PCIeFrac = 2
-	if _, err := engine.Open(context.Background(), files["f32"], cfg, nil); err == nil || !strings.Contains(err.Error(), "--pcie-frac") {
+	if _, err := engine.Open(context.Background(), variantFile(t, files, "f32"), cfg, nil); err == nil || !strings.Contains(err.Error(), "--pcie-frac") {
 		t.Errorf("bad knob: err = %v", err)
 	}
 	if _, err := engine.Inspect(context.Background(), notGGUF); err == nil || errors.Is(err, os.ErrNotExist) {
@@ -162,23 +174,55 @@ func TestOpenRejectsBadInput(t *testing.T) {
 	}
 }
 
+// TestInspectDescribesTheModel checks Inspect against what reference.json says of every
+// variant.
 func TestInspectDescribesTheModel(t *testing.T) {
-	_, files, _ := qwenVariants(t)
-	info, err := engine.Inspect(context.Background(), files["q4_k"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.Architecture != "qwen3moe" || info.Layers != 2 || info.Experts != 8 || info.ExpertsUsed != 2 || info.Vocab != 512 {
-		t.Errorf("info = %+v", info)
-	}
-	if info.ExpertBytes <= 0 || info.NonExpertBytes <= 0 || info.ExpertBytes+info.NonExpertBytes > info.FileBytes {
-		t.Errorf("bytes: experts %d + rest %d vs file %d", info.ExpertBytes, info.NonExpertBytes, info.FileBytes)
-	}
-	if info.ActiveParams >= info.TotalParams || info.ActiveParams <= 0 {
-		t.Errorf("params: active %d of %d", info.ActiveParams, info.TotalParams)
-	}
-	if info.Quantization != "Q4_K" && info.Quantization != "Q6_K" {
-		t.Errorf("quantization %q", info.Quantization)
+	ref := fixtures.LoadReference(t, "qwen3moe-tiny")
+	for _, v := range ref.All() {
+		info, err := engine.Inspect(context.Background(), ref.Path(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := ref.Model(t, v).Config
+		if info.Architecture != "qwen3moe" || info.Layers != c.Layers || info.Experts != c.ExpertCount() ||
+			info.ExpertsUsed != c.ExpertsUsed || info.Vocab != c.Vocab || info.HeadDim != c.HeadDim {
+			t.Errorf("%s: info = %+v, reference.json model %+v", v.File, info, c)
+		}
+		if v.Bytes > 0 && info.FileBytes != v.Bytes {
+			t.Errorf("%s: %d bytes, reference.json says %d", v.File, info.FileBytes, v.Bytes)
+		}
+		if info.ExpertBytes <= 0 || info.NonExpertBytes <= 0 || info.ExpertBytes+info.NonExpertBytes > info.FileBytes {
+			t.Errorf("%s: bytes: experts %d + rest %d vs file %d", v.File, info.ExpertBytes, info.NonExpertBytes, info.FileBytes)
+		}
+		if info.ActiveParams >= info.TotalParams || info.ActiveParams <= 0 {
+			t.Errorf("%s: params: active %d of %d", v.File, info.ActiveParams, info.TotalParams)
+		}
+		// The quantisation named is the type that holds the most bytes in reference.json.
+		byType := map[string]int64{}
+		for _, rt := range v.Tensors {
+			typ, err := quant.ParseType(rt.Type)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", v.File, rt.Name, err)
+			}
+			row, err := quant.RowBytes(typ, rt.Ne[0])
+			if err != nil {
+				t.Fatalf("%s: %s: %v", v.File, rt.Name, err)
+			}
+			n := int64(row)
+			for _, d := range rt.Ne[1:] {
+				n *= int64(d)
+			}
+			byType[typ.String()] += n
+		}
+		var most string
+		for typ, n := range byType {
+			if most == "" || n > byType[most] {
+				most = typ
+			}
+		}
+		if info.Quantization != most {
+			t.Errorf("%s: quantization %q, the type with the most bytes is %s (%v)", v.File, info.Quantization, most, byType)
+		}
 	}
 }
 
@@ -189,12 +233,12 @@ func TestSessionsShareOneCache(t *testing.T) {
 	_, files, prompts := qwenVariants(t)
 	cfg := engine.DefaultConfig()
 	cfg.Backend, cfg.MaxContext = "cpu", 128
-	m, err := engine.Open(context.Background(), files["f32"], cfg, nil)
+	m, err := engine.Open(context.Background(), variantFile(t, files, "f32"), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	p := prompts["f32"][2]
+	p := prompts["f32"][len(prompts["f32"])-1] // the longest
 	sp := engine.Sampling{MaxTokens: len(p.Generated), IgnoreEOS: true}
 	a, b := m.NewSession(engine.SessionOptions{}), m.NewSession(engine.SessionOptions{})
 	for i, s := range []*engine.Session{a, b, a, a} {

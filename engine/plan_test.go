@@ -2,12 +2,14 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"strata/engine/compute/gpu"
 	"strata/engine/experts"
 	"strata/engine/fixtures"
 	"strata/engine/gguf"
@@ -99,54 +101,70 @@ func TestPlanInput(t *testing.T) {
 	}
 }
 
+// expertBytes is one expert's share of a stacked expert tensor, from reference.json's type
+// and ne.
+func expertBytes(t *testing.T, v fixtures.RefVariant, name string) int64 {
+	t.Helper()
+	rt, err := v.Tensor(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typ, err := quant.ParseType(rt.Type)
+	if err != nil || len(rt.Ne) != 3 {
+		t.Fatalf("%s: %s: type %q ne %v: %v", v.Name, name, rt.Type, rt.Ne, err)
+	}
+	row, err := quant.RowBytes(typ, rt.Ne[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int64(row) * int64(rt.Ne[1])
+}
+
 func TestExpertShape(t *testing.T) {
-	for _, file := range []string{"model-f32.gguf", "model-q8_0.gguf", "model-q4_k.gguf"} {
-		f, err := gguf.Open(fixtures.Path(t, "qwen3moe-tiny", file))
+	ref := fixtures.LoadReference(t, "qwen3moe-tiny")
+	for _, v := range ref.All() {
+		f, err := gguf.Open(ref.Path(v))
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer f.Close()
 		info, err := describe(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s, err := expertShape(f, info)
-		f.Close()
 		if err != nil {
-			t.Fatalf("%s: %v", file, err)
+			t.Fatalf("%s: %v", v.File, err)
 		}
-		if s.Layers != info.Layers || s.Experts != info.Experts || s.GateBytes <= 0 || s.UpBytes <= 0 || s.DownBytes <= 0 {
-			t.Fatalf("%s: shape %+v", file, s)
+		cfg := ref.Model(t, v).Config
+		if s.Layers != cfg.Layers || s.Experts != cfg.ExpertCount() {
+			t.Fatalf("%s: shape %+v, reference.json says %d layers x %d experts", v.File, s, cfg.Layers, cfg.ExpertCount())
+		}
+		// Each blob part is one expert's slice of the stacked tensor, as its type and ne say.
+		want := [3]int64{expertBytes(t, v, "blk.0.ffn_gate_exps.weight"), expertBytes(t, v, "blk.0.ffn_up_exps.weight"), expertBytes(t, v, "blk.0.ffn_down_exps.weight")}
+		if got := [3]int64{s.GateBytes, s.UpBytes, s.DownBytes}; got != want {
+			t.Errorf("%s: gate/up/down bytes %v, want %v from reference.json", v.File, got, want)
 		}
 		// Every layer's experts have the same types here, so the blobs add up to the file's.
 		if got := s.BlobBytes() * int64(s.Count()); got != info.ExpertBytes {
-			t.Errorf("%s: %d experts x %d bytes = %d, the file has %d bytes of experts", file, s.Count(), s.BlobBytes(), got, info.ExpertBytes)
+			t.Errorf("%s: %d experts x %d bytes = %d, the file has %d bytes of experts", v.File, s.Count(), s.BlobBytes(), got, info.ExpertBytes)
 		}
-	}
-	// The q4_k model stores down in Q6_K: wider than gate and up.
-	f, err := gguf.Open(fixtures.Path(t, "qwen3moe-tiny", "model-q4_k.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	info, _ := describe(f)
-	s, _ := expertShape(f, info)
-	if s.GateBytes != 256*256/256*144 || s.DownBytes != 256*256/256*210 {
-		t.Errorf("q4_k shape %+v, want gate 9216 (Q4_K) and down 13440 (Q6_K)", s)
-	}
-	// A missing expert tensor is named.
-	info.Layers++
-	if _, err := expertShape(f, info); err == nil || !strings.Contains(err.Error(), `"blk.2.ffn_gate_exps.weight" is missing`) {
-		t.Errorf("missing tensor: %v", err)
-	}
-	info.Layers--
-	info.Experts = 4
-	if _, err := expertShape(f, info); err == nil || !strings.Contains(err.Error(), "not 4 stacked experts") {
-		t.Errorf("wrong expert count: %v", err)
+		// A missing expert tensor is named.
+		info.Layers++
+		missing := fmt.Sprintf(`"blk.%d.ffn_gate_exps.weight" is missing`, info.Layers-1)
+		if _, err := expertShape(f, info); err == nil || !strings.Contains(err.Error(), missing) {
+			t.Errorf("%s: missing tensor: %v", v.File, err)
+		}
+		info.Layers--
+		info.Experts++
+		if _, err := expertShape(f, info); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("not %d stacked experts", info.Experts)) {
+			t.Errorf("%s: wrong expert count: %v", v.File, err)
+		}
 	}
 }
 
 func TestPlanForOnTheCPU(t *testing.T) {
-	path := fixtures.Path(t, "qwen3moe-tiny", "model-q8_0.gguf")
+	path := smallestVariant(t)
 	cfg := DefaultConfig()
 	cfg.Backend = "cpu"
 	p, info, err := PlanFor(context.Background(), path, cfg)
@@ -183,49 +201,71 @@ func TestPlanForOnTheCPU(t *testing.T) {
 	}
 }
 
+// TestPlanForMachine plans every variant for a given GPU: a head size the GPU kernels take
+// gets the card (all experts fit in its slots), another one is planned for the CPU and
+// says why.
 func TestPlanForMachine(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	path := fixtures.Path(t, "qwen3moe-tiny", "model-q4_k.gguf") // head size 64: GPU kernels exist
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, _ := describe(f)
-	s, err := expertShape(f, info)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	p, _, err := PlanForMachine(context.Background(), path, cfg, Machine{GPUFreeBytes: 2000 << 20, HostAvailBytes: 16 << 30})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Open's tiered placement adds a streaming ring of one layer's experts to the activations.
-	if p.ActivationBytes != activationBytes+int64(info.Experts)*s.BlobBytes() {
-		t.Errorf("activations %d, want %d + %d ring slots of %d", p.ActivationBytes, activationBytes, info.Experts, s.BlobBytes())
-	}
-	if p.VRAMLimit != (2000-1024)<<20 || p.Slots != s.Count() || !strings.Contains(strings.Join(p.Notes, "\n"), "2000 MiB free (given, not probed)") {
-		t.Errorf("limit %d, %d slots, notes %q", p.VRAMLimit, p.Slots, p.Notes)
-	}
-	// --backend cpu wins over a given GPU.
-	cfg.Backend = "cpu"
-	p, _, err = PlanForMachine(context.Background(), path, cfg, Machine{GPUFreeBytes: 2000 << 20})
-	if err != nil || p.Slots != 0 || p.VRAMLimit != 0 || p.Counts()[experts.TierCPU] != s.Count() {
-		t.Errorf("--backend cpu with a given GPU: %v, %d slots, limit %d", err, p.Slots, p.VRAMLimit)
+	ref := fixtures.LoadReference(t, "qwen3moe-tiny")
+	for _, v := range ref.All() {
+		path := ref.Path(v)
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, _ := describe(f)
+		s, err := expertShape(f, info)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		headDim := ref.Model(t, v).Config.HeadDim
+		cfg := DefaultConfig()
+		p, _, err := PlanForMachine(context.Background(), path, cfg, Machine{GPUFreeBytes: 2000 << 20, HostAvailBytes: 16 << 30})
+		if err != nil {
+			t.Fatalf("%s: %v", v.File, err)
+		}
+		notes := strings.Join(p.Notes, "\n")
+		if !gpu.HeadDimSupported(headDim) {
+			if p.Slots != 0 || p.VRAMLimit != 0 || !strings.Contains(notes, fmt.Sprintf("head size of %d", headDim)) {
+				t.Errorf("%s (head size %d): %d slots, limit %d, notes %q; want a CPU plan that names the head size", v.File, headDim, p.Slots, p.VRAMLimit, notes)
+			}
+			continue
+		}
+		// Open's tiered placement adds a streaming ring of one layer's experts to the activations.
+		if p.ActivationBytes != activationBytes+int64(info.Experts)*s.BlobBytes() {
+			t.Errorf("%s: activations %d, want %d + %d ring slots of %d", v.File, p.ActivationBytes, activationBytes, info.Experts, s.BlobBytes())
+		}
+		if p.VRAMLimit != (2000-1024)<<20 || p.Slots != s.Count() || !strings.Contains(notes, "2000 MiB free (given, not probed)") {
+			t.Errorf("%s: limit %d, %d slots, notes %q", v.File, p.VRAMLimit, p.Slots, p.Notes)
+		}
+		// --backend cpu wins over a given GPU.
+		cfg.Backend = "cpu"
+		p, _, err = PlanForMachine(context.Background(), path, cfg, Machine{GPUFreeBytes: 2000 << 20})
+		if err != nil || p.Slots != 0 || p.VRAMLimit != 0 || p.Counts()[experts.TierCPU] != s.Count() {
+			t.Errorf("%s: --backend cpu with a given GPU: %v, %d slots, limit %d", v.File, err, p.Slots, p.VRAMLimit)
+		}
 	}
 }
 
-// copyModel puts a fixture model in a temporary folder, so its profile can be saved next to
-// it.
-func copyModel(t *testing.T, name string) string {
+// smallestVariant is the path of the smallest qwen3moe-tiny file, for tests that need any
+// model with the fixtures' dummy vocabulary.
+func smallestVariant(t *testing.T) string {
 	t.Helper()
-	src, err := os.Open(fixtures.Path(t, "qwen3moe-tiny", name))
+	return fixtures.LoadReference(t, "qwen3moe-tiny").Smallest()
+}
+
+// copyModel puts the smallest fixture model in a temporary folder, so its profile can be saved next to
+// it.
+func copyModel(t *testing.T) string {
+	t.Helper()
+	path := smallestVariant(t)
+	src, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	dst := filepath.Join(t.TempDir(), name)
+	dst := filepath.Join(t.TempDir(), filepath.Base(path))
 	out, err := os.Create(dst)
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +316,7 @@ func checkProfileSums(t *testing.T, p *experts.Profile, used int, tokens uint64)
 
 func TestLearnedProfileIsSavedAndAdded(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	path := copyModel(t, "model-q8_0.gguf")
+	path := copyModel(t)
 	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -408,7 +448,7 @@ func TestProfileModel(t *testing.T) {
 		t.Error("cancelled: no error")
 	}
 	// The fixtures' dummy vocabulary encodes no text: a clear error, not an empty profile.
-	dummy := openCPU(t, fixtures.Path(t, "qwen3moe-tiny", "model-q8_0.gguf"))
+	dummy := openCPU(t, smallestVariant(t))
 	if _, err := ProfileModel(context.Background(), dummy, prompts, nil); err == nil || !strings.Contains(err.Error(), "gave no tokens") {
 		t.Errorf("dummy tokenizer: %v", err)
 	}

@@ -22,25 +22,34 @@ func packCLI(args ...string) (stdout, stderr string, err error) {
 }
 
 func TestPackFixture(t *testing.T) {
-	model := fixtures.Path(t, "qwen3moe-tiny", "model-q4_k.gguf")
+	ref := fixtures.LoadReference(t, "qwen3moe-tiny")
+	for _, v := range ref.All() {
+		packFixture(t, ref.Path(v), ref.Model(t, v).Config)
+	}
+}
+
+// packFixture packs one fixture model and checks the output against its reference.json
+// shape and the model's own bytes.
+func packFixture(t *testing.T, model string, c fixtures.ModelConfig) {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "out") // created by the command
 	stdout, stderr, err := packCLI("-m", model, "-o", dir)
 	if err != nil {
-		t.Fatalf("pack: %v\n%s", err, stderr)
+		t.Fatalf("pack %s: %v\n%s", model, err, stderr)
 	}
 	path := filepath.Join(dir, experts.PackFile)
 	st, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// tiny256: 2 layers of 8 experts.
-	for _, want := range []string{path, fmt.Sprintf("(%d bytes)", st.Size()), "16 blobs (2 layers x 8 experts"} {
+	blobs := fmt.Sprintf("%d blobs (%d layers x %d experts", c.Layers*c.ExpertCount(), c.Layers, c.ExpertCount())
+	for _, want := range []string{path, fmt.Sprintf("(%d bytes)", st.Size()), blobs} {
 		if !strings.Contains(stdout, want) {
-			t.Errorf("stdout %q lacks %q", stdout, want)
+			t.Errorf("%s: stdout %q lacks %q", model, stdout, want)
 		}
 	}
 	if !strings.Contains(stderr, "100%") || !strings.Contains(stderr, "only from the model's folder") {
-		t.Errorf("stderr %q lacks the progress or the note about the folder", stderr)
+		t.Errorf("%s: stderr %q lacks the progress or the note about the folder", model, stderr)
 	}
 	f, err := gguf.Open(model)
 	if err != nil {
@@ -49,22 +58,23 @@ func TestPackFixture(t *testing.T) {
 	defer f.Close()
 	l, err := experts.OpenPack(path, f)
 	if err != nil {
-		t.Fatalf("the written pack does not open: %v", err)
+		t.Fatalf("%s: the written pack does not open: %v", model, err)
 	}
 	defer l.Close()
 	src, _ := experts.GGUFLayout(f)
-	for _, id := range []experts.ID{{Layer: 0, Expert: 0}, {Layer: 1, Expert: 7}} {
+	for _, id := range []experts.ID{{Layer: 0, Expert: 0}, {Layer: c.Layers - 1, Expert: c.ExpertCount() - 1}} {
 		g, u, d := l.Blob(id)
 		wg, wu, wd := src.Blob(id)
 		if !bytes.Equal(g, wg) || !bytes.Equal(u, wu) || !bytes.Equal(d, wd) {
-			t.Errorf("%s: packed bytes differ from the model's", id)
+			t.Errorf("%s: %s: packed bytes differ from the model's", model, id)
 		}
 	}
 }
 
 // TestPackNextToModel: packed into the model's own folder, the engine finds it.
 func TestPackNextToModel(t *testing.T) {
-	raw, err := os.ReadFile(fixtures.Path(t, "qwen3moe-tiny", "model-q8_0.gguf"))
+	ref := fixtures.LoadReference(t, "qwen3moe-tiny")
+	raw, err := os.ReadFile(ref.Path(ref.All()[0]))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,11 +3,15 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"strata/engine"
+	"strata/engine/compute/gpu"
 	"strata/engine/fixtures"
+	"strata/engine/synth"
 )
 
 func planCLI(t *testing.T, args ...string) (planJSON, int, string) {
@@ -22,37 +26,82 @@ func planCLI(t *testing.T, args ...string) (planJSON, int, string) {
 	return p, code, errs
 }
 
+// synthPlanModel writes the synthetic tiny model (head size 64, which the GPU kernels take):
+// planning is about shapes, so the GPU half of the plan test needs no reference numbers.
+func synthPlanModel(t *testing.T) string {
+	t.Helper()
+	spec, err := synth.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := synth.Write(context.Background(), path, spec, nil); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func mibText(b int64) string {
+	if b%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", b>>20)
+	}
+	return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+}
+
 func TestPlanCommand(t *testing.T) {
-	model := fixtures.Path(t, "qwen3moe-tiny", "model-q4_k.gguf") // head size 64: the GPU kernels take it
+	// Every fixture variant: the CPU plan reads every expert from the file; a head size the
+	// GPU kernels do not take gives a CPU plan that says why.
+	ref := fixtures.LoadReference(t, "qwen3moe-tiny")
+	for _, v := range ref.All() {
+		info, err := engine.Inspect(context.Background(), ref.Path(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		count := info.Layers * info.Experts
+		p, code, errs := planCLI(t, "-m", ref.Path(v), "--backend", "cpu")
+		if code != 0 {
+			t.Fatalf("%s: cpu plan: exit %d: %s", v.File, code, errs)
+		}
+		if p.Slots != 0 || p.Tiers["cpu"] != count || len(p.Tiers) != 1 || p.Bytes["cpu"] != info.ExpertBytes {
+			t.Errorf("%s: cpu plan: %d slots, tiers %v, bytes %v; want %d cpu experts of %d bytes", v.File, p.Slots, p.Tiers, p.Bytes, count, info.ExpertBytes)
+		}
+		if len(p.Tier) != info.Layers || len(p.Tier[0]) != info.Experts || p.Tier[info.Layers-1][info.Experts-1] != "cpu" {
+			t.Errorf("%s: cpu plan: tier array %v", v.File, p.Tier)
+		}
+		if hd := ref.Model(t, v).Config.HeadDim; !gpu.HeadDimSupported(hd) {
+			p, code, errs = planCLI(t, "-m", ref.Path(v), "--gpu-free-mib", "2000")
+			if code != 0 || p.Slots != 0 || !strings.Contains(strings.Join(p.Notes, "\n"), fmt.Sprintf("head size of %d", hd)) {
+				t.Errorf("%s: head size %d: exit %d (%s), %d slots, notes %q", v.File, hd, code, errs, p.Slots, p.Notes)
+			}
+		}
+	}
+
+	model := synthPlanModel(t)
 	info, err := engine.Inspect(context.Background(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
 	count := info.Layers * info.Experts
 	kvPerToken := int64(2 * info.Layers * info.KVHeads * info.HeadDim * 2)
+	minCtx := int64(min(info.ContextLength, 8192)) // the model's context, or the 8k the planner keeps
 
-	// On the CPU every expert is read from the file.
-	p, code, errs := planCLI(t, "-m", model, "--backend", "cpu")
-	if code != 0 {
-		t.Fatalf("cpu plan: exit %d: %s", code, errs)
-	}
-	if p.Slots != 0 || p.Tiers["cpu"] != count || len(p.Tiers) != 1 || p.Bytes["cpu"] != info.ExpertBytes {
-		t.Errorf("cpu plan: %d slots, tiers %v, bytes %v; want %d cpu experts of %d bytes", p.Slots, p.Tiers, p.Bytes, count, info.ExpertBytes)
-	}
-	if len(p.Tier) != info.Layers || len(p.Tier[0]) != info.Experts || p.Tier[1][7] != "cpu" {
-		t.Errorf("cpu plan: tier array %v", p.Tier)
-	}
-
-	// A 2000 MiB card capped at 518 MiB: the weights, 4096 tokens of KV (the model's
-	// context, below the 8k the planner keeps) and the activations come first, the cache
-	// gets what is left.
-	p, code, errs = planCLI(t, "-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", "518")
+	// What the GPU must hold before any expert, from a plan with room to spare.
+	p, code, errs := planCLI(t, "-m", model, "--gpu-free-mib", "4000")
 	if code != 0 {
 		t.Fatalf("gpu plan: exit %d: %s", code, errs)
 	}
-	left := p.VRAMLimitBytes - p.NonExpertBytes - 4096*kvPerToken - p.ActivationBytes
-	if p.VRAMLimitBytes != 518<<20 || p.Slots != int(left/p.ExpertBytes) || p.Slots <= 0 || p.Slots >= count {
-		t.Fatalf("gpu plan: %d slots in %d bytes (%d left, %d per expert)", p.Slots, p.VRAMLimitBytes, left, p.ExpertBytes)
+	need := p.NonExpertBytes + minCtx*kvPerToken + p.ActivationBytes
+	budget := (need + 1<<20 - 1) >> 20 // MiB, the least that holds it
+
+	// A 2000 MiB card capped at that budget: the cache gets what is left.
+	p, code, errs = planCLI(t, "-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", fmt.Sprint(budget))
+	if code != 0 {
+		t.Fatalf("gpu plan: exit %d: %s", code, errs)
+	}
+	left := p.VRAMLimitBytes - p.NonExpertBytes - minCtx*kvPerToken - p.ActivationBytes
+	fit := int(min(left/p.ExpertBytes, int64(count)))
+	if p.VRAMLimitBytes != budget<<20 || p.Slots != fit || p.Slots >= count {
+		t.Fatalf("gpu plan: %d slots in %d bytes (%d left, %d per expert), want %d of %d", p.Slots, p.VRAMLimitBytes, left, p.ExpertBytes, fit, count)
 	}
 	vram := 0
 	for _, row := range p.Tier {
@@ -70,7 +119,7 @@ func TestPlanCommand(t *testing.T) {
 	}
 
 	// Tiered: what VRAM does not hold is pinned while the host budget lasts.
-	p, code, errs = planCLI(t, "-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", "518", "--tiered-experts", "--ram-avail-gib", "10")
+	p, code, errs = planCLI(t, "-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", fmt.Sprint(budget), "--tiered-experts", "--ram-avail-gib", "10")
 	if code != 0 {
 		t.Fatalf("tiered plan: exit %d: %s", code, errs)
 	}
@@ -85,9 +134,9 @@ func TestPlanCommand(t *testing.T) {
 		want []string
 	}{
 		{"budget too small", []string{"-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", "100"}, 1,
-			[]string{"100 MiB for Strata", "needs 517.5 MiB", "0.6 MiB of non-expert weights", "raise --vram-budget-mib", "--backend cpu"}},
+			[]string{"100 MiB for Strata", "needs " + mibText(need), mibText(p.NonExpertBytes) + " of non-expert weights", "raise --vram-budget-mib", "--backend cpu"}},
 		{"slots without a GPU", []string{"-m", model, "--backend", "cpu", "--expert-cache", "3"}, 1, []string{"no usable GPU"}},
-		{"slots that do not fit", []string{"-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", "518", "--expert-cache", "15"}, 1, []string{"at most"}},
+		{"slots that do not fit", []string{"-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", fmt.Sprint(budget), "--expert-cache", fmt.Sprint(fit + 1)}, 1, []string{fmt.Sprintf("at most %d", fit)}},
 		{"no model", []string{"--backend", "cpu"}, 2, []string{"-m MODEL is required"}},
 		{"missing model", []string{"-m", model + ".absent"}, 1, []string{"absent"}},
 		{"negative machine", []string{"-m", model, "--gpu-free-mib", "-1"}, 2, []string{"cannot be negative"}},
@@ -104,15 +153,8 @@ func TestPlanCommand(t *testing.T) {
 		}
 	}
 
-	// The GPU attention kernels do not take the q8_0 model's head size of 16: a CPU plan
-	// that says why.
-	p, code, errs = planCLI(t, "-m", fixtures.Path(t, "qwen3moe-tiny", "model-q8_0.gguf"), "--gpu-free-mib", "2000")
-	if code != 0 || p.Slots != 0 || !strings.Contains(strings.Join(p.Notes, "\n"), "head size of 16") {
-		t.Errorf("head size 16: exit %d (%s), %d slots, notes %q", code, errs, p.Slots, p.Notes)
-	}
-
 	// Human output is the summary table.
-	code, out, errs := runCLI(t, "plan", "-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", "518")
+	code, out, errs := runCLI(t, "plan", "-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", fmt.Sprint(budget))
 	if code != 0 {
 		t.Fatalf("human plan: exit %d: %s", code, errs)
 	}

@@ -101,7 +101,7 @@ func TestProfileCommand(t *testing.T) {
 		want string
 	}{
 		{"no model", []string{"profile", "-o", out}, 2, "-m MODEL is required"},
-		{"dummy tokenizer", []string{"profile", "-m", fixtures.Path(t, "qwen3moe-tiny", "model-q8_0.gguf"), "-o", out, "--backend", "cpu"}, 1, "gave no tokens"},
+		{"dummy tokenizer", []string{"profile", "-m", fixtures.LoadReference(t, "qwen3moe-tiny").Smallest(), "-o", out, "--backend", "cpu"}, 1, "gave no tokens"},
 		{"missing model", []string{"profile", "-m", model + ".absent", "-o", out}, 1, "absent"},
 	} {
 		code, _, errs := runCLI(t, tc.args...)

@@ -37,7 +37,7 @@ func TestRunJSON(t *testing.T) {
 // A prompt none of whose bytes has a token (the fixture's dummy vocabulary holds only <tN>
 // and <|endoftext|>) is refused by name, not run as an "empty prompt".
 func TestRunPromptWithoutTokens(t *testing.T) {
-	model := fixtures.Path(t, "qwen3moe-tiny", "model-q8_0.gguf")
+	model := fixtures.LoadReference(t, "qwen3moe-tiny").Smallest()
 	code, _, errs := runCLI(t, "run", "-m", model, "--backend", "cpu", "-p", "Hello", "-n", "2")
 	if code != 1 || !strings.Contains(errs, `"Hello" gives no tokens`) || !strings.Contains(errs, "--tokens") {
 		t.Fatalf("run -p Hello on a vocabulary without its bytes: exit %d, %s", code, errs)

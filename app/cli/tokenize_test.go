@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -17,7 +18,13 @@ func runTokenizeCLI(t *testing.T, stdin string, args ...string) (code int, stdou
 
 func TestTokenizeCommand(t *testing.T) {
 	qwen := fixtures.Path(t, "tokenizers", "qwen3", "tokenizer.json.gz")
-	gguf := fixtures.Path(t, "qwen3moe-tiny", "model-f32.gguf")
+	// The dummy vocabulary of a fixture model: <t0> ... and the end token, as reference.json
+	// describes it.
+	ref := fixtures.LoadReference(t, "qwen3moe-tiny")
+	v := ref.All()[0]
+	gguf, m := ref.Path(v), ref.Model(t, v)
+	vocab, last := m.DummyVocab(t)
+	lastJSON := fmt.Sprintf(`{"ids":[%d]}`, vocab-1) + "\n"
 	for _, tc := range []struct {
 		name  string
 		stdin string
@@ -33,15 +40,15 @@ func TestTokenizeCommand(t *testing.T) {
 			`{"ids":[9707,0]}` + "\n" + `{"ids":[]}` + "\n" + `{"ids":[151645]}` + "\n"},
 		{"decode", "", []string{"tokenize", "--tokenizer", qwen, "--decode", "9707,0,151645"}, 0, "Hello!<|im_end|>\n"},
 		{"decode json", "", []string{"tokenize", "--tokenizer", qwen, "--json", "--decode", "9707,151645"}, 0, `{"text":"Hello<|im_end|>"}` + "\n"},
-		{"gguf", "", []string{"tokenize", "-m", gguf, "--special", "--json", "<|endoftext|>"}, 0, `{"ids":[511]}` + "\n"},
-		{"gguf decode", "", []string{"tokenize", "-m", gguf, "--decode", "0,511"}, 0, "<t0><|endoftext|>\n"},
+		{"gguf", "", []string{"tokenize", "-m", gguf, "--special", "--json", last}, 0, lastJSON},
+		{"gguf decode", "", []string{"tokenize", "-m", gguf, "--decode", fmt.Sprintf("0,%d", vocab-1)}, 0, "<t0>" + last + "\n"},
 		{"no source", "", []string{"tokenize", "hi"}, 2, "exactly one of -m MODEL or --tokenizer"},
 		{"two sources", "", []string{"tokenize", "-m", gguf, "--tokenizer", qwen, "hi"}, 2, "exactly one of -m MODEL"},
 		{"no input", "", []string{"tokenize", "--tokenizer", qwen}, 2, "exactly one of TEXT, --jsonl or --decode"},
 		{"two inputs", "", []string{"tokenize", "--tokenizer", qwen, "--decode", "1", "hi"}, 2, "exactly one of TEXT"},
 		{"unquoted", "", []string{"tokenize", "--tokenizer", qwen, "hi", "there"}, 2, "one argument"},
 		{"bad id", "", []string{"tokenize", "--tokenizer", qwen, "--decode", "1,x"}, 2, `"x" is not an integer`},
-		{"id range", "", []string{"tokenize", "-m", gguf, "--decode", "512"}, 1, "outside the vocabulary"},
+		{"id range", "", []string{"tokenize", "-m", gguf, "--decode", fmt.Sprint(vocab)}, 1, "outside the vocabulary"},
 		{"bad line", "\"ok\"\nnot json\n", []string{"tokenize", "--tokenizer", qwen, "--jsonl"}, 1, "stdin line 2"},
 		{"missing file", "", []string{"tokenize", "--tokenizer", qwen + ".nope", "hi"}, 1, "no such file"},
 	} {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"strata/engine/fixtures"
 	"strata/engine/gguf"
 )
 
@@ -244,13 +243,32 @@ func TestFindAndSaveProfile(t *testing.T) {
 	}
 }
 
+// TestModelKey: every fixture model file has its own stable key (the files differ in tensor
+// types or shapes).
 func TestModelKey(t *testing.T) {
-	f32, err := gguf.Open(fixtures.Path(t, "qwen3moe-tiny", "model-f32.gguf"))
+	paths := fixtureModels(t)
+	if len(paths) < 2 {
+		t.Fatalf("need two fixture models, found %v", paths)
+	}
+	keys := map[string]string{}
+	for _, p := range paths {
+		f, err := gguf.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := ModelKey(f)
+		f.Close()
+		if other, dup := keys[k]; dup {
+			t.Errorf("%s and %s have the same key %s", other, p, k)
+		}
+		keys[k] = p
+	}
+	f32, err := gguf.Open(paths[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f32.Close()
-	q8, err := gguf.Open(fixtures.Path(t, "qwen3moe-tiny", "model-q8_0.gguf"))
+	q8, err := gguf.Open(paths[1])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +278,7 @@ func TestModelKey(t *testing.T) {
 		t.Fatalf("key %q is not 32 hex digits", k1)
 	}
 	if k1 == k2 {
-		t.Fatal("two models with different tensor types have the same key")
+		t.Fatal("two models have the same key")
 	}
 	if again := ModelKey(f32); again != k1 {
 		t.Fatalf("key not stable: %q then %q", k1, again)

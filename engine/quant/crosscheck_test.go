@@ -16,19 +16,31 @@ import (
 // same weights (no importance matrix): every tensor of a type we quantise must come out
 // byte for byte the same.
 func TestQuantizeMatchesGGML(t *testing.T) {
-	pairs := []struct{ dir, f32, quantised string }{
-		{"qwen3moe-tiny", "model-f32.gguf", "model-q8_0.gguf"},
-		{"qwen35moe-tiny", "model-f32.gguf", "model-q8_0.gguf"},
-		{"gptoss-tiny", "model-f32.gguf", "model-mxfp4.gguf"},
+	// Pairs: every quantised variant with the all-F32 variant of the same weights (the
+	// same model seed in reference.json).
+	type pair struct{ dir, f32, quantised string }
+	var pairs []pair
+	for _, folder := range []string{"qwen3moe-tiny", "qwen35moe-tiny", "gptoss-tiny"} {
+		r := fixtures.LoadReference(t, folder)
+		for _, f := range r.All() {
+			if !f.AllF32() {
+				continue
+			}
+			for _, v := range r.All() {
+				if !v.AllF32() && r.Model(t, v).Weights.Seed == r.Model(t, f).Weights.Seed {
+					pairs = append(pairs, pair{r.Dir, r.Path(f), r.Path(v)})
+				}
+			}
+		}
 	}
 	checked := map[quant.Type]int{}
 	for _, p := range pairs {
-		ref, err := gguf.Open(fixtures.Path(t, p.dir, p.f32))
+		ref, err := gguf.Open(p.f32)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer ref.Close()
-		q, err := gguf.Open(fixtures.Path(t, p.dir, p.quantised))
+		q, err := gguf.Open(p.quantised)
 		if err != nil {
 			t.Fatal(err)
 		}

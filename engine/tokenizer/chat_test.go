@@ -63,8 +63,8 @@ func TestChatTemplateIDs(t *testing.T) {
 		}
 		n++
 	}
-	if n != 87 {
-		t.Errorf("checked %d renderings, want 87", n)
+	if want := fixtures.ChatRenderings(t); n != want {
+		t.Errorf("checked %d renderings, chat_conversations.json has %d", n, want)
 	}
 }
 

@@ -98,8 +98,8 @@ func TestFixturePretokens(t *testing.T) {
 
 func TestFixtureEncodeDecode(t *testing.T) {
 	cases := readCases(t)
-	if len(cases) != 1348 {
-		t.Errorf("encodings.jsonl has %d rows, want 1348", len(cases))
+	if want := fixtures.EncodingRows(t); len(cases) != want {
+		t.Errorf("encodings.jsonl has %d rows, want %d (cases.jsonl x meta.json's tokenizers)", len(cases), want)
 	}
 	bad := 0
 	report := func(format string, args ...any) {

@@ -163,46 +163,48 @@ func TestGGUFMatchesHF(t *testing.T) {
 	}
 }
 
-// TestGGUFFixtureFiles loads the dummy vocabularies of the fixture models.
+// TestGGUFFixtureFiles loads the dummy vocabulary of every fixture model file and checks it
+// against what reference.json says of it.
 func TestGGUFFixtureFiles(t *testing.T) {
-	for _, tc := range []struct {
-		path []string
-		n    int
-		pre  string
-	}{
-		{[]string{"qwen3moe-tiny", "model-f32.gguf"}, 512, "qwen2"},
-		{[]string{"qwen3moe-tiny", "model-q4_k.gguf"}, 512, "qwen2"},
-		{[]string{"gptoss-tiny", "model-f32.gguf"}, 720, "gpt-4o"},
-		{[]string{"qwen35moe-tiny", "model-f32.gguf"}, 512, "qwen35"},
-	} {
-		path := fixtures.Path(t, tc.path...)
-		f, err := gguf.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tk, err := FromGGUF(f)
-		f.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if tk.VocabSize() != tc.n || tk.PreTokenizer() != tc.pre {
-			t.Errorf("%s: vocab %d pre %s, want %d %s", path, tk.VocabSize(), tk.PreTokenizer(), tc.n, tc.pre)
-		}
-		last := tc.n - 1
-		if got := tk.TokenText(last); got != "<|endoftext|>" {
-			t.Errorf("%s: token %d = %q", path, last, got)
-		}
-		if got := tk.Encode("<|endoftext|>", true); !slices.Equal(got, []int{last}) {
-			t.Errorf("%s: Encode(<|endoftext|>, special) = %v", path, got)
-		}
-		if !tk.IsEndOfGeneration(last) || tk.IsEndOfGeneration(0) {
-			t.Errorf("%s: end of generation wrong", path)
-		}
-		if eos, ok := tk.EOS(); !ok || eos != last || tk.AddBOS() {
-			t.Errorf("%s: eos %d %v addBOS %v", path, eos, ok, tk.AddBOS())
-		}
-		if got := tk.Decode([]int{0, 1, 2}); got != "<t0><t1><t2>" {
-			t.Errorf("%s: Decode = %q", path, got)
+	for _, folder := range []string{"qwen3moe-tiny", "gptoss-tiny", "qwen35moe-tiny"} {
+		ref := fixtures.LoadReference(t, folder)
+		for _, v := range ref.All() {
+			m := ref.Model(t, v)
+			path := ref.Path(v)
+			n, lastText := m.DummyVocab(t)
+			pre, eos := m.MetaString(t, "tokenizer.ggml.pre"), m.Meta(t, "tokenizer.ggml.eos_token_id")
+			addBOS := m.Metadata["tokenizer.ggml.add_bos_token"] == true
+			if n != m.Config.Vocab {
+				t.Errorf("%s: reference.json: %d tokens described, vocab_size %d", path, n, m.Config.Vocab)
+			}
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk, err := FromGGUF(f)
+			f.Close()
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			if tk.VocabSize() != n || tk.PreTokenizer() != pre {
+				t.Errorf("%s: vocab %d pre %s, want %d %s", path, tk.VocabSize(), tk.PreTokenizer(), n, pre)
+			}
+			last := n - 1
+			if got := tk.TokenText(last); got != lastText {
+				t.Errorf("%s: token %d = %q, want %q", path, last, got, lastText)
+			}
+			if got := tk.Encode(lastText, true); !slices.Equal(got, []int{last}) {
+				t.Errorf("%s: Encode(%s, special) = %v", path, lastText, got)
+			}
+			if !tk.IsEndOfGeneration(eos) || tk.IsEndOfGeneration(0) {
+				t.Errorf("%s: end of generation wrong", path)
+			}
+			if got, ok := tk.EOS(); !ok || got != eos || tk.AddBOS() != addBOS {
+				t.Errorf("%s: eos %d %v addBOS %v, want %d %v", path, got, ok, tk.AddBOS(), eos, addBOS)
+			}
+			if got := tk.Decode([]int{0, 1, 2}); got != "<t0><t1><t2>" {
+				t.Errorf("%s: Decode = %q", path, got)
+			}
 		}
 	}
 }

@@ -96,12 +96,12 @@ func modelFiles(t *testing.T, name string) (tmpl, bos, eos string) {
 // pinnedClock is the date the gpt-oss references were rendered with.
 func pinnedClock() time.Time { return time.Date(2025, 8, 15, 12, 0, 0, 0, time.UTC) }
 
-// TestReferenceRenderings renders all 87 reference conversations and checks the text byte
+// TestReferenceRenderings renders every reference conversation and checks the text byte
 // for byte (package tokenizer checks the ids of the same renderings).
 func TestReferenceRenderings(t *testing.T) {
 	refs := readReferences(t)
-	if len(refs) != 87 {
-		t.Errorf("%d references, want 87", len(refs))
+	if want := fixtures.ChatRenderings(t); len(refs) != want {
+		t.Errorf("%d references, chat_conversations.json has %d", len(refs), want)
 	}
 	tmpls := map[string]*Template{}
 	ok := 0
