@@ -41,13 +41,21 @@ type Chats struct {
 	dir string
 }
 
-// OpenChats uses dir (created if missing) as the chats folder.
+// OpenChats uses dir (created if missing) as the chats folder and removes the temporary
+// files a killed writer left there.
 func OpenChats(dir string) (*Chats, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("store: chats folder %s: %w", dir, err)
 	}
+	stale, _ := filepath.Glob(filepath.Join(dir, ".*"+tempSuffix))
+	for _, p := range stale {
+		os.Remove(p)
+	}
 	return &Chats{dir: dir}, nil
 }
+
+// errNotAChat marks a chat file that does not parse.
+var errNotAChat = errors.New("not a chat file")
 
 // Dir is the chats folder.
 func (c *Chats) Dir() string { return c.dir }
@@ -102,7 +110,7 @@ func (c *Chats) Load(id string) (Chat, error) {
 	}
 	var ch Chat
 	if err := json.Unmarshal(data, &ch); err != nil {
-		return Chat{}, fmt.Errorf("store: %s: not a chat file: %w", p, err)
+		return Chat{}, fmt.Errorf("store: %s: %w: %w", p, errNotAChat, err)
 	}
 	if ch.ID != id {
 		return Chat{}, fmt.Errorf("store: %s: holds chat %q, not %q", p, ch.ID, id)
@@ -112,7 +120,7 @@ func (c *Chats) Load(id string) (Chat, error) {
 
 // List returns every readable chat, most recently updated first. Files that cannot be read
 // are skipped and reported in the returned error (joined), so one damaged file does not
-// hide the others.
+// hide the others; a file that does not parse is moved aside (MoveAside, ErrCorrupt).
 func (c *Chats) List() ([]Chat, error) {
 	entries, err := os.ReadDir(c.dir)
 	if err != nil {
@@ -126,6 +134,14 @@ func (c *Chats) List() ([]Chat, error) {
 			continue
 		}
 		ch, err := c.Load(strings.TrimSuffix(name, ".json"))
+		if errors.Is(err, errNotAChat) {
+			p := filepath.Join(c.dir, name)
+			if aside, merr := MoveAside(p, time.Now()); merr == nil {
+				err = fmt.Errorf("store: %s: %w to %s (%v)", p, ErrCorrupt, aside, err)
+			} else {
+				err = errors.Join(err, merr)
+			}
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue

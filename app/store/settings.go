@@ -38,10 +38,12 @@ func DefaultSettings() Settings {
 // SettingsPath is settings.json inside dir.
 func SettingsPath(dir string) string { return filepath.Join(dir, "settings.json") }
 
-// LoadSettings reads path. A missing file gives the defaults; a damaged one gives the
-// defaults and an error naming the file, so the app can say so and go on. Fields absent
-// from the file keep their default values.
+// LoadSettings reads path. A missing file gives the defaults; a damaged one is moved aside
+// (MoveAside) and gives the defaults and an error (ErrCorrupt) naming both files, so the app
+// can say so and start. Fields absent from the file keep their default values. What a
+// killed writer left (temporary files) is removed.
 func LoadSettings(path string) (Settings, error) {
+	removeStaleTemps(path)
 	s := DefaultSettings()
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -51,7 +53,11 @@ func LoadSettings(path string) (Settings, error) {
 		return s, fmt.Errorf("store: %w", err)
 	}
 	if err := json.Unmarshal(data, &s); err != nil {
-		return DefaultSettings(), fmt.Errorf("store: %s: not a settings file (defaults used): %w", path, err)
+		aside, merr := MoveAside(path, time.Now())
+		if merr != nil {
+			return DefaultSettings(), fmt.Errorf("store: %s: not a settings file (defaults used): %w; %w", path, err, merr)
+		}
+		return DefaultSettings(), fmt.Errorf("store: %s: not a settings file (%v): %w to %s; defaults used", path, err, ErrCorrupt, aside)
 	}
 	return s, nil
 }

@@ -91,6 +91,28 @@ func TestChatBadInput(t *testing.T) {
 	if len(list) != 1 || list[0].ID != good.ID {
 		t.Fatalf("List kept %v, want only the good chat", list)
 	}
+	// It was moved aside, so the next start lists no error; the bytes are kept.
+	aside, _ := filepath.Glob(filepath.Join(dir, "broken.json.corrupt-*"))
+	if !errors.Is(err, ErrCorrupt) || len(aside) != 1 || !strings.Contains(err.Error(), aside[0]) {
+		t.Fatalf("damaged chat: error %v, moved to %v", err, aside)
+	}
+	if b, _ := os.ReadFile(aside[0]); string(b) != "{not json" {
+		t.Errorf("the moved file holds %q", b)
+	}
+	if _, err := c.List(); err != nil {
+		t.Errorf("second List: %v", err)
+	}
+	// A killed writer's temporary file is removed when the folder is opened again.
+	stale := filepath.Join(dir, "."+good.ID+".json.123"+tempSuffix)
+	if err := os.WriteFile(stale, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenChats(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale temporary file kept (%v)", err)
+	}
 }
 
 func TestWriteFileAtomicLeavesNoTemp(t *testing.T) {
@@ -176,6 +198,13 @@ func TestSettingsPersistence(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, DefaultSettings()) {
 		t.Fatalf("damaged file gave %+v, want defaults", got)
+	}
+	aside, _ := filepath.Glob(p + ".corrupt-*")
+	if !errors.Is(err, ErrCorrupt) || len(aside) != 1 || !strings.Contains(err.Error(), aside[0]) {
+		t.Fatalf("damaged settings: error %v, moved to %v", err, aside)
+	}
+	if _, err := LoadSettings(p); err != nil {
+		t.Errorf("after the move: %v", err)
 	}
 }
 
