@@ -33,12 +33,16 @@ type ModelInfo struct {
 	// RingLayers are sliding-window layers whose KV cache holds only RingKeep positions
 	// whatever the context (gpt-oss: half of them).
 	RingLayers, RingKeep int
-	Experts              int
-	ExpertsUsed          int
-	ContextLength        int // the model's trained context
-	Vocab                int
-	ExpertBytes          int64 // all routed-expert weights
-	NonExpertBytes       int64 // everything else
+	// RecurrentLayers (Gated DeltaNet: qwen35moe, qwen3next) hold no KV cache but a state of
+	// fixed size: RecurrentBytes per session, its checkpoints included.
+	RecurrentLayers int
+	RecurrentBytes  int64
+	Experts         int
+	ExpertsUsed     int
+	ContextLength   int // the model's trained context
+	Vocab           int
+	ExpertBytes     int64 // all routed-expert weights
+	NonExpertBytes  int64 // everything else
 	// DecodeBytesPerToken is the weight bytes one decoded token reads: every non-expert
 	// matrix, one embedding row and the routed experts' share.
 	DecodeBytesPerToken int64
@@ -187,6 +191,6 @@ type CacheActivity struct {
 // MemoryUse is one bar segment of the tier map: what uses how much of which memory.
 type MemoryUse struct {
 	Device string // "vram", "ram"
-	Kind   string // "weights", "expert cache", "kv cache", "pinned", "other"
+	Kind   string // "weights", "expert cache", "kv cache", "recurrent state", "pinned", "other"
 	Bytes  int64
 }

@@ -94,7 +94,7 @@ func open(ctx context.Context, f *gguf.File, cfg Config, report func(Progress)) 
 	if cfg.MaxContext == 0 {
 		// Sliding-window layers cost their ring whatever the context; the rest grow with it.
 		ring := kvBytes(info, info.RingKeep, kvType(cfg))
-		full := net.H.Layers - info.RingLayers
+		full := net.H.Layers - info.RingLayers - info.RecurrentLayers
 		cfg.MaxContext, err = kv.ContextFor(0, net.H.Context, max(full, 1), net.H.KVHeads, net.H.HeadDim, kvType(cfg), max(kvBudget(ctx, b, cfg)-ring, 1))
 		if err != nil {
 			pl.close()
@@ -106,9 +106,9 @@ func open(ctx context.Context, f *gguf.File, cfg Config, report func(Progress)) 
 }
 
 // kvBytes is the KV cache of ctx positions: every full-attention layer holds them all, a
-// sliding-window layer at most its ring.
+// sliding-window layer at most its ring, a recurrent layer none.
 func kvBytes(info ModelInfo, ctx int, t kv.Type) int64 {
-	full := info.Layers - info.RingLayers
+	full := info.Layers - info.RingLayers - info.RecurrentLayers
 	return kv.Bytes(full, info.KVHeads, info.HeadDim, ctx, t) + kv.Bytes(info.RingLayers, info.KVHeads, info.HeadDim, min(ctx, info.RingKeep), t)
 }
 

@@ -31,6 +31,7 @@ func describe(f *gguf.File) (ModelInfo, error) {
 		ExpertsUsed: h.ExpertsUsed, ContextLength: h.Context, Vocab: h.Vocab,
 	}
 	info.RingLayers, info.RingKeep = h.RingLayers()
+	info.RecurrentLayers, info.RecurrentBytes = h.RecurrentState()
 	info.Name, _ = f.GetString("general.name")
 	info.FileBytes = f.TotalSize() // every part of a split model
 	bytesByType := map[quant.Type]int64{}

@@ -103,9 +103,10 @@ func planInput(info ModelInfo, s experts.Shape, gpuFree, hostAvail int64, cfg Co
 	gib := func(g float64) int64 { return int64(g * (1 << 30)) }
 	return experts.PlanInput{
 		Shape: s,
-		// Sliding-window layers' KV rings are a fixed cost beside the weights.
-		NonExpertBytes:  info.NonExpertBytes + kv.Bytes(info.RingLayers, info.KVHeads, info.HeadDim, info.RingKeep, kvType(cfg)),
-		KVBytesPerToken: kv.Bytes(info.Layers-info.RingLayers, info.KVHeads, info.HeadDim, 1, kvType(cfg)),
+		// Sliding-window layers' KV rings and recurrent layers' states are fixed costs beside
+		// the weights.
+		NonExpertBytes:  info.NonExpertBytes + kv.Bytes(info.RingLayers, info.KVHeads, info.HeadDim, info.RingKeep, kvType(cfg)) + info.RecurrentBytes,
+		KVBytesPerToken: kv.Bytes(info.Layers-info.RingLayers-info.RecurrentLayers, info.KVHeads, info.HeadDim, 1, kvType(cfg)),
 		MinContext:      minCtx,
 		ModelContext:    modelCtx,
 		ActivationBytes: activationBytes,

@@ -117,5 +117,8 @@ func (m *Model) Tiers() TierSnapshot {
 	}
 	kvb := kvBytes(m.info, m.cfg.MaxContext, kvType(m.cfg))
 	snap.Memory = append(snap.Memory, MemoryUse{Device: dev, Kind: "kv cache", Bytes: kvb})
+	if m.info.RecurrentBytes > 0 {
+		snap.Memory = append(snap.Memory, MemoryUse{Device: dev, Kind: "recurrent state", Bytes: m.info.RecurrentBytes})
+	}
 	return snap
 }

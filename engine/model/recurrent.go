@@ -6,6 +6,19 @@ import "strata/engine/compute"
 // DeltaNet layer's state (qwen3next-80b-a3b: 36 layers x 32 heads x 128 x 128 floats, 75 MB).
 const maxCheckpoints = 4
 
+// RecurrentState is the number of Gated DeltaNet layers and the bytes of one sequence's
+// recurrent state, its checkpoints included (float32 on every backend).
+func (h Hparams) RecurrentState() (layers int, bytes int64) {
+	for _, r := range h.Recurrent {
+		if r {
+			layers++
+		}
+	}
+	s := h.SSM
+	per := int64((s.ConvKernel-1)*(2*s.KHeads*s.KDim+s.VHeads*s.VDim) + s.VHeads*s.KDim*s.VDim)
+	return layers, 4 * per * int64(layers) * (1 + maxCheckpoints)
+}
+
 // recurrent is one sequence's Gated DeltaNet state: per layer the conv's last K-1 input rows
 // and the delta rule's S.
 //
