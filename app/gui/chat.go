@@ -335,9 +335,7 @@ func (v *chatView) messageView(m store.Message, writing bool) fyne.CanvasObject 
 // blockView draws prose as Markdown and code monospace with a copy button.
 func (v *chatView) blockView(b block) fyne.CanvasObject {
 	if !b.Code {
-		rt := widget.NewRichTextFromMarkdown(escapeHTML(b.Text))
-		rt.Wrapping = fyne.TextWrapWord
-		return rt
+		return proseView(b.Text)
 	}
 	code := widget.NewRichText(&widget.TextSegment{Style: widget.RichTextStyleCodeBlock, Text: b.Text})
 	code.Wrapping = fyne.TextWrapOff

@@ -1,6 +1,43 @@
 package gui
 
-import "strings"
+import (
+	"strings"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/widget"
+)
+
+// proseView draws Markdown prose (no fenced code: splitBlocks takes that out), wrapped at
+// word boundaries.
+func proseView(md string) *widget.RichText {
+	rt := widget.NewRichTextFromMarkdown(escapeHTML(md))
+	markWrapPoints(rt.Segments, false)
+	rt.Wrapping = fyne.TextWrapWord
+	return rt
+}
+
+// wrapPoint starts every text segment that continues a row. Fyne 2.7 wraps a segment that
+// begins where not even one character fits any more one character per row (a column of
+// letters down the window, fyne-io/fyne#3711); a zero-width first character always fits,
+// so the segment moves to the next row whole instead.
+const wrapPoint = "\u200b"
+
+// markWrapPoints puts a wrapPoint before each text segment that follows an inline segment
+// (in drawing order, through blocks such as paragraphs and lists), and reports whether the
+// last segment it saw was inline.
+func markWrapPoints(segs []widget.RichTextSegment, afterInline bool) bool {
+	for _, seg := range segs {
+		if block, ok := seg.(widget.RichTextBlock); ok {
+			afterInline = markWrapPoints(block.Segments(), afterInline)
+			continue
+		}
+		if text, ok := seg.(*widget.TextSegment); ok && afterInline && !strings.HasPrefix(text.Text, wrapPoint) {
+			text.Text = wrapPoint + text.Text
+		}
+		afterInline = seg.Inline()
+	}
+	return afterInline
+}
 
 // escapeHTML wraps HTML-looking tags ("<div>", "<unused_20>") that lie outside code spans
 // in code spans: the Markdown renderer drops raw HTML, and model output must be shown as
