@@ -41,7 +41,8 @@ func markWrapPoints(segs []widget.RichTextSegment, afterInline bool) bool {
 
 // escapeHTML wraps HTML-looking tags ("<div>", "<unused_20>") that lie outside code spans
 // in code spans: the Markdown renderer drops raw HTML, and model output must be shown as
-// written. Autolinks (<https://…>) stay links.
+// written. Tags that follow each other share one span (two spans side by side would read
+// as a double-backtick fence). Autolinks (<https://…>) stay links.
 func escapeHTML(md string) string {
 	if !strings.Contains(md, "<") {
 		return md
@@ -56,23 +57,51 @@ func escapeHTML(md string) string {
 		case c == '\n':
 			inCode = false // code spans do not run across paragraphs in model output
 		case c == '<' && !inCode:
-			if end := tagEnd(md[i:]); end > 0 {
-				tag := md[i : i+end]
-				if strings.Contains(tag, "://") || strings.Contains(tag, "@") {
-					break
-				}
-				fence := "`"
-				if strings.Contains(tag, "`") {
-					fence = "`` "
-				}
-				b.WriteString(fence + tag + reverse(fence))
-				i += end - 1
+			if run := tagRun(md[i:]); run > 0 {
+				b.WriteString(codeSpan(md[i : i+run]))
+				i += run - 1
 				continue
 			}
 		}
 		b.WriteByte(c)
 	}
 	return b.String()
+}
+
+// tagRun is the length of the tags that follow each other at the start of s, or 0 when s
+// does not start with one (an autolink is not a tag here).
+func tagRun(s string) int {
+	n := 0
+	for n < len(s) {
+		end := tagEnd(s[n:])
+		if end == 0 {
+			break
+		}
+		if tag := s[n : n+end]; strings.Contains(tag, "://") || strings.Contains(tag, "@") {
+			break
+		}
+		n += end
+	}
+	return n
+}
+
+// codeSpan fences s as inline code with more backticks than any run inside it, padded with
+// spaces when s starts or ends with one (CommonMark strips one space each side).
+func codeSpan(s string) string {
+	longest, run := 0, 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	fence := strings.Repeat("`", longest+1)
+	if longest > 0 {
+		return fence + " " + s + " " + fence
+	}
+	return fence + s + fence
 }
 
 // tagEnd is the length of the tag at the start of s ("<x ...>"), or 0 when s does not
@@ -94,14 +123,6 @@ func tagEnd(s string) int {
 		}
 	}
 	return 0
-}
-
-func reverse(s string) string {
-	r := []byte(s)
-	for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
-		r[i], r[j] = r[j], r[i]
-	}
-	return string(r)
 }
 
 // block is one piece of an answer: prose (rendered as Markdown) or a fenced code block

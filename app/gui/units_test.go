@@ -140,6 +140,9 @@ func TestMarkdownKeepsAngleBrackets(t *testing.T) {
 		{"in code `<b>` stays", "in code <b> stays"},
 		{"a < b > c", "a < b > c"},
 		{"tick <a`b> tag", "tick <a`b> tag"},
+		// Tags side by side (as a model's special tokens come) must not make a `` fence.
+		{"x <unused_19><unused_180>S y", "x <unused_19><unused_180>S y"},
+		{"two <a``b><c> ticks", "two <a``b><c> ticks"},
 	} {
 		rt := widget.NewRichTextFromMarkdown(escapeHTML(tc.in))
 		if got := strings.Join(strings.Fields(rt.String()), " "); got != tc.want {
