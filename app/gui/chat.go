@@ -1,6 +1,7 @@
 package gui
 
 import (
+	"slices"
 	"strings"
 
 	"fyne.io/fyne/v2"
@@ -280,17 +281,22 @@ func (v *chatView) update(cv ChatView) {
 	}
 }
 
-// updateList reloads the sidebar.
+// updateList reloads the sidebar. The open chat is listed from its first message on: it
+// is saved only once its first answer is written.
 func (v *chatView) updateList() {
 	chats, err := v.a.ctl.Chats()
 	if err != nil {
 		v.errText.SetText(friendly("Reading saved chats", err))
 		v.errText.Show()
 	}
+	open := v.a.ctl.Chat().Chat
+	cur := open.ID
+	if len(open.Messages) > 0 && !slices.ContainsFunc(chats, func(ch store.Chat) bool { return ch.ID == cur }) {
+		chats = append([]store.Chat{open}, chats...)
+	}
 	v.chats = chats
 	v.listing = true
 	v.list.Refresh()
-	cur := v.a.ctl.Chat().Chat.ID
 	v.list.UnselectAll()
 	for i, ch := range chats {
 		if ch.ID == cur {

@@ -2,7 +2,9 @@ package gui
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/test"
@@ -44,5 +46,45 @@ func TestCodeBlockCopyAndFoldedThinking(t *testing.T) {
 	}
 	if !hasSpeed {
 		t.Error("no tokens/s line under the answer")
+	}
+}
+
+// TestSidebarListsChatAfterFirstMessage: the chat being written appears in the sidebar,
+// selected, as soon as its first message is sent, not only once the answer is saved.
+func TestSidebarListsChatAfterFirstMessage(t *testing.T) {
+	test.NewTempApp(t)
+	dir := t.TempDir()
+	a, g := newTestApp(t, Options{DataDir: filepath.Join(dir, "d"), ConfigDir: filepath.Join(dir, "c"),
+		Engine: &fakeEngine{tokenDelay: 5 * time.Millisecond}, Advise: testAdvice})
+	loadFake(t, a.ctl, writeFakeModel(t))
+	g.ui.do(func() { a.Show(ScreenChat) })
+	g.ui.do(func() {
+		test.Type(a.chat.input, "Hello sidebar")
+		a.chat.input.TypedKey(&fyne.KeyEvent{Name: fyne.KeyReturn})
+	})
+	g.ui.do(func() {}) // the refreshes Send posted have run
+	id := a.ctl.Chat().Chat.ID
+	var listed, ids []string
+	var shown bool
+	g.ui.do(func() {
+		for _, ch := range a.chat.chats {
+			listed = append(listed, ch.Title)
+			ids = append(ids, ch.ID)
+		}
+		shown = strings.Contains(windowText(a.Window()), "Hello sidebar")
+	})
+	generating := a.ctl.Chat().Generating
+	a.ctl.StopGeneration()
+	if !generating {
+		t.Fatal("the answer finished before the sidebar was looked at; the test needs a longer answer")
+	}
+	if len(listed) != 1 || listed[0] != "Hello sidebar" {
+		t.Fatalf("sidebar lists %q while the first answer is written, want the open chat", listed)
+	}
+	if ids[0] != id {
+		t.Errorf("sidebar lists chat %s, the open one is %s", ids[0], id)
+	}
+	if !shown {
+		t.Error("the sidebar's row for the open chat is not drawn")
 	}
 }
