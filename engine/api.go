@@ -157,7 +157,7 @@ type TierSnapshot struct {
 	BytesPerTier    map[Tier]int64
 	HitsPerTier     map[Tier]uint64
 	Swaps           uint64
-	TokensPerSec    float64 // decode speed of the last generation
+	TokensPerSec    float64 // decode speed of the generation being written, else of the last one
 	Memory          []MemoryUse
 	// DecodeHitsPerTier counts single-token steps only (HitsPerTier includes prompts).
 	DecodeHitsPerTier map[Tier]uint64

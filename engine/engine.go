@@ -335,6 +335,9 @@ func (s *Session) generate(ctx context.Context, prompt []int, sp Sampling, onTok
 		}
 		res.Tokens = append(res.Tokens, id)
 		smp.Accept(id)
+		if n := len(res.Tokens); n >= 2 { // the tier map's rate is live while an answer is written
+			s.m.stats.setSpeed(float64(n-1) / time.Since(decodeStart).Seconds())
+		}
 		emit(id, stream.add(id))
 		if sp.MaxTokens > 0 && len(res.Tokens) >= sp.MaxTokens {
 			res.Stop = StopMaxTokens

@@ -1,14 +1,19 @@
 package gui
 
 import (
+	"context"
+	"fmt"
 	"image"
 	"image/color"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/test"
 
 	"strata/engine"
+	"strata/engine/synth"
 )
 
 // snapshotFor builds a layers x experts snapshot with the given tiers and hits.
@@ -120,5 +125,102 @@ func TestHitRates(t *testing.T) {
 	}
 	if got := hitRates(engine.TierSnapshot{}); got != "No routing yet." {
 		t.Errorf("empty snapshot: %q", got)
+	}
+}
+
+// pausingEngine is the real engine with a pause in every answer: after pauseAt streamed
+// tokens it reports on paused and waits for resume, so a test can look at the screen while
+// the answer is being written.
+type pausingEngine struct {
+	engineAPI
+	pauseAt int
+	paused  chan struct{}
+	resume  chan struct{}
+}
+
+func (e pausingEngine) Open(ctx context.Context, path string, cfg engine.Config, onProgress func(engine.Progress)) (Model, error) {
+	m, err := e.engineAPI.Open(ctx, path, cfg, onProgress)
+	if err != nil {
+		return nil, err
+	}
+	return pausingModel{Model: m, e: e}, nil
+}
+
+type pausingModel struct {
+	Model
+	e pausingEngine
+}
+
+func (m pausingModel) NewSession(opts engine.SessionOptions) Session {
+	return pausingSession{s: m.Model.NewSession(opts), e: m.e}
+}
+
+type pausingSession struct {
+	s Session
+	e pausingEngine
+}
+
+func (s pausingSession) Chat(ctx context.Context, msgs []engine.Message, sp engine.Sampling, onToken func(engine.Token)) (engine.Result, error) {
+	n := 0
+	return s.s.Chat(ctx, msgs, sp, func(t engine.Token) {
+		onToken(t)
+		if n++; n == s.e.pauseAt {
+			s.e.paused <- struct{}{}
+			<-s.e.resume
+		}
+	})
+}
+
+// TestTierMapDecodeRateFollowsEngine: on a small synthetic model, the tier map's decode rate is
+// the engine's while an answer is written, and the answer's own once it is done.
+func TestTierMapDecodeRateFollowsEngine(t *testing.T) {
+	test.NewTempApp(t)
+	dir := t.TempDir()
+	spec, err := synth.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(dir, "tiny.gguf")
+	if err := synth.Write(context.Background(), model, spec, nil); err != nil {
+		t.Fatal(err)
+	}
+	eng := pausingEngine{pauseAt: 8, paused: make(chan struct{}), resume: make(chan struct{})}
+	a, g := newTestApp(t, Options{DataDir: filepath.Join(dir, "d"), ConfigDir: filepath.Join(dir, "c"), Engine: eng, Advise: testAdvice})
+	loadFake(t, a.ctl, model)
+	sp, _ := a.ctl.Sampling()
+	sp.MaxTokens = 24
+	if err := a.ctl.SetAdvanced(fieldsOf(sp)); err != nil {
+		t.Fatal(err)
+	}
+	g.ui.do(func() { a.Show(ScreenTiers) })
+	if err := a.ctl.Send("Hello"); err != nil {
+		t.Fatal(err)
+	}
+	finished := make(chan struct{})
+	go func() { a.ctl.Wait(); close(finished) }()
+	select {
+	case <-eng.paused:
+	case <-finished:
+		t.Fatalf("the answer ended before %d tokens: %+v", eng.pauseAt, a.ctl.Chat())
+	}
+	var during string
+	g.ui.do(func() {
+		a.tiers.refreshNow()
+		during = a.tiers.speed.Text
+	})
+	close(eng.resume)
+	a.ctl.Wait()
+	if strings.HasPrefix(during, "Decode: 0.0 ") {
+		t.Errorf("while the answer is written the tier map says %q", during)
+	}
+	msgs := a.ctl.Chat().Chat.Messages
+	want := fmt.Sprintf("Decode: %.1f tokens/s", msgs[len(msgs)-1].TokensPerSec)
+	var after string
+	g.ui.do(func() {
+		a.tiers.refreshNow()
+		after = a.tiers.speed.Text
+	})
+	if !strings.HasPrefix(after, want) {
+		t.Errorf("after the answer the tier map says %q, want %q", after, want)
 	}
 }
