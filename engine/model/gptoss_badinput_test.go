@@ -10,6 +10,7 @@ import (
 	"strata/engine/fixtures"
 	"strata/engine/gguf"
 	"strata/engine/model"
+	"strata/engine/quant"
 )
 
 // rewrite copies the GGUF at src to a temporary file, with each metadata pair passed through
@@ -38,7 +39,12 @@ func rewrite(t *testing.T, src string, key func(gguf.KV) *gguf.KV, tensor func(*
 		if !tensor(&nt) {
 			continue
 		}
-		want := int(int64(len(data)) / ti.Elements() * nt.Elements())
+		// Bytes per element are fractional in block types: size the new shape by its rows.
+		rb, err := quant.RowBytes(nt.Type, int(nt.Ne[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := rb * int(nt.Elements()/nt.Ne[0])
 		if err := w.AddTensor(nt.Name, nt.Type, nt.Ne, func(out io.Writer) error {
 			buf := make([]byte, want)
 			copy(buf, data)
