@@ -321,6 +321,9 @@ func gpuLacks(info ModelInfo) string {
 	if info.Architecture == "gpt-oss" {
 		return "the CUDA backend has no attention sinks, sliding windows, YaRN RoPE or expert biases yet (gpt-oss runs on the CPU)"
 	}
+	if info.RecurrentLayers > 0 {
+		return fmt.Sprintf("the CUDA backend has no Gated DeltaNet kernels (conv, delta rule, gated norm) yet (%s runs on the CPU)", info.Architecture)
+	}
 	return ""
 }
 

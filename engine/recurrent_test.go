@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"strata/engine"
@@ -85,4 +86,28 @@ func TestRecurrentStateReuse(t *testing.T) {
 	if got := gen(s, long.Tokens).Tokens; !slices.Equal(got, first.Tokens) {
 		t.Errorf("back to the first chat: %v, want %v", got, first.Tokens)
 	}
+}
+
+// TestHybridRefusedOnCUDA: --backend cuda refuses a Gated DeltaNet hybrid by name (its
+// kernels are CPU-only so far); the automatic choice runs it on the CPU.
+func TestHybridRefusedOnCUDA(t *testing.T) {
+	path := fixtures.Path(t, "qwen35moe-tiny", "model-f32.gguf")
+	cfg := engine.DefaultConfig()
+	cfg.Backend, cfg.Threads, cfg.MaxContext = "cuda", 2, 64
+	m, err := engine.Open(context.Background(), path, cfg, nil)
+	if err == nil {
+		m.Close()
+		t.Fatal("--backend cuda opened a qwen35moe")
+	}
+	if !strings.Contains(err.Error(), "Gated DeltaNet") {
+		t.Errorf("error %q does not say what the CUDA backend lacks", err)
+	}
+	cfg.Backend = "auto"
+	if m, err = engine.Open(context.Background(), path, cfg, nil); err != nil {
+		t.Fatalf("auto: %v", err)
+	}
+	if !strings.HasPrefix(m.Backend(), "cpu") {
+		t.Errorf("auto chose %q for a hybrid", m.Backend())
+	}
+	m.Close()
 }
