@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
 
 	"strata/engine"
 	"strata/engine/synth"
@@ -106,10 +109,10 @@ func TestDrawGridRejectsMalformedSnapshots(t *testing.T) {
 func TestDrawBarProportions(t *testing.T) {
 	uses := []engine.MemoryUse{{Device: "ram", Kind: "weights", Bytes: 1}, {Device: "ram", Kind: "kv cache", Bytes: 3}}
 	img := drawBar(100, 4, uses, 4).(*image.NRGBA)
-	if got := img.NRGBAAt(10, 1); got != kindColor("weights") {
+	if got := img.NRGBAAt(10, 1); got != segmentColor(uses[0]) {
 		t.Errorf("first quarter %v, want weights colour", got)
 	}
-	if got := img.NRGBAAt(60, 1); got != kindColor("kv cache") {
+	if got := img.NRGBAAt(60, 1); got != segmentColor(uses[1]) {
 		t.Errorf("last three quarters %v, want kv cache colour", got)
 	}
 }
@@ -222,5 +225,105 @@ func TestTierMapDecodeRateFollowsEngine(t *testing.T) {
 	})
 	if !strings.HasPrefix(after, want) {
 		t.Errorf("after the answer the tier map says %q, want %q", after, want)
+	}
+}
+
+// colourDistance is the Euclidean distance of two colours in RGB.
+func colourDistance(a, b color.NRGBA) float64 {
+	d := func(x, y uint8) float64 { return float64(x) - float64(y) }
+	return math.Sqrt(d(a.R, b.R)*d(a.R, b.R) + d(a.G, b.G)*d(a.G, b.G) + d(a.B, b.B)*d(a.B, b.B))
+}
+
+// TestMemoryBarSegmentsHaveTheirOwnLegendColour draws each device's bar for every kind of
+// memory use: each segment is named under the bar next to a swatch of its colour, no two
+// segments look alike, and a segment looks like a tier only when it holds that tier's
+// experts.
+func TestMemoryBarSegmentsHaveTheirOwnLegendColour(t *testing.T) {
+	test.NewTempApp(t)
+	const distinct = 80 // RGB distance below which two colours read as one on a dark bar
+	tiers := []engine.Tier{engine.TierVRAM, engine.TierHelper, engine.TierPinned, engine.TierCold, engine.TierCPU}
+	holds := map[string]engine.Tier{"vram expert cache": engine.TierVRAM, "ram pinned": engine.TierPinned,
+		"vram experts": engine.TierVRAM, "ram experts": engine.TierCPU}
+	for name, mem := range map[string][]engine.MemoryUse{
+		"tiered": {{Device: "vram", Kind: "weights", Bytes: 100}, {Device: "vram", Kind: "expert cache", Bytes: 300},
+			{Device: "vram", Kind: "kv cache", Bytes: 80}, {Device: "vram", Kind: "recurrent state", Bytes: 60},
+			{Device: "vram", Kind: "other", Bytes: 60}, {Device: "ram", Kind: "pinned", Bytes: 200}},
+		"cpu": {{Device: "ram", Kind: "weights", Bytes: 100}, {Device: "ram", Kind: "experts", Bytes: 300},
+			{Device: "ram", Kind: "kv cache", Bytes: 100}},
+		"gpu": {{Device: "vram", Kind: "weights", Bytes: 100}, {Device: "vram", Kind: "experts", Bytes: 300},
+			{Device: "vram", Kind: "kv cache", Bytes: 100}},
+	} {
+		for _, dev := range memoryDevices(mem) {
+			var uses []engine.MemoryUse
+			var total int64
+			for _, u := range mem {
+				if u.Device == dev {
+					uses = append(uses, u)
+					total += u.Bytes
+				}
+			}
+			obj := memoryBar(dev, mem)
+			w := test.NewTempWindow(t, obj)
+			w.SetPadded(false)
+			w.Resize(fyne.NewSize(340, obj.MinSize().Height))
+			img := w.Canvas().Capture()
+			var bar *canvas.Raster
+			legend := map[string]color.NRGBA{} // legend text -> swatch colour
+			objects(obj, func(o fyne.CanvasObject) {
+				if r, ok := o.(*canvas.Raster); ok {
+					bar = r
+				}
+				c, ok := o.(*fyne.Container)
+				if !ok || len(c.Objects) != 2 {
+					return
+				}
+				label, ok := c.Objects[1].(*widget.Label)
+				if !ok {
+					return
+				}
+				objects(c.Objects[0], func(o fyne.CanvasObject) {
+					if r, ok := o.(*canvas.Rectangle); ok {
+						legend[label.Text] = color.NRGBAModel.Convert(r.FillColor).(color.NRGBA)
+					}
+				})
+			})
+			if bar == nil {
+				t.Fatalf("%s %s: no bar", name, dev)
+			}
+			pos := fyne.CurrentApp().Driver().AbsolutePositionForObject(bar)
+			var seen []color.NRGBA
+			var done int64
+			for _, u := range uses {
+				mid := float64(done) + float64(u.Bytes)/2
+				done += u.Bytes
+				x := int(pos.X) + int(float64(bar.Size().Width)*mid/float64(total))
+				y := int(pos.Y + bar.Size().Height/2)
+				got := color.NRGBAModel.Convert(img.At(x, y)).(color.NRGBA)
+				entry := u.Kind + " " + humanBytes(u.Bytes)
+				sw, ok := legend[entry]
+				if !ok {
+					t.Errorf("%s %s: %q is drawn in %v but has no legend entry with a swatch (legend %v)", name, dev, u.Kind, got, legend)
+				} else if !near(got, sw) {
+					t.Errorf("%s %s: %q is drawn in %v, its legend swatch is %v", name, dev, u.Kind, got, sw)
+				}
+				for _, s := range seen {
+					if colourDistance(got, s) < distinct {
+						t.Errorf("%s %s: %q (%v) looks like another segment's %v", name, dev, u.Kind, got, s)
+					}
+				}
+				seen = append(seen, got)
+				if tier, ok := holds[dev+" "+u.Kind]; ok {
+					if !near(got, tierColor(tier)) {
+						t.Errorf("%s %s: %q holds the %s tier's experts but is drawn in %v, not the tier's %v", name, dev, u.Kind, tierTitle(tier), got, tierColor(tier))
+					}
+					continue
+				}
+				for _, tier := range tiers {
+					if d := colourDistance(got, tierColor(tier)); d < distinct {
+						t.Errorf("%s %s: %q is drawn in %v, which reads as the %s tier's %v (distance %.0f)", name, dev, u.Kind, got, tierTitle(tier), tierColor(tier), d)
+					}
+				}
+			}
+		}
 	}
 }

@@ -54,7 +54,10 @@ func (a *App) newTiersView() *tiersView {
 		widget.NewLabelWithStyle("Where routed experts ran", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), v.rates,
 		v.speed)
 	top := container.NewVBox(legend, note, v.empty)
-	v.root = container.NewBorder(top, nil, nil, container.NewGridWrap(fyne.NewSize(340, 400), side), v.grid)
+	// The side panel keeps its width and scrolls when the window is too short for it.
+	width := canvas.NewRectangle(color.Transparent)
+	width.SetMinSize(fyne.NewSize(340, 0))
+	v.root = container.NewBorder(top, nil, nil, container.NewStack(width, container.NewVScroll(side)), v.grid)
 	return v
 }
 
@@ -191,24 +194,31 @@ func memoryDevices(mem []engine.MemoryUse) []string {
 	return devs
 }
 
-// kindColor is the colour of one kind of memory use in the bars.
-func kindColor(kind string) color.NRGBA {
-	switch kind {
-	case "weights":
-		return color.NRGBA{R: 70, G: 120, B: 220, A: 255}
+// segmentColor is the colour of one memory bar segment: the tier's colour for a segment
+// that holds that tier's experts, else a colour of its own that no tier uses.
+func segmentColor(u engine.MemoryUse) color.NRGBA {
+	switch u.Kind {
 	case "expert cache":
-		return color.NRGBA{R: 46, G: 190, B: 90, A: 255}
-	case "experts":
-		return color.NRGBA{R: 220, G: 100, B: 70, A: 255}
-	case "kv cache":
-		return color.NRGBA{R: 170, G: 90, B: 200, A: 255}
+		return tierColor(engine.TierVRAM)
 	case "pinned":
-		return color.NRGBA{R: 240, G: 170, B: 40, A: 255}
+		return tierColor(engine.TierPinned)
+	case "experts": // the whole model's experts, read by the backend that holds them
+		if u.Device == "vram" {
+			return tierColor(engine.TierVRAM)
+		}
+		return tierColor(engine.TierCPU)
+	case "weights":
+		return color.NRGBA{R: 60, G: 100, B: 230, A: 255} // blue
+	case "kv cache":
+		return color.NRGBA{R: 230, G: 80, B: 170, A: 255} // pink
+	case "recurrent state":
+		return color.NRGBA{R: 225, G: 225, B: 225, A: 255} // white
 	}
-	return color.NRGBA{R: 130, G: 130, B: 130, A: 255}
+	return color.NRGBA{R: 120, G: 120, B: 120, A: 255} // grey
 }
 
-// memoryBar is one device's stacked bar, with its segments named below.
+// memoryBar is one device's stacked bar under its name and total, with each segment named
+// below it next to a swatch of its colour.
 func memoryBar(dev string, mem []engine.MemoryUse) fyne.CanvasObject {
 	var uses []engine.MemoryUse
 	var total int64
@@ -219,14 +229,12 @@ func memoryBar(dev string, mem []engine.MemoryUse) fyne.CanvasObject {
 		}
 	}
 	bar := canvas.NewRaster(func(w, h int) image.Image { return drawBar(w, h, uses, total) })
-	bar.SetMinSize(fyne.NewSize(300, 18))
-	var parts []string
+	bar.SetMinSize(fyne.NewSize(200, 18))
+	box := container.NewVBox(widget.NewLabel(strings.ToUpper(dev)+" "+humanBytes(total)), bar)
 	for _, u := range uses {
-		parts = append(parts, fmt.Sprintf("%s %s", u.Kind, humanBytes(u.Bytes)))
+		box.Add(container.NewHBox(swatch(segmentColor(u)), widget.NewLabel(u.Kind+" "+humanBytes(u.Bytes))))
 	}
-	label := widget.NewLabel(strings.ToUpper(dev) + " " + humanBytes(total) + ": " + strings.Join(parts, ", "))
-	label.Wrapping = fyne.TextWrapWord
-	return container.NewVBox(bar, label)
+	return box
 }
 
 // drawBar paints segments proportional to their bytes.
@@ -241,7 +249,7 @@ func drawBar(w, h int, uses []engine.MemoryUse, total int64) image.Image {
 	for _, u := range uses {
 		done += u.Bytes
 		end := int(float64(w) * float64(done) / float64(total))
-		fillRect(img, image.Rect(x, 0, end, h), kindColor(u.Kind))
+		fillRect(img, image.Rect(x, 0, end, h), segmentColor(u))
 		x = max(x, end)
 	}
 	return img
