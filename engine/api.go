@@ -56,6 +56,7 @@ const (
 	RoleSystem    Role = "system"
 	RoleUser      Role = "user"
 	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool" // a tool's result, answering an assistant's ToolCall
 )
 
 // Message is one turn of a conversation.
@@ -63,6 +64,16 @@ type Message struct {
 	Role     Role
 	Content  string
 	Thinking string // the reasoning part of an assistant turn, kept apart from Content
+	// ToolCalls are the functions an assistant turn called; ToolName names the function
+	// whose result a RoleTool message holds. Templates without tools ignore both.
+	ToolCalls []ToolCall
+	ToolName  string
+}
+
+// ToolCall is one function call of an assistant turn.
+type ToolCall struct {
+	Name      string
+	Arguments string // a JSON object
 }
 
 // Sampling controls how the next token is chosen. Zero Temperature is greedy.
@@ -93,7 +104,8 @@ type Token struct {
 
 // Timings of one generation.
 type Timings struct {
-	PromptTokens    int
+	PromptTokens    int // prompt tokens computed by this call
+	CachedTokens    int // prompt tokens reused from the session's cache (not in PromptTokens)
 	GeneratedTokens int
 	Prefill         time.Duration
 	Decode          time.Duration

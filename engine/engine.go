@@ -282,6 +282,7 @@ func (s *Session) generate(ctx context.Context, prompt []int, sp Sampling, onTok
 	}
 	var res Result
 	res.Timings.PromptTokens = len(prompt) - keep
+	res.Timings.CachedTokens = keep
 	logits := make([]float32, V)
 	start := time.Now()
 	batch := s.prefillBatch()

@@ -411,7 +411,7 @@ func TestProfileModel(t *testing.T) {
 	prompts := []string{"Hello, how are you?", "Wie geht es dir?", strings.Repeat("long prompt ", 100)}
 	var want uint64
 	for _, p := range prompts {
-		ids, err := m.text.chatTokens([]Message{{Role: RoleUser, Content: p}}, nil, true)
+		ids, err := m.text.chatTokens([]Message{{Role: RoleUser, Content: p}}, nil, nil, true)
 		if err != nil {
 			t.Fatal(err)
 		}

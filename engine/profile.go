@@ -109,7 +109,7 @@ func ProfileModel(ctx context.Context, m *Model, prompts []string, progress func
 	before := m.RoutingProfile()
 	limit := m.cfg.MaxContext
 	for i, text := range prompts {
-		ids, err := m.text.chatTokens([]Message{{Role: RoleUser, Content: text}}, nil, true)
+		ids, err := m.text.chatTokens([]Message{{Role: RoleUser, Content: text}}, nil, nil, true)
 		if err != nil {
 			return nil, fmt.Errorf("engine: profile: prompt %d: %w", i+1, err)
 		}

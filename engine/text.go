@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"strata/engine/gguf"
 	"strata/engine/tokenizer"
+	"strata/engine/tokenizer/chattmpl"
 )
 
 // textCodec turns chats into tokens and tokens into text for one model.
@@ -77,8 +79,15 @@ func (f *reasoningFilter) flush() []textPart {
 // answer and streams it through onToken (may be nil). The KV cache is reused for the prefix
 // the conversation shares with the previous call.
 func (s *Session) Chat(ctx context.Context, msgs []Message, sp Sampling, onToken func(Token)) (Result, error) {
+	return s.ChatWithTools(ctx, msgs, nil, sp, onToken)
+}
+
+// ChatWithTools is Chat with function definitions for the template's tools variable: each
+// one a JSON object as OpenAI's API writes it ({"type": "function", "function": {...}}).
+// The model's calls come back as text in the template's own format (see ChatTemplate).
+func (s *Session) ChatWithTools(ctx context.Context, msgs []Message, tools []string, sp Sampling, onToken func(Token)) (Result, error) {
 	c := s.m.text
-	ids, err := c.chatTokens(msgs, s.opts.EnableThinking, true)
+	ids, err := c.chatTokens(msgs, tools, s.opts.EnableThinking, true)
 	if err != nil {
 		return Result{}, fmt.Errorf("engine: %w", err)
 	}
@@ -88,12 +97,26 @@ func (s *Session) Chat(ctx context.Context, msgs []Message, sp Sampling, onToken
 
 // chatTokens renders msgs with the model's chat template (as Session.Chat does) and encodes
 // them. thinking nil leaves the template's default.
-func (c *textCodec) chatTokens(msgs []Message, thinking *bool, addGenerationPrompt bool) ([]int, error) {
+func (c *textCodec) chatTokens(msgs []Message, tools []string, thinking *bool, addGenerationPrompt bool) ([]int, error) {
 	tm := make([]tokenizer.ChatMessage, len(msgs))
 	for i, m := range msgs {
-		tm[i] = tokenizer.ChatMessage{Role: string(m.Role), Content: m.Content, Thinking: m.Thinking}
+		tm[i] = tokenizer.ChatMessage{Role: string(m.Role), Content: m.Content, Thinking: m.Thinking, Name: m.ToolName}
+		for j, call := range m.ToolCalls {
+			args, err := jsonObject(call.Arguments)
+			if err != nil {
+				return nil, fmt.Errorf("message %d: tool call %d (%s): arguments: %w", i, j, call.Name, err)
+			}
+			tm[i].ToolCalls = append(tm[i].ToolCalls, tokenizer.ToolCall{Name: call.Name, Arguments: args})
+		}
 	}
 	opts := tokenizer.RenderOptions{AddGenerationPrompt: addGenerationPrompt, BOS: c.tok.BOSText(), EOS: c.tok.EOSText()}
+	for i, t := range tools {
+		v, err := jsonObject(t)
+		if err != nil {
+			return nil, fmt.Errorf("tool %d: %w", i, err)
+		}
+		opts.Tools = append(opts.Tools, v)
+	}
 	if thinking != nil {
 		opts.Kwargs = map[string]any{"enable_thinking": *thinking}
 	}
@@ -109,3 +132,23 @@ func (c *textCodec) chatTokens(msgs []Message, thinking *bool, addGenerationProm
 	}
 	return ids, nil
 }
+
+// jsonObject decodes a JSON object keeping its key order, as templates' tojson prints it.
+func jsonObject(text string) (*chattmpl.Object, error) {
+	if strings.TrimSpace(text) == "" {
+		return chattmpl.NewObject(), nil
+	}
+	v, err := chattmpl.DecodeJSONBytes([]byte(text))
+	if err != nil {
+		return nil, err
+	}
+	o, ok := v.(*chattmpl.Object)
+	if !ok {
+		return nil, fmt.Errorf("not a JSON object: %.40q", text)
+	}
+	return o, nil
+}
+
+// ChatTemplate is the Jinja chat template Chat renders with (the model's own, or the
+// built-in one that stands in for it); callers read it to know how tool calls are written.
+func (m *Model) ChatTemplate() string { return m.text.template }

@@ -1,7 +1,7 @@
 // Package cli holds Strata's headless subcommands (run, chat, eval, tokenize, hw, plan,
-// profile, pack, bench, synth, pull). Each command lives in its own file and talks to the
-// engine only through its public API, like the GUI does; pull uses the Hugging Face client
-// of app/library.
+// profile, pack, bench, synth, pull, serve). Each command lives in its own file and talks to
+// the engine only through its public API, like the GUI does; pull uses the Hugging Face client
+// of app/library, serve the HTTP server of app/serve.
 package cli
 
 import (
@@ -56,6 +56,7 @@ func commands() []command {
 		{"pack", "-m MODEL -o DIR", "write experts.bin (one aligned blob per expert)", runPack},
 		{"bench", "-m MODEL [knobs] [--json]", "load time, prefill and decode tokens/s, hit rates", runBench},
 		{"pull", "REPO[:FILE] [-o DIR]", "download a GGUF from Hugging Face (resumable, SHA-256 checked; HF_ENDPOINT, HF_TOKEN)", runPull},
+		{"serve", "-m MODEL [knobs] [--host 127.0.0.1] [--port 8080] [--api-key KEY]", "answer the OpenAI API (/v1/chat/completions, /v1/completions, /v1/models)", runServe},
 		{"synth", "--arch qwen3moe|qwen35moe|qwen3next --preset NAME|--shape ... --quant TYPE -o FILE", "write a synthetic model with random weights", runSynth},
 	}
 }
