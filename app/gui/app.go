@@ -115,6 +115,7 @@ func (a *App) Controller() *Controller { return a.ctl }
 
 // Start shows the first screen: the welcome page on a first run, else the model picker.
 func (a *App) Start() {
+	a.ctl.startServerFromSettings()
 	switch {
 	case a.openModel != "":
 		// Opened on a file: its card in the picker, one click from loading.

@@ -231,7 +231,7 @@ func (v *chatView) update(cv ChatView) {
 		v.banner.SetText("Demo model: random weights made on the spot. Its answers are noise; it is here to show how Strata works. " + readyText(st.Ready) + ".")
 		v.banner.Importance = widget.WarningImportance
 	case cv.HasModel:
-		v.banner.SetText(st.Info.Name + " · " + readyText(st.Ready))
+		v.banner.SetText(st.Info.Name + " · " + readyText(st.Ready) + v.a.ctl.serverSuffix())
 		v.banner.Importance = widget.MediumImportance
 	default:
 		v.banner.SetText("No model is loaded. Choose Models to open one, or try the demo.")

@@ -408,6 +408,7 @@ func (c *Controller) finishAnswer(id string, res engine.Result, cancelled bool, 
 	}
 	last.TokensPerSec = res.Timings.DecodeTokensPerSec()
 	last.Stopped = cancelled || res.Stop == engine.StopCancelled
+	last.Cut = cutMark(err)
 	if err != nil && !cancelled && !errors.Is(err, context.Canceled) {
 		c.chat.err = friendly("Writing the answer", err)
 		if last.Content == "" && last.Thinking == "" {
@@ -453,6 +454,8 @@ func titleFrom(text string) string {
 // tokensPerSecLabel is the line under an answer.
 func tokensPerSecLabel(m store.Message) string {
 	switch {
+	case m.Cut:
+		return "cut off: the server's connection dropped"
 	case m.TokensPerSec > 0 && m.Stopped:
 		return fmt.Sprintf("%.1f tokens/s · stopped", m.TokensPerSec)
 	case m.TokensPerSec > 0:

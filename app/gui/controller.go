@@ -61,6 +61,8 @@ type Controller struct {
 	demo      bool
 
 	chat chatState
+
+	server serverState // the OpenAI-compatible server (server.go)
 }
 
 // newController opens the stores under the given folders. post runs a function on the UI
@@ -335,6 +337,7 @@ func (c *Controller) Tiers() (engine.TierSnapshot, bool) {
 
 // Close stops generation and loading and releases the model.
 func (c *Controller) Close() {
+	c.stopServer()
 	c.StopGeneration()
 	c.CancelLoad()
 	c.mu.Lock()

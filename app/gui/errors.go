@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"strata/app/remote"
 )
 
 // friendly turns an engine or store error into a sentence a person can act on: what went
@@ -18,6 +20,8 @@ func friendly(what string, err error) string {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return what + " was cancelled."
+	case errors.As(err, new(*remote.Error)):
+		return what + " failed: " + err.Error() // already in plain words
 	case strings.Contains(msg, "not built yet"):
 		advice = "This build of Strata cannot do that yet (its engine is still being assembled). Update Strata and try again."
 	case strings.Contains(msg, "magic") || strings.Contains(msg, "not a gguf") || strings.Contains(msg, "not gguf"):

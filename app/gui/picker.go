@@ -33,6 +33,7 @@ func (a *App) newPickerView() *pickerView {
 	open.Importance = widget.HighImportance
 	demo := widget.NewButtonWithIcon("Try the demo", theme.MediaPlayIcon(), a.startDemo)
 	settings := widget.NewButtonWithIcon("Settings", theme.SettingsIcon(), a.showSettingsAlone)
+	server := widget.NewButtonWithIcon("Connect to a server", theme.ComputerIcon(), a.connectDialog)
 
 	recent := a.ctl.Settings().RecentModels
 	var recentList fyne.CanvasObject
@@ -58,7 +59,7 @@ func (a *App) newPickerView() *pickerView {
 	v.load.Disable()
 
 	left := container.NewBorder(
-		container.NewVBox(title, container.NewHBox(open, demo, settings), widget.NewLabelWithStyle("Recent models", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})),
+		container.NewVBox(title, container.NewHBox(open, demo, server, settings), widget.NewLabelWithStyle("Recent models", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})),
 		nil, nil, nil, recentList)
 	right := container.NewBorder(widget.NewLabelWithStyle("Model card", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}),
 		container.NewHBox(layoutSpacer(), v.load), nil, nil, container.NewVScroll(v.card))

@@ -25,6 +25,7 @@ type settingsView struct {
 	kvType                     *widget.Select
 	threads, spec, adaptEvery  *widget.Entry
 	adaptive                   *widget.Check
+	server                     *serverPanel
 }
 
 func (a *App) newSettingsView() *settingsView {
@@ -71,13 +72,14 @@ func (a *App) newSettingsView() *settingsView {
 		item("Speculative tokens", v.spec, "tokens drafted per step; 0 = off"),
 		item("Adaptive swaps", container.NewBorder(nil, nil, v.adaptive, nil, v.adaptEvery), "re-balance the GPU cache every N tokens"),
 	)
+	v.server = a.newServerPanel()
 	v.status = widget.NewLabel("")
 	v.status.Wrapping = fyne.TextWrapWord
 	v.save = widget.NewButtonWithIcon("Save and apply", theme.DocumentSaveIcon(), v.apply)
 	v.save.Importance = widget.HighImportance
 	revert := widget.NewButtonWithIcon("Defaults", theme.HistoryIcon(), v.defaults)
 	bottom := container.NewVBox(v.status, container.NewHBox(layoutSpacer(), revert, v.save))
-	v.root = container.NewBorder(nil, bottom, nil, nil, container.NewVScroll(form))
+	v.root = container.NewBorder(nil, bottom, nil, nil, container.NewVScroll(container.NewVBox(form, v.server.root)))
 	v.reset()
 	return v
 }
@@ -119,6 +121,7 @@ func (v *settingsView) setForm(f settingsForm) {
 func (v *settingsView) reset() {
 	v.setForm(formOf(v.a.ctl.Settings().Config))
 	v.status.SetText("")
+	v.server.update()
 }
 
 // defaults fills the panel with the defaults (not saved until Save).

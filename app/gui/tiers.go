@@ -105,6 +105,7 @@ func (v *tiersView) refreshNow() {
 // show draws a snapshot (UI goroutine).
 func (v *tiersView) show(snap engine.TierSnapshot, ok bool) {
 	if !ok || !snapshotOK(snap) {
+		v.empty.SetText(emptyTiersText(v.a.ctl.RemoteURL()))
 		v.empty.Show()
 	} else {
 		v.empty.Hide()

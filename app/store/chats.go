@@ -20,6 +20,7 @@ type Message struct {
 	Thinking     string  `json:"thinking,omitempty"`
 	TokensPerSec float64 `json:"tokens_per_sec,omitempty"` // decode speed of this answer
 	Stopped      bool    `json:"stopped,omitempty"`        // the user stopped this answer
+	Cut          bool    `json:"cut,omitempty"`            // the remote server's stream broke mid-answer
 }
 
 // Chat is one conversation as it is saved on disk.

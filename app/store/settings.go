@@ -28,11 +28,32 @@ type Settings struct {
 	ModelsDir string `json:"models_dir,omitempty"`
 	// LastUsed is when each model (by path) was last opened, for the library's list.
 	LastUsed map[string]time.Time `json:"last_used,omitempty"`
+	Server   Server               `json:"server"`
+	// Remote is the last server connected to from the picker (its key included).
+	Remote Remote `json:"remote,omitzero"`
+}
+
+// Server is the app's OpenAI-compatible server: it serves the loaded model on this PC
+// (loopback only) while Enabled.
+type Server struct {
+	Enabled bool   `json:"enabled"`
+	Port    int    `json:"port"`
+	APIKey  string `json:"api_key,omitempty"`
+}
+
+// DefaultServerPort is the port the server switch offers first (strata serve's default).
+const DefaultServerPort = 8080
+
+// Remote is a server that holds a model, as "Connect to a server" last used it.
+type Remote struct {
+	URL    string `json:"url,omitempty"`
+	APIKey string `json:"api_key,omitempty"`
+	Model  string `json:"model,omitempty"`
 }
 
 // DefaultSettings is what a first run starts with.
 func DefaultSettings() Settings {
-	return Settings{Config: engine.DefaultConfig(), Preset: "balanced"}
+	return Settings{Config: engine.DefaultConfig(), Preset: "balanced", Server: Server{Port: DefaultServerPort}}
 }
 
 // SettingsPath is settings.json inside dir.
@@ -66,6 +87,9 @@ func LoadSettings(path string) (Settings, error) {
 func SaveSettings(path string, s Settings) error {
 	if err := s.Config.Validate(); err != nil {
 		return fmt.Errorf("store: settings not saved: %w", err)
+	}
+	if s.Server.Port < 0 || s.Server.Port > 65535 {
+		return fmt.Errorf("store: settings not saved: server port %d is out of range (0-65535)", s.Server.Port)
 	}
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
