@@ -245,6 +245,9 @@ func generate(ctx context.Context, stops []string, calls bool, emit func(content
 	a.calls, rest = hold.finish()
 	send(rest, "")
 	a.content, a.reasoning = content.String(), reasoning.String()
+	if len(a.calls) > 0 {
+		a.content = strings.TrimSpace(a.content) // the space before the call is layout
+	}
 	return a, nil
 }
 
