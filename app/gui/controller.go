@@ -226,7 +226,7 @@ func (c *Controller) load(path string, demo bool) error {
 	go func() {
 		defer cancel()
 		if old != nil {
-			if err := old.Close(); err != nil {
+			if err := c.closeModel(old); err != nil {
 				slog.Warn("closing model", "err", err)
 			}
 		}

@@ -73,7 +73,7 @@ func (c *Controller) ConnectRemote(ctx context.Context, baseURL, key, model stri
 	s := c.settings
 	c.mu.Unlock()
 	if old != nil {
-		if err := old.Close(); err != nil {
+		if err := c.closeModel(old); err != nil {
 			return fmt.Errorf("closing the local model: %w", err)
 		}
 	}

@@ -26,6 +26,7 @@ const serverHost = "127.0.0.1"
 // serverState is the app's OpenAI-compatible server while it runs.
 type serverState struct {
 	http    *http.Server
+	api     *serve.Server
 	url     string // base URL clients use, ".../v1"
 	err     error  // why the last start failed
 	backend *serve.Local
@@ -84,9 +85,10 @@ func (c *Controller) startServer(s store.Server) error {
 		c.mu.Unlock()
 		return err
 	}
-	srv := serve.HTTPServer(serve.New(c.served, serve.Options{APIKey: s.APIKey}))
+	api := serve.New(c.served, serve.Options{APIKey: s.APIKey})
+	srv := serve.HTTPServer(api)
 	c.mu.Lock()
-	c.server.http, c.server.url, c.server.err = srv, serve.URL(ln), nil
+	c.server.http, c.server.api, c.server.url, c.server.err = srv, api, serve.URL(ln), nil
 	c.mu.Unlock()
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -102,11 +104,12 @@ func (c *Controller) startServer(s store.Server) error {
 	return nil
 }
 
-// stopServer ends the server; answers being streamed are cut.
+// stopServer ends the server; answers being streamed are cut, and it returns once no
+// request uses the engine any more.
 func (c *Controller) stopServer() {
 	c.mu.Lock()
-	srv := c.server.http
-	c.server.http, c.server.url, c.server.err = nil, "", nil
+	srv, api := c.server.http, c.server.api
+	c.server.http, c.server.api, c.server.url, c.server.err = nil, nil, "", nil
 	c.mu.Unlock()
 	if srv == nil {
 		return
@@ -116,6 +119,19 @@ func (c *Controller) stopServer() {
 	if srv.Shutdown(ctx) != nil {
 		srv.Close()
 	}
+	api.Idle() // held for good: this server is finished
+}
+
+// closeModel closes a model the app no longer holds, first stopping whatever answer the
+// server is writing with it.
+func (c *Controller) closeModel(m Model) error {
+	c.mu.Lock()
+	api := c.server.api
+	c.mu.Unlock()
+	if api != nil {
+		defer api.Idle()()
+	}
+	return m.Close()
 }
 
 // ServerStatus says whether the server runs, where, and what the last start ran into.

@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -278,23 +279,28 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "stop", err.Error())
 		return
 	}
-	if !s.wait(r.Context()) {
+	ctx, end, ok := s.begin(w, r, b)
+	if !ok {
 		return
 	}
-	defer s.done()
+	defer end()
 
 	base := chatResponse{ID: newID("chatcmpl-"), Object: "chat.completion", Created: s.opts.Now().Unix(), Model: b.ModelID(), SystemFingerprint: "strata"}
 	run := func(ctx context.Context, onToken func(engine.Token)) (engine.Result, error) {
 		return b.Chat(ctx, in.msgs, in.tools, sp, onToken)
 	}
 	if !req.Stream {
-		a, err := generate(r.Context(), stops, in.calls, nil, run)
+		a, err := generate(ctx, stops, in.calls, nil, run)
 		if err != nil {
 			engineError(w, err)
 			return
 		}
 		if r.Context().Err() != nil {
 			return // the client left
+		}
+		if ctx.Err() != nil && !a.stopHit {
+			engineError(w, errInterrupted)
+			return
 		}
 		msg := &outMessage{Role: "assistant", ReasoningContent: a.reasoning, ToolCalls: a.calls}
 		if a.content != "" || len(a.calls) == 0 {
@@ -325,7 +331,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		ev.send(chunk(d, nil))
 	}
-	a, err := generate(r.Context(), stops, in.calls, emit, run)
+	a, err := generate(ctx, stops, in.calls, emit, run)
 	if err != nil {
 		if !ev.started {
 			engineError(w, err)
@@ -335,6 +341,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Context().Err() != nil {
+		return
+	}
+	if ctx.Err() != nil && !a.stopHit {
+		ev.sendError(errInterrupted)
 		return
 	}
 	if first {
@@ -370,6 +380,8 @@ func engineError(w http.ResponseWriter, err error) {
 func classify(err error) (status int, typ, code string) {
 	msg := err.Error()
 	switch {
+	case errors.Is(err, errInterrupted):
+		return http.StatusServiceUnavailable, "server_error", "model_unloaded"
 	case strings.Contains(msg, "but the context holds"):
 		return http.StatusBadRequest, "invalid_request_error", "context_length_exceeded"
 	case strings.Contains(msg, "chat template"), strings.Contains(msg, "engine: message "), strings.Contains(msg, "engine: tool "), err == errNoTokens:

@@ -70,22 +70,27 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "stop", err.Error())
 		return
 	}
-	if !s.wait(r.Context()) {
+	ctx, end, ok := s.begin(w, r, b)
+	if !ok {
 		return
 	}
-	defer s.done()
+	defer end()
 
 	base := completionResponse{ID: newID("cmpl-"), Object: "text_completion", Created: s.opts.Now().Unix(), Model: b.ModelID(), SystemFingerprint: "strata"}
 	run := func(ctx context.Context, onToken func(engine.Token)) (engine.Result, error) {
 		return b.Complete(ctx, prompt, sp, onToken)
 	}
 	if !req.Stream {
-		a, err := generate(r.Context(), stops, false, nil, run)
+		a, err := generate(ctx, stops, false, nil, run)
 		if err != nil {
 			engineError(w, err)
 			return
 		}
 		if r.Context().Err() != nil {
+			return
+		}
+		if ctx.Err() != nil && !a.stopHit {
+			engineError(w, errInterrupted)
 			return
 		}
 		fr := a.finishReason()
@@ -100,7 +105,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		c.Choices = []textChoice{{Text: content}}
 		ev.send(c)
 	}
-	a, err := generate(r.Context(), stops, false, emit, run)
+	a, err := generate(ctx, stops, false, emit, run)
 	if err != nil {
 		if !ev.started {
 			engineError(w, err)
@@ -110,6 +115,10 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Context().Err() != nil {
+		return
+	}
+	if ctx.Err() != nil && !a.stopHit {
+		ev.sendError(errInterrupted)
 		return
 	}
 	fr := a.finishReason()

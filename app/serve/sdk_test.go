@@ -71,6 +71,7 @@ func (w *watched) Chat(ctx context.Context, msgs []engine.Message, tools []strin
 }
 
 type fixture struct {
+	api     *serve.Server
 	url     string
 	backend *watched
 	client  openai.Client
@@ -80,10 +81,11 @@ type fixture struct {
 func newFixture(t *testing.T, key string) *fixture {
 	t.Helper()
 	b := &watched{Local: serve.NewLocal(tinyModel(t)), results: make(chan engine.Result, 16)}
-	srv := httptest.NewServer(serve.New(func() serve.Backend { return b }, serve.Options{APIKey: key, MaxBodyBytes: 64 << 10}))
+	api := serve.New(func() serve.Backend { return b }, serve.Options{APIKey: key, MaxBodyBytes: 64 << 10})
+	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	c := openai.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0))
-	return &fixture{url: srv.URL, backend: b, client: c, model: b.ModelID()}
+	return &fixture{api: api, url: srv.URL, backend: b, client: c, model: b.ModelID()}
 }
 
 func (f *fixture) params(prompt string, maxTokens int64) openai.ChatCompletionNewParams {
@@ -315,5 +317,68 @@ func TestSDKBadRequests(t *testing.T) {
 	// The engine still answers after all that.
 	if _, err := f.client.Chat.Completions.New(ctx, f.params("Hi", 2)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Idle (the app unloading its model) stops the answer being written, tells its client, and
+// keeps the next request off the engine until released.
+func TestIdle(t *testing.T) {
+	f := newFixture(t, "")
+	s := f.client.Chat.Completions.NewStreaming(context.Background(), f.params("Tell me a long story", 1500))
+	if !s.Next() {
+		t.Fatalf("no first chunk: %v", s.Err())
+	}
+	release := f.api.Idle()
+	for s.Next() {
+	}
+	if err := s.Err(); err == nil || !strings.Contains(err.Error(), "unloaded") {
+		t.Errorf("the interrupted stream ended with %v, want the reason", err)
+	}
+	if res := <-f.backend.results; res.Stop != engine.StopCancelled {
+		t.Errorf("the interrupted generation stopped with %q", res.Stop)
+	}
+	answered := make(chan error, 1)
+	go func() {
+		_, err := f.client.Chat.Completions.New(context.Background(), f.params("Hi", 2))
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		t.Fatalf("a request was answered while the engine was held: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	if err := <-answered; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A request that waited while the app swapped its model is refused, not run on the old one.
+func TestModelSwappedWhileWaiting(t *testing.T) {
+	m := tinyModel(t)
+	first, second := serve.NewLocal(m), serve.NewLocal(m)
+	var cur atomic.Pointer[serve.Local]
+	cur.Store(first)
+	asked := make(chan struct{}, 8)
+	api := serve.New(func() serve.Backend {
+		asked <- struct{}{}
+		return cur.Load()
+	}, serve.Options{})
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	c := openai.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithMaxRetries(0))
+	release := api.Idle()
+	answered := make(chan error, 1)
+	go func() {
+		_, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "tiny", MaxTokens: openai.Int(2),
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hi")}})
+		answered <- err
+	}()
+	<-asked // the request has checked the model and now waits behind the hold
+	cur.Store(second)
+	release()
+	var apiErr *openai.Error
+	if err := <-answered; !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.Code != "model_changed" {
+		t.Fatalf("a request queued across a model swap: %v, want 503 model_changed", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -40,6 +41,9 @@ type Server struct {
 	model func() Backend
 	opts  Options
 	turn  chan struct{} // holds one token while a request generates
+
+	mu     sync.Mutex
+	cancel context.CancelFunc // ends the generation that has the turn
 }
 
 // New makes a server over model.
@@ -199,17 +203,49 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return false
 }
 
-// wait takes the engine's turn, or gives up when the client goes away.
-func (s *Server) wait(ctx context.Context) bool {
+// begin waits for the engine's turn (giving up when the client goes away) and checks that
+// b is still the model served: the app may have swapped it while the request waited. The
+// context it returns ends when the client leaves or Idle is called; end gives the turn back.
+func (s *Server) begin(w http.ResponseWriter, r *http.Request, b Backend) (context.Context, func(), bool) {
 	select {
 	case s.turn <- struct{}{}:
-		return true
-	case <-ctx.Done():
-		return false
+	case <-r.Context().Done():
+		return nil, nil, false
 	}
+	if s.model() != b {
+		<-s.turn
+		writeError(w, http.StatusServiceUnavailable, "server_error", "model_changed", "the model was unloaded or replaced while this request waited; send it again")
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	s.mu.Lock()
+	s.cancel = cancel
+	s.mu.Unlock()
+	end := func() {
+		s.mu.Lock()
+		s.cancel = nil
+		s.mu.Unlock()
+		cancel()
+		<-s.turn
+	}
+	return ctx, end, true
 }
 
-func (s *Server) done() { <-s.turn }
+// Idle stops the generation in progress, waits for it to end, and keeps every request
+// from the engine until release is called: the app closes or swaps its model in between,
+// never under a request's feet.
+func (s *Server) Idle() (release func()) {
+	s.mu.Lock()
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.mu.Unlock()
+	s.turn <- struct{}{}
+	return func() { <-s.turn }
+}
+
+// errInterrupted answers a request whose generation Idle stopped.
+var errInterrupted = errors.New("the model was unloaded in the middle of this answer")
 
 type apiError struct {
 	Message string  `json:"message"`
