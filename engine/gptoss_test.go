@@ -10,7 +10,10 @@ import (
 	"testing"
 
 	"strata/engine"
+	"strata/engine/experts"
 	"strata/engine/fixtures"
+	"strata/engine/gguf"
+	"strata/engine/synth"
 )
 
 // gptOssReference is the part of gptoss-tiny/reference.json these tests read.
@@ -88,8 +91,79 @@ func TestGptOssThroughTheEngine(t *testing.T) {
 	}
 }
 
+// TestGptOssTiersOnTheCPU: on a small synthetic gpt-oss model, every expert placement the
+// CPU has (all on the backend; resident: every expert in the RAM arena, half of them with the
+// rest read from the file, and the arena filled from experts.bin) gives the same greedy
+// tokens, with the biases of pinned and cold experts each in their own order.
+func TestGptOssTiersOnTheCPU(t *testing.T) {
+	spec, err := synth.PresetFor("gpt-oss", "gptoss-small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Pool, spec.Zipf = 256, 1
+	dir := t.TempDir()
+	path := filepath.Join(dir, "model.gguf")
+	if err := synth.Write(context.Background(), path, spec, nil); err != nil {
+		t.Fatal(err)
+	}
+	info, err := engine.Inspect(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompts := [][]int{{5, 77, 300, 12, 9, 400, 41, 8, 100, 3, 250, 19}, {260}}
+	run := func(what string, cfg engine.Config) ([][]int, *engine.CacheActivity) {
+		m, err := engine.Open(context.Background(), path, cfg, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		defer m.Close()
+		s := m.NewSession(engine.SessionOptions{})
+		var out [][]int
+		for _, p := range prompts {
+			res, err := s.Generate(context.Background(), p, engine.Sampling{MaxTokens: 12, IgnoreEOS: true}, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			out = append(out, res.Tokens)
+		}
+		return out, m.Tiers().Cache
+	}
+	base := engine.DefaultConfig()
+	base.Backend, base.Threads, base.MaxContext, base.LearnProfile = "cpu", 2, 64, false
+	want, _ := run("all on the backend", base)
+	half := float64(info.ExpertBytes) / 2 / (1 << 30)
+	for _, c := range []struct {
+		name   string
+		budget float64
+		pack   bool
+	}{{"resident, all pinned", 0, false}, {"resident, half pinned", half, false}, {"resident from experts.bin", 0, true}} {
+		if c.pack {
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = experts.Pack(context.Background(), f, dir, nil)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg := base
+		cfg.ResidentExperts, cfg.ResidentBudgetGiB = true, c.budget
+		got, snap := run(c.name, cfg)
+		if snap == nil || snap.ArenaBytes == 0 || c.pack != snap.ArenaFromPack {
+			t.Errorf("%s: cache %+v", c.name, snap)
+		}
+		for i := range want {
+			if !slices.Equal(got[i], want[i]) {
+				t.Errorf("%s: prompt %d: tokens %v, want %v (all on the backend)", c.name, i, got[i], want[i])
+			}
+		}
+	}
+}
+
 // TestGptOssRefusedWhereNotBuilt: what does not run gpt-oss yet says so at Open, by name:
-// the CUDA backend, and the expert tiers (resident mode on the CPU).
+// the CUDA backend.
 func TestGptOssRefusedWhereNotBuilt(t *testing.T) {
 	path := fixtures.Path(t, "gptoss-tiny", "model-f32.gguf")
 	for _, c := range []struct {
@@ -97,7 +171,6 @@ func TestGptOssRefusedWhereNotBuilt(t *testing.T) {
 		set        func(*engine.Config)
 	}{
 		{"cuda", "--backend cuda", func(c *engine.Config) { c.Backend = "cuda" }},
-		{"resident", "expert biases", func(c *engine.Config) { c.Backend, c.ResidentExperts = "cpu", true }},
 	} {
 		cfg := engine.DefaultConfig()
 		cfg.Threads, cfg.MaxContext = 2, 128

@@ -126,6 +126,7 @@ type layerCache struct {
 	vram    [3]compute.Weight     // device slot stacks (nil with no slots)
 	pinDev  [3]compute.Weight     // pinned slot stacks, device view
 	pinCPU  [3]compute.Weight     // the same bytes for the CPU
+	ffn     layerFFN              // biases and activation (gpt-oss); zero: plain SwiGLU
 }
 
 type ringKey struct {
@@ -475,8 +476,8 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 	if onHost {
 		c.readX(x, n*H)
 	}
-	c.runOn(c.dev, dst, x, L.vram, vram, n)
-	c.runOn(c.dev, dst, x, L.pinDev, pcie, n)
+	c.runOn(c.dev, dst, x, L.vram, nil, vram, n)
+	c.runOn(c.dev, dst, x, L.pinDev, nil, pcie, n)
 	if len(streamed) > 0 {
 		c.stream(L, dst, x, streamed, n)
 	}
@@ -523,12 +524,13 @@ func routesOf(es []entry, n int) *compute.Routes {
 	return r
 }
 
-// runOn runs entries on stacks st of backend b, adding into dst.
-func (c *Cache) runOn(b compute.Backend, dst, x compute.Buf, st [3]compute.Weight, es []entry, n int) {
+// runOn runs entries on stacks st of backend b (with ffn, in the stacks' order; nil: plain
+// SwiGLU), adding into dst.
+func (c *Cache) runOn(b compute.Backend, dst, x compute.Buf, st [3]compute.Weight, ffn *compute.ExpertFFN, es []entry, n int) {
 	if len(es) == 0 {
 		return
 	}
-	b.MoE(dst, x, st[0], st[1], st[2], nil, routesOf(es, n))
+	b.MoE(dst, x, st[0], st[1], st[2], ffn, routesOf(es, n))
 }
 
 // cpuMisses computes pinned and cold misses on the host pool (x is in hostXs, from readX)
@@ -539,8 +541,8 @@ func (c *Cache) cpuMisses(L *layerCache, dst compute.Buf, pinCPU, cold []entry, 
 	c.host.Write(c.hostX, xs)
 	clear(xs)
 	c.host.Write(c.hostOut, xs)
-	c.runOn(c.host, c.hostOut, c.hostX, L.pinCPU, pinCPU, n)
-	c.runOn(c.host, c.hostOut, c.hostX, L.fileCPU, cold, n)
+	c.runOn(c.host, c.hostOut, c.hostX, L.pinCPU, L.ffn.pinned, pinCPU, n)
+	c.runOn(c.host, c.hostOut, c.hostX, L.fileCPU, L.ffn.file, cold, n)
 	c.host.Read(c.hostOut, xs)
 	t2 := time.Now()
 	c.dev.Write(c.devOut, xs)
@@ -611,7 +613,7 @@ func (c *Cache) stream(L *layerCache, dst, x compute.Buf, es []entry, n int) {
 				sub = append(sub, e)
 			}
 		}
-		c.runOn(c.dev, dst, x, rg.st, sub, n)
+		c.runOn(c.dev, dst, x, rg.st, nil, sub, n)
 	}
 	c.mu.Lock()
 	c.stats.Streamed += uint64(len(order))

@@ -140,33 +140,66 @@ func loadGptOssAttention(ld *loader, h Hparams, l int, a *attention) error {
 	return err
 }
 
-// placeGptOssExperts places layer l's expert stacks and their biases (ne [rows, experts]) on
-// the backend, with the clamped SwiGLU.
-func placeGptOssExperts(ld *loader, h Hparams, l int, g, u, d compute.WeightSpec) (compute.Experts, error) {
-	e := compute.BackendExperts{B: ld.b, FFN: &compute.ExpertFFN{Limit: gptOssLimit, Alpha: gptOssAlpha}}
-	for _, w := range []struct {
-		dst  *compute.Weight
-		spec compute.WeightSpec
-	}{{&e.Gate, g}, {&e.Up, u}, {&e.Down, d}} {
-		var err error
-		if *w.dst, err = ld.b.Place(w.spec); err != nil {
-			return nil, err
-		}
-	}
-	for _, b := range []struct {
-		dst  *compute.Weight
+// ExpertFFN is what gpt-oss's experts compute beyond their three products: the stacked bias
+// tensors as they sit in the file (Rows 1, one row per expert; gate, up, down) and the
+// clamped SwiGLU's constants.
+type ExpertFFN struct {
+	Bias         [3]compute.WeightSpec
+	Limit, Alpha float32
+}
+
+// BiasedExperts is what an ExpertPlacer's experts implement to run gpt-oss's (the expert
+// tiers keep each stack's biases in its own order).
+type BiasedExperts interface {
+	UseFFN(ffn ExpertFFN) error
+}
+
+// gptOssFFN checks and describes layer l's expert biases (ne [rows, experts]).
+func gptOssFFN(ld *loader, h Hparams, l int) (ExpertFFN, error) {
+	ffn := ExpertFFN{Limit: gptOssLimit, Alpha: gptOssAlpha}
+	for m, b := range []struct {
 		name string
 		n    int
-	}{{&e.FFN.GateBias, "ffn_gate_exps.bias", h.ExpertFFN}, {&e.FFN.UpBias, "ffn_up_exps.bias", h.ExpertFFN}, {&e.FFN.DownBias, "ffn_down_exps.bias", h.Hidden}} {
+	}{{"ffn_gate_exps.bias", h.ExpertFFN}, {"ffn_up_exps.bias", h.ExpertFFN}, {"ffn_down_exps.bias", h.Hidden}} {
 		s, err := ld.spec(fmt.Sprintf("blk.%d.%s", l, b.name), h.Experts, b.n, 1) // ne [n, experts]
+		if err != nil {
+			return ffn, err
+		}
+		s.Rows, s.Experts = 1, h.Experts // one row per expert
+		ffn.Bias[m] = s
+	}
+	return ffn, nil
+}
+
+// placeGptOssExperts places layer l's experts with their biases: through place (the expert
+// tiers) when it is set, else on the backend.
+func placeGptOssExperts(ld *loader, h Hparams, l int, g, u, d compute.WeightSpec, place ExpertPlacer) (compute.Experts, error) {
+	ffn, err := gptOssFFN(ld, h, l)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range ffn.Bias {
+		ld.placed(len(s.Data))
+	}
+	if place != nil {
+		e, err := place(l, g, u, d)
 		if err != nil {
 			return nil, err
 		}
-		s.Rows, s.Experts = 1, h.Experts // one row per expert
-		if *b.dst, err = ld.placeSpec(s); err != nil {
+		be, ok := e.(BiasedExperts)
+		if !ok {
+			return nil, fmt.Errorf("model: %s: layer %d: the expert placement does not carry gpt-oss's expert biases", ld.f.Path, l)
+		}
+		return e, be.UseFFN(ffn)
+	}
+	e := compute.BackendExperts{B: ld.b, FFN: &compute.ExpertFFN{Limit: ffn.Limit, Alpha: ffn.Alpha}}
+	for _, w := range []struct {
+		dst  *compute.Weight
+		spec compute.WeightSpec
+	}{{&e.Gate, g}, {&e.Up, u}, {&e.Down, d}, {&e.FFN.GateBias, ffn.Bias[0]}, {&e.FFN.UpBias, ffn.Bias[1]}, {&e.FFN.DownBias, ffn.Bias[2]}} {
+		if *w.dst, err = ld.b.Place(w.spec); err != nil {
 			return nil, err
 		}
-		ld.placed(len(s.Data))
 	}
 	return e, nil
 }

@@ -2,7 +2,9 @@ package model_test
 
 import (
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,12 +41,11 @@ func rewrite(t *testing.T, src string, key func(gguf.KV) *gguf.KV, tensor func(*
 		if !tensor(&nt) {
 			continue
 		}
-		// Bytes per element are fractional in block types: size the new shape by its rows.
 		rb, err := quant.RowBytes(nt.Type, int(nt.Ne[0]))
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := rb * int(nt.Elements()/nt.Ne[0])
+		want := rb * int(nt.Rows())
 		if err := w.AddTensor(nt.Name, nt.Type, nt.Ne, func(out io.Writer) error {
 			buf := make([]byte, want)
 			copy(buf, data)
@@ -66,11 +67,7 @@ func rewrite(t *testing.T, src string, key func(gguf.KV) *gguf.KV, tensor func(*
 func TestGptOssBadInput(t *testing.T) {
 	dir := fixtures.Path(t, "gptoss-tiny")
 	ref := loadReference(t, dir)
-	var src string
-	for _, v := range ref.Variants {
-		src = filepath.Join(dir, v.File)
-		break
-	}
+	names := slices.Sorted(maps.Keys(ref.Variants))
 	keep := func(kv gguf.KV) *gguf.KV { return &kv }
 	all := func(*gguf.TensorInfo) bool { return true }
 	cases := []struct {
@@ -99,23 +96,29 @@ func TestGptOssBadInput(t *testing.T) {
 			return &kv
 		}, all},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			path := rewrite(t, src, c.key, c.tensor)
-			f, err := gguf.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			b := cpu.New(cpu.Options{Threads: 1})
-			defer b.Close()
-			_, err = model.Load(f, b, nil)
-			if err == nil {
-				t.Fatal("the file loaded")
-			}
-			if !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %q does not name %q", err, c.want)
-			}
-		})
+	for _, variant := range names {
+		for _, c := range cases {
+			t.Run(variant+"/"+c.name, func(t *testing.T) {
+				testBadGptOss(t, filepath.Join(dir, ref.Variants[variant].File), c.want, c.key, c.tensor)
+			})
+		}
+	}
+}
+
+// testBadGptOss loads src rewritten by key and tensor and expects an error naming want.
+func testBadGptOss(t *testing.T, src, want string, key func(gguf.KV) *gguf.KV, tensor func(*gguf.TensorInfo) bool) {
+	t.Helper()
+	f, err := gguf.Open(rewrite(t, src, key, tensor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := cpu.New(cpu.Options{Threads: 1})
+	defer b.Close()
+	if _, err = model.Load(f, b, nil); err == nil {
+		t.Fatal("the file loaded")
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q does not name %q", err, want)
 	}
 }

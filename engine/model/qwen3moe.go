@@ -152,12 +152,10 @@ func LoadWith(f *gguf.File, b compute.Backend, progress func(done, total int64),
 		ld.total += t.Size
 	}
 	if h.Arch == "gpt-oss" {
-		if placeExperts != nil {
-			return nil, fmt.Errorf("model: %s: the expert tiers do not carry gpt-oss's expert biases yet; run it with every expert on the backend", f.Path)
-		}
 		m.rope = gptOssRope(h)
+		tiers := placeExperts
 		placeExperts = func(l int, g, u, d compute.WeightSpec) (compute.Experts, error) {
-			return placeGptOssExperts(ld, h, l, g, u, d)
+			return placeGptOssExperts(ld, h, l, g, u, d, tiers)
 		}
 	}
 	if placeExperts == nil {
