@@ -50,10 +50,14 @@ const (
 )
 
 // IsOutOfMemory reports whether err is (or wraps) a CUDA out-of-memory error.
-func IsOutOfMemory(err error) bool {
-	var ce *Error
-	return errors.As(err, &ce) && ce.Code == codeOutOfMemory
-}
+func IsOutOfMemory(err error) bool { return errors.Is(err, ErrOutOfMemory) }
+
+// ErrOutOfMemory matches (errors.Is) every driver call that failed with
+// CUDA_ERROR_OUT_OF_MEMORY.
+var ErrOutOfMemory = errors.New("out of GPU memory")
+
+// Is makes errors.Is(err, ErrOutOfMemory) true for an out-of-memory failure.
+func (e *Error) Is(target error) bool { return target == ErrOutOfMemory && e.Code == codeOutOfMemory }
 
 // Driver is the loaded driver library. It is safe for concurrent use.
 type Driver struct {

@@ -59,11 +59,21 @@ func DefaultConfig() Config {
 	}
 }
 
+// ConfigError is a knob (named by its flag) whose value the engine cannot honour: a value no
+// engine could (Validate) or a feature this build does not have yet (NotBuilt).
+type ConfigError struct {
+	Flag     string // without the dashes, e.g. "kv"
+	Msg      string
+	NotBuilt bool
+}
+
+func (e *ConfigError) Error() string { return "--" + e.Flag + ": " + e.Msg }
+
 // Validate rejects values no engine could honour, naming the knob by its flag.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(flag, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
+		errs = append(errs, &ConfigError{Flag: flag, Msg: fmt.Sprintf(format, args...)})
 	}
 	switch strings.ToLower(c.Backend) {
 	case "", "auto", "cpu", "cuda":

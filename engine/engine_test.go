@@ -14,6 +14,7 @@ import (
 	"strata/engine/fixtures"
 	"strata/engine/gguf"
 	"strata/engine/quant"
+	"strata/engine/synth"
 )
 
 type refPrompt struct {
@@ -134,7 +135,7 @@ func TestOpenRejectsBadInput(t *testing.T) {
 	notGGUF := filepath.Join(dir, "notes.gguf")
 	os.WriteFile(notGGUF, []byte("this is not a model file at all, just text"), 0o644)
 	_, files, _ := qwenVariants(t)
-	whole, err := os.ReadFile(variantFile(t, files, "q8_0"))
+	whole, err := os.ReadFile(fixtures.LoadReference(t, "qwen3moe-tiny").Smallest())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,12 +149,14 @@ func TestOpenRejectsBadInput(t *testing.T) {
 	}
 	cases := []struct {
 		name, path, want string
+		kind             error
 	}{
-		{"missing", filepath.Join(dir, "nope.gguf"), "nope.gguf"},
-		{"not gguf", notGGUF, "notes.gguf"},
-		{"truncated", truncated, "truncated.gguf"},
-		{"other architecture", other, "no-such-arch"},
+		{"missing", filepath.Join(dir, "nope.gguf"), "nope.gguf", engine.ErrNotFound},
+		{"not gguf", notGGUF, "notes.gguf", engine.ErrNotGGUF},
+		{"truncated", truncated, "truncated.gguf", engine.ErrDamaged},
+		{"other architecture", other, "no-such-arch", engine.ErrUnsupportedArch},
 	}
+	kinds := []error{engine.ErrNotFound, engine.ErrNotGGUF, engine.ErrDamaged, engine.ErrUnsupportedArch, engine.ErrBudgetTooSmall, engine.ErrOutOfVRAM, engine.ErrCanceled}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := engine.DefaultConfig()
@@ -162,7 +165,37 @@ func TestOpenRejectsBadInput(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want an error naming %q", err, c.want)
 			}
+			_, ierr := engine.Inspect(context.Background(), c.path)
+			// The kind survives the engine's wrapping, and only that kind matches.
+			for _, k := range kinds {
+				if errors.Is(err, k) != (k == c.kind) || errors.Is(ierr, k) != (k == c.kind) {
+					t.Errorf("errors.Is(%v, %v) = %v, Inspect's %v", err, k, errors.Is(err, k), errors.Is(ierr, k))
+				}
+			}
 		})
+	}
+	// A cancelled open, and a VRAM budget below the non-expert weights (planned for a given
+	// GPU on the synthetic model, whose head size the GPU kernels take).
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cfg0 := engine.DefaultConfig()
+	cfg0.Backend = "cpu"
+	if _, err := engine.Open(ctx, fixtures.LoadReference(t, "qwen3moe-tiny").Smallest(), cfg0, nil); !errors.Is(err, engine.ErrCanceled) {
+		t.Errorf("cancelled open: %v, want ErrCanceled", err)
+	}
+	spec, err := synth.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Quant = quant.Q8_0 // quicker to write than the preset's Q4_K
+	synthPath := filepath.Join(dir, "synth.gguf")
+	if err := synth.Write(context.Background(), synthPath, spec, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg0 = engine.DefaultConfig()
+	cfg0.VRAMBudgetMiB = 1
+	if _, _, err := engine.PlanForMachine(context.Background(), synthPath, cfg0, engine.Machine{GPUFreeBytes: 2000 << 20, HostAvailBytes: 16 << 30}); !errors.Is(err, engine.ErrBudgetTooSmall) {
+		t.Errorf("1 MiB VRAM budget: %v, want ErrBudgetTooSmall", err)
 	}
 	cfg := engine.DefaultConfig()
 	cfg.PCIeFrac = 2

@@ -1,14 +1,11 @@
 package engine
 
-import (
-	"errors"
-	"fmt"
-)
+import "errors"
 
 // refuseUnbuilt names every knob this build cannot honour yet, so no flag is silently ignored.
 func refuseUnbuilt(cfg Config) error {
 	var errs []error
-	no := func(flag, why string) { errs = append(errs, fmt.Errorf("--%s: %s", flag, why)) }
+	no := func(flag, why string) { errs = append(errs, &ConfigError{Flag: flag, Msg: why, NotBuilt: true}) }
 	if cfg.ExpertCacheDevice1 != 0 || cfg.ExpertCacheDevice2 != 0 {
 		no("expert-cache-device1/2", "helper GPUs are not in this build yet: the expert cache lives on the main GPU")
 	}

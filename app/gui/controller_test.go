@@ -3,6 +3,7 @@ package gui
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -233,7 +234,7 @@ func TestApplySettingsValidatesSavesReloads(t *testing.T) {
 }
 
 func TestLoadFailureIsPlain(t *testing.T) {
-	c, _ := newTestController(t, &fakeEngine{openErr: errors.New(`engine: unsupported architecture "llama"`)})
+	c, _ := newTestController(t, &fakeEngine{openErr: fmt.Errorf(`model: m.gguf: architecture "llama": %w`, engine.ErrUnsupportedArch)})
 	if err := c.Load(writeFakeModel(t)); err != nil {
 		t.Fatal(err)
 	}

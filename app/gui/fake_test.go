@@ -28,7 +28,7 @@ func (f *fakeEngine) Inspect(ctx context.Context, path string) (engine.ModelInfo
 		return engine.ModelInfo{}, err
 	}
 	if !strings.HasPrefix(string(data), "GGUF") {
-		return engine.ModelInfo{}, fmt.Errorf("gguf: %s: bad magic", path)
+		return engine.ModelInfo{}, fmt.Errorf("gguf: %s: bad magic: %w", path, engine.ErrNotGGUF)
 	}
 	return engine.ModelInfo{Path: path, Name: "fake-moe", Architecture: "qwen3moe", FileBytes: int64(len(data)),
 		Quantization: "Q8_0", TotalParams: 1e9, ActiveParams: 1e8, Layers: 2, Experts: 4, ExpertsUsed: 2,

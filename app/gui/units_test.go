@@ -3,6 +3,8 @@ package gui
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/widget"
 
+	"strata/app/store"
 	"strata/engine"
 	"strata/platform"
 )
@@ -68,24 +71,32 @@ func TestPresetsDiffer(t *testing.T) {
 	}
 }
 
+// TestFriendlyErrors: the advice follows the error's kind (errors.Is / As), whatever its
+// text says.
 func TestFriendlyErrors(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
 		want string
 	}{
-		{errors.New("gguf: model.bin: bad magic 0x1234"), "not a GGUF model"},
-		{errors.New(`engine: unsupported architecture "llama"`), "architecture yet"},
-		{errors.New("engine: kv cache of 40 GiB does not fit the memory budget"), "try a shorter context (8k)"},
-		{errors.New("gguf: tensor \"x\": out of bounds"), "damaged or incomplete"},
-		{errors.New("--kv: \"q3\" is not one of f16, int8"), "Open Settings"},
-		{errors.New("engine: not built yet"), "cannot do that yet"},
+		{fmt.Errorf("gguf: model.bin: bad magic 0x1234: %w", engine.ErrNotGGUF), "not a GGUF model"},
+		{fmt.Errorf(`model: m.gguf: architecture "llama": %w`, engine.ErrUnsupportedArch), "architecture yet"},
+		{fmt.Errorf("engine: kv cache of 40 GiB: %w", engine.ErrBudgetTooSmall), "try a shorter context (8k)"},
+		{fmt.Errorf("gpu: upload: %w", engine.ErrOutOfVRAM), "graphics card ran out of memory"},
+		{fmt.Errorf("gguf: tensor \"x\": out of bounds: %w", engine.ErrDamaged), "damaged or incomplete"},
+		{fmt.Errorf("engine: open x.gguf: %w", engine.ErrNotFound), "not there any more"},
+		{fmt.Errorf("store: x: %w", fs.ErrPermission), "not allowed"},
+		{fmt.Errorf("store: settings.json: %w to settings.json.corrupt-1", store.ErrCorrupt), "moved aside"},
+		{&engine.ConfigError{Flag: "kv", Msg: `"q3" is not one of f16, int8`}, "Open Settings and correct it"},
+		{&engine.ConfigError{Flag: "spec", Msg: "not built yet", NotBuilt: true}, "cannot do that yet"},
+		// The text alone decides nothing: a plain error that mentions magic is not "not GGUF".
+		{errors.New("gguf: bad magic, architecture, out of memory, --kv"), "Try again"},
 	} {
 		got := friendly("Loading the model", tc.err)
 		if !strings.Contains(got, tc.want) || !strings.Contains(got, tc.err.Error()) {
 			t.Errorf("%v:\n got %q\nwant it to contain %q and the details", tc.err, got, tc.want)
 		}
 	}
-	if got := friendly("Loading", context.Canceled); got != "Loading was cancelled." {
+	if got := friendly("Loading", fmt.Errorf("engine: open: %w", context.Canceled)); got != "Loading was cancelled." {
 		t.Errorf("cancelled: %q", got)
 	}
 }

@@ -170,14 +170,14 @@ func MakePlan(in PlanInput) (Plan, error) {
 		}
 	case in.ExpertCache > s.Count():
 		if s.Count() > fit {
-			return Plan{}, fmt.Errorf("plan: --expert-cache %d: at most %d slots fit (%s left after %s of weights, %s of KV cache for %d tokens and %s of activations; one expert is %s)",
-				in.ExpertCache, fit, mibs(left), mibs(in.NonExpertBytes), mibs(minKV), minCtx, mibs(in.ActivationBytes), fmt.Sprintf("%.1f MiB", float64(blob)/mib))
+			return Plan{}, fmt.Errorf("plan: %w: --expert-cache %d: at most %d slots fit (%s left after %s of weights, %s of KV cache for %d tokens and %s of activations; one expert is %s)",
+				ErrBudgetTooSmall, in.ExpertCache, fit, mibs(left), mibs(in.NonExpertBytes), mibs(minKV), minCtx, mibs(in.ActivationBytes), fmt.Sprintf("%.1f MiB", float64(blob)/mib))
 		}
 		p.Slots = s.Count()
 		note("--expert-cache %d is more than the model's %d experts; the cache holds all of them", in.ExpertCache, s.Count())
 	case in.ExpertCache > fit:
-		return Plan{}, fmt.Errorf("plan: --expert-cache %d: at most %d slots fit (%s left after %s of weights, %s of KV cache for %d tokens and %s of activations; one expert is %s); lower --expert-cache or use auto, or raise --vram-budget-mib / lower --vram-reserve-mib",
-			in.ExpertCache, fit, mibs(left), mibs(in.NonExpertBytes), mibs(minKV), minCtx, mibs(in.ActivationBytes), fmt.Sprintf("%.1f MiB", float64(blob)/mib))
+		return Plan{}, fmt.Errorf("plan: %w: --expert-cache %d: at most %d slots fit (%s left after %s of weights, %s of KV cache for %d tokens and %s of activations; one expert is %s); lower --expert-cache or use auto, or raise --vram-budget-mib / lower --vram-reserve-mib",
+			ErrBudgetTooSmall, in.ExpertCache, fit, mibs(left), mibs(in.NonExpertBytes), mibs(minKV), minCtx, mibs(in.ActivationBytes), fmt.Sprintf("%.1f MiB", float64(blob)/mib))
 	default:
 		p.Slots = in.ExpertCache
 	}
@@ -249,6 +249,10 @@ func pinFirst(p *Plan, ids []ID, budget, blob int64) int {
 	return n
 }
 
+// ErrBudgetTooSmall is wrapped by the error for a memory budget that cannot hold what the
+// model needs before any expert, or the expert slots asked for.
+var ErrBudgetTooSmall = errors.New("budget too small")
+
 // vramError says why the GPU cannot hold the non-expert part and what to change.
 func vramError(in PlanInput, limit, need int64, minCtx int, minKV int64) error {
 	var from string
@@ -257,8 +261,8 @@ func vramError(in PlanInput, limit, need int64, minCtx int, minKV int64) error {
 	} else {
 		from = fmt.Sprintf("%s free less the --vram-reserve-mib %d", mibs(in.GPUFreeBytes), in.VRAMReserveBytes/mib)
 	}
-	return fmt.Errorf("plan: the GPU has %s for Strata (%s) but it needs %s before any expert: %s of non-expert weights, %s of KV cache for %d tokens, %s of activations; raise --vram-budget-mib, lower --vram-reserve-mib or --max-context, close other GPU apps, or use --backend cpu",
-		mibs(max(limit, 0)), from, mibs(need), mibs(in.NonExpertBytes), mibs(minKV), minCtx, mibs(in.ActivationBytes))
+	return fmt.Errorf("plan: %w: the GPU has %s for Strata (%s) but it needs %s before any expert: %s of non-expert weights, %s of KV cache for %d tokens, %s of activations; raise --vram-budget-mib, lower --vram-reserve-mib or --max-context, close other GPU apps, or use --backend cpu",
+		ErrBudgetTooSmall, mibs(max(limit, 0)), from, mibs(need), mibs(in.NonExpertBytes), mibs(minKV), minCtx, mibs(in.ActivationBytes))
 }
 
 // checkInput rejects numbers no machine or model has.

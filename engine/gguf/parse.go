@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -34,11 +35,29 @@ type FormatError struct {
 	Path   string
 	Offset int64
 	Msg    string
+	// NotGGUF says the file does not start with the GGUF magic: it is some other file,
+	// not a damaged model.
+	NotGGUF bool
 }
 
 func (e *FormatError) Error() string {
 	return fmt.Sprintf("gguf: %s: offset %d: %s", e.Path, e.Offset, e.Msg)
 }
+
+// Unwrap lets errors.Is tell the two kinds apart: ErrNotGGUF or ErrMalformed.
+func (e *FormatError) Unwrap() error {
+	if e.NotGGUF {
+		return ErrNotGGUF
+	}
+	return ErrMalformed
+}
+
+var (
+	// ErrNotGGUF is wrapped by the error for a file that is not GGUF at all.
+	ErrNotGGUF = errors.New("not a GGUF file")
+	// ErrMalformed is wrapped by the error for a GGUF file that is truncated or damaged.
+	ErrMalformed = errors.New("malformed GGUF file")
+)
 
 // decoder reads little-endian GGUF fields from the file's bytes: the whole file (the
 // read-only mapping, or a test's bytes) or, for OpenUnmapped, a prefix of it. Bounds and
@@ -311,7 +330,7 @@ func parseHeader(path string, prefix []byte, size int64) (*File, error) {
 		return nil, err
 	}
 	if string(head) != magic {
-		return nil, d.errAt(0, "bad magic %q: not a GGUF file", head)
+		return nil, &FormatError{Path: d.path, Msg: fmt.Sprintf("bad magic %q: not a GGUF file", head), NotGGUF: true}
 	}
 	version, err := d.u32("version")
 	if err != nil {

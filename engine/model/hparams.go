@@ -3,10 +3,15 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 
 	"strata/engine/gguf"
 )
+
+// ErrUnsupportedArch is wrapped by the error for a model whose architecture Strata does not
+// run.
+var ErrUnsupportedArch = errors.New("not supported")
 
 // Hparams are the shapes and constants of a qwen3moe-style model.
 type Hparams struct {
@@ -101,7 +106,7 @@ func ReadHparams(f *gguf.File) (Hparams, error) {
 		if arch == "" {
 			return Hparams{}, fmt.Errorf("model: %s has no general.architecture key: not a model GGUF", f.Path)
 		}
-		return Hparams{}, fmt.Errorf("model: %s: architecture %q is not supported yet (Strata runs: %v)", f.Path, arch, Supported())
+		return Hparams{}, fmt.Errorf("model: %s: architecture %q: %w yet (Strata runs: %v)", f.Path, arch, ErrUnsupportedArch, Supported())
 	}
 	h := Hparams{Arch: arch, NormTopK: arch != "gpt-oss", Hybrid: traits}
 	var err error
