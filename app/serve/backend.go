@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -18,21 +19,42 @@ type Backend interface {
 	// the model takes tools and how it writes its calls.
 	ChatTemplate() string
 	ContextLength() int
-	Chat(ctx context.Context, msgs []engine.Message, tools []string, sp engine.Sampling, onToken func(engine.Token)) (engine.Result, error)
+	Chat(ctx context.Context, in ChatInput, sp engine.Sampling, onToken func(engine.Token)) (engine.Result, error)
 	Complete(ctx context.Context, prompt string, sp engine.Sampling, onToken func(engine.Token)) (engine.Result, error)
 }
 
-// Local is a Backend over an opened engine model. It keeps one session, so a client that
-// resends a conversation with one more turn reuses the cached prefix.
+// ChatInput is a chat request in the engine's terms.
+type ChatInput struct {
+	Messages []engine.Message
+	Tools    []string // function definitions as JSON objects; nil for none
+	Thinking *bool    // enable_thinking for templates that take it; nil = the template's default
+}
+
+// Local is a Backend over an opened engine model. It keeps a session per thinking setting
+// (they share the model's one KV cache), so a client that resends a conversation with one
+// more turn reuses the cached prefix. The server calls it from one request at a time.
 type Local struct {
-	m    *engine.Model
-	id   string
-	sess *engine.Session
+	m        *engine.Model
+	id       string
+	sessions map[string]*engine.Session
 }
 
 // NewLocal serves m under the model id its file name gives ("qwen3-30b-a3b-q4_k_m").
 func NewLocal(m *engine.Model) *Local {
-	return &Local{m: m, id: ModelID(m.Info().Path), sess: m.NewSession(engine.SessionOptions{})}
+	return &Local{m: m, id: ModelID(m.Info().Path), sessions: map[string]*engine.Session{}}
+}
+
+func (l *Local) session(thinking *bool) *engine.Session {
+	key := "default"
+	if thinking != nil {
+		key = fmt.Sprint(*thinking)
+	}
+	s := l.sessions[key]
+	if s == nil {
+		s = l.m.NewSession(engine.SessionOptions{EnableThinking: thinking})
+		l.sessions[key] = s
+	}
+	return s
 }
 
 // ModelID is the id a model file is served under: its base name without ".gguf".
@@ -50,8 +72,8 @@ func (l *Local) ChatTemplate() string { return l.m.ChatTemplate() }
 func (l *Local) ContextLength() int { return l.m.Config().MaxContext }
 
 // Chat implements Backend.
-func (l *Local) Chat(ctx context.Context, msgs []engine.Message, tools []string, sp engine.Sampling, onToken func(engine.Token)) (engine.Result, error) {
-	return l.sess.ChatWithTools(ctx, msgs, tools, sp, onToken)
+func (l *Local) Chat(ctx context.Context, in ChatInput, sp engine.Sampling, onToken func(engine.Token)) (engine.Result, error) {
+	return l.session(in.Thinking).ChatWithTools(ctx, in.Messages, in.Tools, sp, onToken)
 }
 
 // Complete implements Backend: the prompt is plain text (special-token spellings stay text).
@@ -60,7 +82,7 @@ func (l *Local) Complete(ctx context.Context, prompt string, sp engine.Sampling,
 	if len(ids) == 0 {
 		return engine.Result{}, errNoTokens
 	}
-	return l.sess.Generate(ctx, ids, sp, onToken)
+	return l.session(nil).Generate(ctx, ids, sp, onToken)
 }
 
 var errNoTokens = errors.New("the prompt gives no tokens in this model's vocabulary")

@@ -82,8 +82,7 @@ func refuseNonZero(v *float64, name string) error {
 
 // chatInput is a validated chat request in the engine's terms.
 type chatInput struct {
-	msgs  []engine.Message
-	tools []string
+	ChatInput
 	calls bool // parse <tool_call> blocks out of the answer
 }
 
@@ -145,7 +144,14 @@ func (s *Server) chatInput(w http.ResponseWriter, req *chatRequest, b Backend) (
 		default:
 			return fail(fmt.Sprintf("messages[%d].role", i), "messages[%d].role %q: use system, developer, user, assistant or tool", i, m.Role)
 		}
-		in.msgs = append(in.msgs, em)
+		in.Messages = append(in.Messages, em)
+	}
+	for k, v := range req.ChatTemplateKwargs {
+		var on bool
+		if k != "enable_thinking" || json.Unmarshal(v, &on) != nil {
+			return fail("chat_template_kwargs", "chat_template_kwargs: only enable_thinking (true or false) is supported, not %s=%s", k, v)
+		}
+		in.Thinking = &on
 	}
 	choice := strings.TrimSpace(string(req.ToolChoice))
 	switch choice {
@@ -169,7 +175,7 @@ func (s *Server) chatInput(w http.ResponseWriter, req *chatRequest, b Backend) (
 			if err != nil {
 				return fail(fmt.Sprintf("tools[%d]", i), "tools[%d]: %v", i, err)
 			}
-			in.tools = append(in.tools, string(raw))
+			in.Tools = append(in.Tools, string(raw))
 		}
 		in.calls = strings.Contains(tmpl, toolCallOpen)
 	}
@@ -287,7 +293,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 
 	base := chatResponse{ID: newID("chatcmpl-"), Object: "chat.completion", Created: s.opts.Now().Unix(), Model: b.ModelID(), SystemFingerprint: "strata"}
 	run := func(ctx context.Context, onToken func(engine.Token)) (engine.Result, error) {
-		return b.Chat(ctx, in.msgs, in.tools, sp, onToken)
+		return b.Chat(ctx, in.ChatInput, sp, onToken)
 	}
 	if !req.Stream {
 		a, err := generate(ctx, stops, in.calls, nil, run)

@@ -34,7 +34,8 @@ type chatRequest struct {
 	ResponseFormat      *struct {
 		Type string `json:"type"`
 	} `json:"response_format"`
-	ReasoningEffort string `json:"reasoning_effort"`
+	ReasoningEffort    string                     `json:"reasoning_effort"`
+	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"` // as vLLM and llama-server take it
 	// Accepted and without effect on the answer.
 	User              string          `json:"user"`
 	Store             *bool           `json:"store"`

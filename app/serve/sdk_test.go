@@ -53,7 +53,7 @@ type watched struct {
 	results       chan engine.Result
 }
 
-func (w *watched) Chat(ctx context.Context, msgs []engine.Message, tools []string, sp engine.Sampling, onToken func(engine.Token)) (engine.Result, error) {
+func (w *watched) Chat(ctx context.Context, in serve.ChatInput, sp engine.Sampling, onToken func(engine.Token)) (engine.Result, error) {
 	n := w.running.Add(1)
 	defer w.running.Add(-1)
 	for {
@@ -62,7 +62,7 @@ func (w *watched) Chat(ctx context.Context, msgs []engine.Message, tools []strin
 			break
 		}
 	}
-	res, err := w.Local.Chat(ctx, msgs, tools, sp, onToken)
+	res, err := w.Local.Chat(ctx, in, sp, onToken)
 	select {
 	case w.results <- res:
 	default:

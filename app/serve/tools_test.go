@@ -3,6 +3,7 @@ package serve_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -17,8 +18,9 @@ import (
 // scripted is a Backend whose model thinks, then calls a tool in the Qwen/Hermes format,
 // streamed in awkward pieces; it keeps what the server handed it.
 type scripted struct {
-	gotMsgs  []engine.Message
-	gotTools []string
+	gotMsgs     []engine.Message
+	gotTools    []string
+	gotThinking *bool
 }
 
 func (s *scripted) ModelID() string { return "scripted" }
@@ -30,8 +32,8 @@ func (s *scripted) Complete(context.Context, string, engine.Sampling, func(engin
 	return engine.Result{}, nil
 }
 
-func (s *scripted) Chat(ctx context.Context, msgs []engine.Message, tools []string, sp engine.Sampling, onToken func(engine.Token)) (engine.Result, error) {
-	s.gotMsgs, s.gotTools = msgs, tools
+func (s *scripted) Chat(ctx context.Context, in serve.ChatInput, sp engine.Sampling, onToken func(engine.Token)) (engine.Result, error) {
+	s.gotMsgs, s.gotTools, s.gotThinking = in.Messages, in.Tools, in.Thinking
 	onToken(engine.Token{Text: "The user wants weather.", Thinking: true})
 	pieces := []string{"Checking. <tool", "_call>\n{\"name\": \"get_weather\", ", "\"arguments\": {\"city\": \"Paris\"}}\n</tool_", "call>"}
 	for _, p := range pieces {
@@ -76,6 +78,17 @@ func TestSDKToolCalls(t *testing.T) {
 	}
 	if len(b.gotTools) != 1 || !strings.Contains(b.gotTools[0], `"name":"get_weather"`) {
 		t.Errorf("the backend got tools %q", b.gotTools)
+	}
+	if b.gotThinking != nil {
+		t.Errorf("thinking %v without chat_template_kwargs", *b.gotThinking)
+	}
+	if _, err := c.Chat.Completions.New(ctx, p, option.WithJSONSet("chat_template_kwargs", map[string]any{"enable_thinking": false})); err != nil || b.gotThinking == nil || *b.gotThinking {
+		t.Errorf("chat_template_kwargs enable_thinking=false: %v, got %v", err, b.gotThinking)
+	}
+	_, err = c.Chat.Completions.New(ctx, p, option.WithJSONSet("chat_template_kwargs", map[string]any{"reasoning_effort": "high"}))
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 {
+		t.Errorf("an unsupported template kwarg: %v, want 400", err)
 	}
 
 	var acc openai.ChatCompletionAccumulator
