@@ -316,6 +316,10 @@ func (p *placement) verifyChecksums() {
 	}
 }
 
+// GPULacks says what of the model the CUDA backend cannot run yet ("" when it runs it all),
+// for callers that choose a backend (the wizard).
+func GPULacks(info ModelInfo) string { return gpuLacks(info) }
+
 // gpuLacks says what of the model the CUDA backend cannot run yet ("" when it runs it all).
 func gpuLacks(info ModelInfo) string {
 	if info.Architecture == "gpt-oss" {

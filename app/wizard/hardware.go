@@ -75,11 +75,15 @@ type Model struct {
 	// KVBytesPerToken is the f16 KV cache of one token over all layers; 0 = estimated as
 	// 2 KiB per layer (4 KV heads of 128, the common MoE shape).
 	KVBytesPerToken int64
+	// GPULacks says what of the model the GPU backend cannot run yet (gpt-oss's sinks and
+	// windows, the hybrids' Gated DeltaNet): such a model runs on the CPU. "" = it runs it.
+	GPULacks string
 }
 
 // ModelFromInfo takes what the decision needs from engine.Inspect's answer. The KV cache per
-// token is f16 K and V for every layer; models that give only some layers full attention
-// (Qwen3-Next, gpt-oss's sliding windows) need less, so the plan errs on the safe side.
+// token is f16 K and V for every layer but gpt-oss's sliding-window ones, whose fixed ring
+// counts with the non-expert weights; models that give only some layers full attention
+// (Qwen3-Next) need less, so the plan errs on the safe side there.
 func ModelFromInfo(mi engine.ModelInfo) Model {
 	name := mi.Name
 	if name == "" {
@@ -90,7 +94,10 @@ func ModelFromInfo(mi engine.ModelInfo) Model {
 		Layers: mi.Layers, Experts: mi.Experts, ExpertsUsed: mi.ExpertsUsed, ContextLength: mi.ContextLength,
 	}
 	if mi.Layers > 0 && mi.KVHeads > 0 && mi.HeadDim > 0 {
-		m.KVBytesPerToken = int64(mi.Layers) * int64(mi.KVHeads) * int64(mi.HeadDim) * 2 * 2
+		full := max(mi.Layers-mi.RingLayers, 1)
+		m.KVBytesPerToken = int64(full) * int64(mi.KVHeads) * int64(mi.HeadDim) * 2 * 2
+		m.NonExpertBytes += int64(mi.RingLayers) * int64(mi.RingKeep) * int64(mi.KVHeads) * int64(mi.HeadDim) * 2 * 2
 	}
+	m.GPULacks = engine.GPULacks(mi)
 	return m
 }

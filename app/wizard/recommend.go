@@ -102,6 +102,9 @@ func Recommend(hw Hardware, m Model) Recommendation {
 	r.Config.HostReserveGiB = gibs(b.HostReserve)
 
 	main, why := placeMain(hw, m, b)
+	if main != nil && m.GPULacks != "" {
+		main, why = nil, m.GPULacks
+	}
 	if main == nil {
 		recommendCPU(&r, hw, m, why)
 		return r

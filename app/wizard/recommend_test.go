@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"strata/engine"
 	"strata/platform"
 )
 
@@ -416,5 +417,30 @@ func TestRecommendRandomMachines(t *testing.T) {
 		if len(r.Reasons) == 0 || r.Mode == "" {
 			t.Fatalf("case %d: no decision", i)
 		}
+	}
+}
+
+// TestRecommendModelTheGPUCannotRun: a model the GPU backend does not run yet (gpt-oss, the
+// hybrids) gets the CPU-only mode on a machine with a GPU, with the reason said.
+func TestRecommendModelTheGPUCannotRun(t *testing.T) {
+	info := engine.ModelInfo{Architecture: "gpt-oss", FileBytes: gb(12.1), ExpertBytes: gb(10.9), NonExpertBytes: gb(1.2),
+		Layers: 24, Experts: 32, ExpertsUsed: 4, KVHeads: 8, HeadDim: 64, ContextLength: 131072, RingLayers: 12, RingKeep: 639}
+	m := ModelFromInfo(info)
+	if m.GPULacks == "" {
+		t.Fatal("gpt-oss: no reason the GPU cannot run it")
+	}
+	if want := int64(12 * 8 * 64 * 4); m.KVBytesPerToken != want {
+		t.Errorf("KV per token %d, want %d (the full layers only)", m.KVBytesPerToken, want)
+	}
+	r := Recommend(desktop(32, 27, rtx5090()), m)
+	if r.Mode != ModeCPUOnly || r.Config.Backend != "cpu" || r.Config.ExpertCache != 0 {
+		t.Errorf("mode %s backend %s expert cache %d, want the CPU", r.Mode, r.Config.Backend, r.Config.ExpertCache)
+	}
+	if !strings.Contains(strings.Join(r.Reasons, " "), "sinks") {
+		t.Errorf("reasons %q do not say why", r.Reasons)
+	}
+	info.Architecture, info.RingLayers = "qwen3moe", 0
+	if m := ModelFromInfo(info); m.GPULacks != "" || Recommend(desktop(32, 27, rtx5090()), m).Mode == ModeCPUOnly {
+		t.Error("a qwen3moe model of the same size was kept off the GPU")
 	}
 }
