@@ -41,31 +41,123 @@ func markWrapPoints(segs []widget.RichTextSegment, afterInline bool) bool {
 
 // escapeHTML wraps HTML-looking tags ("<div>", "<unused_20>") that lie outside code spans
 // in code spans: the Markdown renderer drops raw HTML, and model output must be shown as
-// written. Tags that follow each other share one span (two spans side by side would read
-// as a double-backtick fence). Autolinks (<https://…>) stay links.
+// written. Code spans are found as CommonMark finds them: a backslash escapes a backtick,
+// and a run of backticks opens a span only where a run as long closes it before the
+// paragraph ends; other backticks are text. The spans added here are fenced with more
+// backticks than any run in md, so no backtick of the text pairs with them, and tags that
+// follow each other share one span. Autolinks (<https://…>) stay links.
 func escapeHTML(md string) string {
 	if !strings.Contains(md, "<") {
 		return md
 	}
+	fence := strings.Repeat("`", longestBacktickRun(md)+1)
 	var b strings.Builder
-	inCode := false
 	for i := 0; i < len(md); i++ {
 		c := md[i]
-		switch {
-		case c == '`':
-			inCode = !inCode
-		case c == '\n':
-			inCode = false // code spans do not run across paragraphs in model output
-		case c == '<' && !inCode:
-			if run := tagRun(md[i:]); run > 0 {
-				b.WriteString(codeSpan(md[i : i+run]))
-				i += run - 1
-				continue
+		if c == '\\' && i+1 < len(md) {
+			switch {
+			case md[i+1] == '`' || md[i+1] == '\\':
+				b.WriteString(md[i : i+2]) // an escaped backtick or backslash
+				i++
+			case md[i+1] == '<' && tagRun(md[i+1:]) > 0:
+				b.WriteString(`\` + wrapPoint) // the backslash stays text, not an escape of the fence
+			default:
+				b.WriteByte(c)
 			}
+			continue
+		}
+		if run := literalRun(md[i:]); run > 0 {
+			// A backtick right before or after the span would join its fence: a
+			// zero-width space keeps them apart.
+			if strings.HasSuffix(b.String(), "`") {
+				b.WriteString(wrapPoint)
+			}
+			text := md[i : i+run]
+			if strings.HasPrefix(text, "`") || strings.HasSuffix(text, "`") {
+				text = " " + text + " " // CommonMark strips one space each side
+			}
+			b.WriteString(fence + text + fence)
+			if i+run < len(md) && md[i+run] == '`' {
+				b.WriteString(wrapPoint)
+			}
+			i += run - 1
+			continue
+		}
+		if c == '`' {
+			n := backtickRun(md[i:])
+			end := max(codeSpanEnd(md[i:], n), n) // no closing run: literal backticks
+			b.WriteString(md[i : i+end])
+			i += end - 1
+			continue
 		}
 		b.WriteByte(c)
 	}
 	return b.String()
+}
+
+// literalRun is the length of the text at the start of s that must be shown as written
+// in one code span: tags and the literal backticks (those no run closes) next to them, as
+// long as it holds a tag; 0 when s does not start with such text.
+func literalRun(s string) int {
+	n, tags := 0, false
+	for n < len(s) {
+		if t := tagRun(s[n:]); t > 0 {
+			n += t
+			tags = true
+			continue
+		}
+		if k := backtickRun(s[n:]); k > 0 && codeSpanEnd(s[n:], k) == 0 {
+			n += k
+			continue
+		}
+		break
+	}
+	if !tags {
+		return 0
+	}
+	return n
+}
+
+// backtickRun is the number of backticks at the start of s.
+func backtickRun(s string) int {
+	n := 0
+	for n < len(s) && s[n] == '`' {
+		n++
+	}
+	return n
+}
+
+// longestBacktickRun is the length of the longest run of backticks in s.
+func longestBacktickRun(s string) int {
+	longest := 0
+	for i := 0; i < len(s); i++ {
+		if n := backtickRun(s[i:]); n > 0 {
+			longest = max(longest, n)
+			i += n - 1
+		}
+	}
+	return longest
+}
+
+// codeSpanEnd is the length of the code span that opens with the n backticks at the
+// start of s, through its closing run of exactly n backticks, or 0 when the paragraph has
+// no such run.
+func codeSpanEnd(s string, n int) int {
+	for i := n; i < len(s); {
+		switch {
+		case s[i] == '`':
+			m := backtickRun(s[i:])
+			if m == n {
+				return i + m
+			}
+			i += m
+		case strings.HasPrefix(s[i:], "\n\n"):
+			return 0
+		default:
+			i++
+		}
+	}
+	return 0
 }
 
 // tagRun is the length of the tags that follow each other at the start of s, or 0 when s
@@ -83,25 +175,6 @@ func tagRun(s string) int {
 		n += end
 	}
 	return n
-}
-
-// codeSpan fences s as inline code with more backticks than any run inside it, padded with
-// spaces when s starts or ends with one (CommonMark strips one space each side).
-func codeSpan(s string) string {
-	longest, run := 0, 0
-	for i := 0; i < len(s); i++ {
-		if s[i] == '`' {
-			run++
-			longest = max(longest, run)
-		} else {
-			run = 0
-		}
-	}
-	fence := strings.Repeat("`", longest+1)
-	if longest > 0 {
-		return fence + " " + s + " " + fence
-	}
-	return fence + s + fence
 }
 
 // tagEnd is the length of the tag at the start of s ("<x ...>"), or 0 when s does not
