@@ -1,5 +1,6 @@
 // Package gui is Strata's desktop app (Fyne): welcome, hardware wizard, model picker,
-// loading, chat, tier map and settings. Each screen is one file of small widget
+// "Get a model" (the library: catalogue, Hugging Face downloads; the Hub client is in
+// app/library), loading, chat, tier map and settings. Each screen is one file of small widget
 // constructors; what the callbacks do lives in Controller, which tests drive without a
 // display. Engine calls run in goroutines and widgets change only through fyne.Do.
 package gui
@@ -15,6 +16,8 @@ import (
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/widget"
 
+	"strata/app/library"
+	"strata/app/wizard"
 	"strata/engine"
 )
 
@@ -27,6 +30,7 @@ const (
 	ScreenChat     = "chat"
 	ScreenTiers    = "tiers"
 	ScreenSettings = "settings"
+	ScreenLibrary  = "library" // "Get a model" (library.go)
 )
 
 // Options configure the app. Engine, Files, Advise and MakeDemo default to the real ones.
@@ -42,6 +46,12 @@ type Options struct {
 	MakeDemo func(ctx context.Context, dir string, progress func(done, total int64)) (string, error)
 	// OpenModel is a model file to show in the picker at start ("Open with Strata").
 	OpenModel string
+	// Hub is the Hugging Face client of the library screen (nil: HF_ENDPOINT and HF_TOKEN).
+	Hub *library.Client
+	// Hardware is this PC for the catalogue's verdicts (nil: probed).
+	Hardware func(ctx context.Context) wizard.Hardware
+	// Reveal shows a file in the file manager (nil: the OS's).
+	Reveal func(path string) error
 
 	// post runs a function on the UI goroutine; fyne.Do unless a test sets its own loop.
 	post func(func())
@@ -57,6 +67,13 @@ type App struct {
 	post   func(func()) // runs a function on the UI goroutine
 	advise func(ctx context.Context, model engine.ModelInfo) (Advice, error)
 
+	// the library screen's Hub client, downloads (kept across visits) and OS hooks
+	hub      *library.Client
+	jobs     []*library.Job
+	hardware func(ctx context.Context) wizard.Hardware
+	reveal   func(path string) error
+	dataDir  string
+
 	// holdLoading keeps the loading screen up after the load (screenshots only).
 	holdLoading bool
 	openModel   string
@@ -67,6 +84,7 @@ type App struct {
 	chat     *chatView
 	tiers    *tiersView
 	settings *settingsView
+	library  *libraryView
 	tabs     *container.AppTabs
 }
 
@@ -90,11 +108,23 @@ func New(fy fyne.App, opts Options) (*App, error) {
 	if opts.post == nil {
 		opts.post = fyne.Do
 	}
+	if opts.Hub == nil {
+		opts.Hub = library.NewClient()
+	}
+	if opts.Hardware == nil {
+		opts.Hardware = probeHardware
+	}
+	if opts.Reveal == nil {
+		opts.Reveal = revealFile
+	}
 	ctl, err := newController(opts, opts.post)
 	if err != nil {
 		return nil, err
 	}
-	a := &App{fy: fy, ctl: ctl, files: opts.Files, advise: opts.Advise, post: opts.post, openModel: opts.OpenModel}
+	a := &App{fy: fy, ctl: ctl, files: opts.Files, advise: opts.Advise, post: opts.post, openModel: opts.OpenModel,
+		hub: opts.Hub, hardware: opts.Hardware, reveal: opts.Reveal, dataDir: opts.DataDir}
+	// Downloads left unfinished by the last run wait, paused, on the library screen.
+	a.jobs = library.PendingJobs(a.hub, a.modelsDir())
 	a.win = fy.NewWindow("Strata")
 	a.win.Resize(fyne.NewSize(1100, 720))
 	a.win.SetOnClosed(ctl.Close)
@@ -145,6 +175,9 @@ func (a *App) Show(screen string) {
 	case ScreenPicker:
 		a.picker = a.newPickerView()
 		a.win.SetContent(a.picker.root)
+	case ScreenLibrary:
+		a.library = a.newLibraryView()
+		a.win.SetContent(a.library.root)
 	case ScreenLoading:
 		a.loading = a.newLoadingView()
 		a.win.SetContent(a.loading.root)

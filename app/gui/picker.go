@@ -31,6 +31,7 @@ func (a *App) newPickerView() *pickerView {
 
 	open := widget.NewButtonWithIcon("Open GGUF…", theme.FolderOpenIcon(), v.openFile)
 	open.Importance = widget.HighImportance
+	get := widget.NewButtonWithIcon("Get a model", theme.DownloadIcon(), func() { a.Show(ScreenLibrary) })
 	demo := widget.NewButtonWithIcon("Try the demo", theme.MediaPlayIcon(), a.startDemo)
 	settings := widget.NewButtonWithIcon("Settings", theme.SettingsIcon(), a.showSettingsAlone)
 	server := widget.NewButtonWithIcon("Connect to a server", theme.ComputerIcon(), a.connectDialog)
@@ -59,7 +60,7 @@ func (a *App) newPickerView() *pickerView {
 	v.load.Disable()
 
 	left := container.NewBorder(
-		container.NewVBox(title, container.NewHBox(open, demo, server, settings), widget.NewLabelWithStyle("Recent models", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})),
+		container.NewVBox(title, container.NewHBox(open, get, demo, server, settings), widget.NewLabelWithStyle("Recent models", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})),
 		nil, nil, nil, recentList)
 	right := container.NewBorder(widget.NewLabelWithStyle("Model card", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}),
 		container.NewHBox(layoutSpacer(), v.load), nil, nil, container.NewVScroll(v.card))

@@ -16,16 +16,17 @@ func (a *App) welcomeScreen() fyne.CanvasObject {
 	intro.Wrapping = fyne.TextWrapWord
 	intro.Alignment = fyne.TextAlignCenter
 
-	setup := widget.NewButtonWithIcon("Set up this PC", theme.ComputerIcon(), func() { a.Show(ScreenWizard) })
-	setup.Importance = widget.HighImportance
+	get := widget.NewButtonWithIcon("Get a model", theme.DownloadIcon(), func() { a.Show(ScreenLibrary) })
+	get.Importance = widget.HighImportance
 	demo := widget.NewButtonWithIcon("Try the demo", theme.MediaPlayIcon(), a.startDemo)
+	setup := widget.NewButtonWithIcon("Set up this PC", theme.ComputerIcon(), func() { a.Show(ScreenWizard) })
 	open := widget.NewButtonWithIcon("I have a model", theme.FolderOpenIcon(), func() { a.Show(ScreenPicker) })
-	demoNote := widget.NewLabel("The demo makes a tiny model with random weights on the spot: no download, but its answers are noise.")
+	demoNote := widget.NewLabel("Get a model lists models that suit this PC and downloads one from Hugging Face. The demo makes a tiny model with random weights on the spot: no download, but its answers are noise.")
 	demoNote.Wrapping = fyne.TextWrapWord
 	demoNote.Alignment = fyne.TextAlignCenter
 	demoNote.Importance = widget.LowImportance
 
-	body := container.NewVBox(title, intro, container.NewCenter(container.NewHBox(setup, demo, open)), demoNote)
+	body := container.NewVBox(title, intro, container.NewCenter(container.NewHBox(get, demo, setup, open)), demoNote)
 	return container.NewCenter(container.NewGridWrap(fyne.NewSize(640, body.MinSize().Height+40), body))
 }
 

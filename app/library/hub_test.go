@@ -294,14 +294,14 @@ func TestJobPauseResumeCancel(t *testing.T) {
 	hub.SetCuts(m.Parts[0].Size / 4) // the connection drops there: retried
 	hub.SetHolds(m.Parts[0].Size / 2)
 	reached := make(chan struct{}, 1)
-	j.OnUpdate = func(s JobStatus) {
+	j.SetOnUpdate(func(s JobStatus) {
 		if s.Progress.Done == m.Parts[0].Size/2 {
 			select {
 			case reached <- struct{}{}:
 			default:
 			}
 		}
-	}
+	})
 	j.Resume()
 	<-reached
 	j.Pause()
@@ -328,14 +328,14 @@ func TestJobPauseResumeCancel(t *testing.T) {
 	dir2 := t.TempDir()
 	j2 := NewJob(c, "strata/tiny-GGUF", m, dir2)
 	hub.SetHolds(m.Parts[1].Size / 2)
-	j2.OnUpdate = func(s JobStatus) {
+	j2.SetOnUpdate(func(s JobStatus) {
 		if s.Progress.Done == m.Parts[0].Size+m.Parts[1].Size/2 {
 			select {
 			case reached <- struct{}{}:
 			default:
 			}
 		}
-	}
+	})
 	j2.Resume()
 	<-reached
 	if err := j2.Cancel(); err != nil {

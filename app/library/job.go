@@ -32,13 +32,12 @@ type Job struct {
 	Repo   string
 	Model  GGUFModel
 	Dir    string
-	// OnUpdate (may be nil) is called, from the download's goroutine, after every change.
-	OnUpdate func(JobStatus)
 
-	mu     sync.Mutex
-	st     JobStatus
-	cancel context.CancelCauseFunc
-	done   chan struct{} // closed when the current run ends
+	mu       sync.Mutex
+	onUpdate func(JobStatus)
+	st       JobStatus
+	cancel   context.CancelCauseFunc
+	done     chan struct{} // closed when the current run ends
 }
 
 // JobStatus is a snapshot of a job.
@@ -65,13 +64,21 @@ func (j *Job) Status() JobStatus {
 	return j.st
 }
 
+// SetOnUpdate sets what is called (from the download's goroutine) after every change;
+// nil for nothing.
+func (j *Job) SetOnUpdate(f func(JobStatus)) {
+	j.mu.Lock()
+	j.onUpdate = f
+	j.mu.Unlock()
+}
+
 func (j *Job) update(f func(*JobStatus)) {
 	j.mu.Lock()
 	f(&j.st)
-	st := j.st
+	st, on := j.st, j.onUpdate
 	j.mu.Unlock()
-	if j.OnUpdate != nil {
-		j.OnUpdate(st)
+	if on != nil {
+		on(st)
 	}
 }
 
