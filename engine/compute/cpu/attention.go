@@ -11,8 +11,8 @@ import (
 // Attention is causal grouped-query attention over the host cache; query head h reads kv
 // head h / (heads/kvHeads). With the vector kernel a task is the heads of one kv head for
 // up to attendTokens tokens (or, when threads would idle, a part of one token's positions:
-// attendInParts); without it, or with sinks, a window or a ring layer, one (token, head)
-// pair.
+// attendInParts); with sinks, a window or a ring layer, one (token, KV head) per task
+// (attendRuns); without the kernel, one (token, head) pair.
 func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.AttentionSpec) {
 	cache := c.(*kv.Cache)
 	out, qs := f32(dst), f32(q)
@@ -45,11 +45,92 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 		})
 		return
 	}
+	if cache.Type() == kv.F16 && attendF16Fast(D) {
+		b.attendRuns(out, qs, cache, s)
+		return
+	}
 	b.attendGeneric(out, qs, cache, s)
 }
 
-// attendGeneric is the plain loop, one (token, head) pair per task, over either cache type;
-// it alone handles sinks, windows and ring layers (see kv.Cache.Slot).
+// attendRuns is the vector kernel's attention with sinks, a window or a ring layer: a task is
+// one (token, KV head); the positions it sees are at most two runs of consecutive slots (a
+// ring wraps once), each attended as a part (unnormalised sums, max score, weight sum) and
+// merged with the head's sink, which joins the denominator only.
+func (b *Backend) attendRuns(out, qs []float32, cache *kv.Cache, s compute.AttentionSpec) {
+	D, group := s.HeadDim, s.Heads/s.KVHeads
+	keys16, vals16 := cache.Keys16(s.Layer), cache.Values16(s.Layer)
+	kept := cache.Kept(s.Layer)
+	var sinks []float32
+	if s.Sinks != nil {
+		sinks = s.Sinks.(*Weight).vec
+	}
+	width := group * D
+	span := s.Pos0 + s.N // the most positions a token sees
+	if s.Window > 0 {
+		span = min(span, s.Window)
+	}
+	b.pool.For(s.N*s.KVHeads, 1, func(lo, hi int) {
+		sc := b.scratch(group*span + 2*(width+2*group))
+		defer b.release(sc)
+		scores := (*sc)[:group*span]
+		rest := (*sc)[group*span:]
+		parts := [2][]float32{rest[:width], rest[width : 2*width]}
+		mls := [2][]float32{rest[2*width : 2*width+2*group], rest[2*width+2*group : 2*width+4*group]}
+		for idx := lo; idx < hi; idx++ {
+			t, g := idx/s.KVHeads, idx%s.KVHeads
+			last := s.Pos0 + t
+			first := 0
+			if s.Window > 0 {
+				first = max(0, last-s.Window+1)
+			}
+			n, slot := last-first+1, cache.Slot(s.Layer, first)
+			runs := [2][2]int{{slot, min(n, kept-slot)}, {0, n - min(n, kept-slot)}}
+			heads := qs[(t*s.Heads+g*group)*D : (t*s.Heads+(g+1)*group)*D]
+			off := cache.HeadOffset(s.Layer, g)
+			used := 0
+			for r, run := range runs {
+				if run[1] == 0 {
+					continue
+				}
+				at := off + run[0]*D
+				attendF16(heads, width, keys16[at:], vals16[at:], D, run[1], 1, group, D, s.Scale, scores, parts[r], mls[r])
+				used = r + 1
+			}
+			for h := range group {
+				maxv := math.Inf(-1)
+				for r := range used {
+					maxv = max(maxv, float64(mls[r][2*h]))
+				}
+				if sinks != nil {
+					maxv = max(maxv, float64(sinks[g*group+h]))
+				}
+				var sum float64
+				var coef [2]float64
+				for r := range used {
+					if mls[r][2*h+1] > 0 {
+						coef[r] = math.Exp(float64(mls[r][2*h]) - maxv)
+						sum += coef[r] * float64(mls[r][2*h+1])
+					}
+				}
+				if sinks != nil {
+					sum += math.Exp(float64(sinks[g*group+h]) - maxv)
+				}
+				dst := out[(t*s.Heads+g*group+h)*D : (t*s.Heads+g*group+h+1)*D]
+				for i := range dst {
+					var acc float64
+					for r := range used {
+						acc += coef[r] * float64(parts[r][h*D+i])
+					}
+					dst[i] = float32(acc / sum)
+				}
+			}
+		}
+	})
+}
+
+// attendGeneric is the plain loop, one (token, head) pair per task, over either cache type,
+// with sinks, windows and ring layers (see kv.Cache.Slot): the reference, and the path of a
+// float32 cache or a CPU without the vector kernel.
 func (b *Backend) attendGeneric(out, qs []float32, cache *kv.Cache, s compute.AttentionSpec) {
 	D, group := s.HeadDim, s.Heads/s.KVHeads
 	var keys32, vals32 []float32

@@ -37,26 +37,30 @@ func f32Bytes(xs []float32) []byte {
 	return b
 }
 
-// TestAttentionSinksWindowRing: attention with per-head sinks and a sliding window, over a
-// cache whose layer keeps only window+batch-1 positions (a ring), fed in batches as the
-// model feeds it, against a float64 reference over every key, for both cache types and head
-// sizes that are not powers of two.
+// TestAttentionSinksWindowRing: attention with per-head sinks and a sliding window (or none),
+// over a cache whose layer keeps only window+batch-1 positions (a ring), fed in batches as
+// the model feeds it, against a float64 reference over every key, for both cache types (the
+// f16 one through the vector kernel's runs where it runs) and head sizes that are not powers
+// of two.
 func TestAttentionSinksWindowRing(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	b := New(Options{Threads: 3})
 	defer b.Close()
 	for _, c := range []struct{ heads, kvHeads, dim, window, batch int }{
-		{8, 2, 32, 8, 5}, {6, 3, 48, 5, 3}, {4, 4, 24, 1, 2}, {4, 1, 16, 100, 4},
+		{8, 2, 32, 8, 5}, {6, 3, 48, 5, 3}, {4, 4, 24, 1, 2}, {4, 1, 16, 100, 4}, {8, 2, 64, 0, 7}, {8, 8, 40, 3, 1},
 	} {
 		for _, typ := range []kv.Type{kv.F32, kv.F16} {
 			t.Run(fmt.Sprintf("h%d/kv%d/d%d/w%d/%s", c.heads, c.kvHeads, c.dim, c.window, typ), func(t *testing.T) {
 				const total, layer = 29, 1
-				keep := []int{0, c.window + c.batch - 1}
+				keep := []int{0, 0}
+				if c.window > 0 {
+					keep[1] = c.window + c.batch - 1
+				}
 				cache, err := kv.NewKept(2, c.kvHeads, c.dim, total, typ, keep)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if want := min(keep[1], total); cache.Kept(layer) != want {
+				if want := kv.Kept(keep[1], total); cache.Kept(layer) != want {
 					t.Fatalf("layer keeps %d positions, want %d", cache.Kept(layer), want)
 				}
 				row := c.kvHeads * c.dim
@@ -83,7 +87,10 @@ func TestAttentionSinksWindowRing(t *testing.T) {
 					}
 					for tok := range n {
 						last := pos0 + tok
-						first := max(0, last-c.window+1)
+						first := 0
+						if c.window > 0 {
+							first = max(0, last-c.window+1)
+						}
 						for h := range c.heads {
 							g := h / group
 							qv := q[(tok*c.heads+h)*c.dim:]
