@@ -19,7 +19,7 @@ func actKindFor(t Type) actKind {
 	switch t {
 	case Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4:
 		return actQ8x32
-	case Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS:
+	case Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S:
 		return actQ8x256
 	}
 	return actFloat
@@ -28,8 +28,9 @@ func actKindFor(t Type) actKind {
 // Activations holds n rows of a float activation, quantised once for dotting with weights of
 // one weight type: Q8_0-style 32-blocks (with the block sums that Q4_1/Q5_1 and the offset
 // types need) for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/IQ4_NL/MXFP4, Q8_K-style 256-blocks with 16-value
-// sums for the k-quants and IQ4_XS, and float32 kept as is for every other type (F32/F16/
-// BF16 are dotted in float; the rest are dequantised one weight row at a time).
+// sums for the k-quants, IQ4_XS and the IQ2/IQ3 grid types, and float32 kept as is for every
+// other type (F32/F16/BF16 are dotted in float; the rest are dequantised one weight row at a
+// time).
 //
 // The scale is a float32 (not fp16 as in ggml): it costs nothing here and loses less.
 type Activations struct {

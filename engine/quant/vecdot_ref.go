@@ -210,6 +210,111 @@ func vdRefBlock256(t Type, blk []byte, aq []int8, ad float32, bs []int16) float3
 			sumi += (ls - 32) * s
 		}
 		return vdF16(blk, 0) * ad * float32(sumi)
+	case IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S:
+		return vdRefBlockIQ(t, blk, aq, ad)
 	}
 	panic(fmt.Sprintf("quant: vdRefBlock256: %s is not a 256-block integer type", t)) // unreachable: callers check actKindFor
+}
+
+// vdRefBlockIQ is one IQ2/IQ3 block against one Q8_K block, as ggml's vec_dot_iq*_q8_K: per
+// group of values the integer dot of the signed grid coordinates with the activations, times
+// the group's odd integer scale 2s+1; the block's float scale comes once at the end (IQ2:
+// d/8, IQ3_XXS: d/4, IQ3_S: d).
+func vdRefBlockIQ(t Type, blk []byte, aq []int8, ad float32) float32 {
+	var bsum int32
+	switch t {
+	case IQ2_XXS:
+		for ib := 0; ib < 8; ib++ {
+			aux := binary.LittleEndian.Uint32(blk[2+8*ib+4:])
+			var sumi int32
+			for l := 0; l < 4; l++ {
+				sumi += vdIQ2Dot8(gridEntry(gridHexIQ2XXS, int(blk[2+8*ib+l])), ksignsIQ2XS(aux>>(7*uint(l))), aq[32*ib+8*l:])
+			}
+			bsum += sumi * (2*int32(aux>>28) + 1)
+		}
+		return vdF16(blk, 0) * ad * float32(bsum) * 0.125
+	case IQ2_XS, IQ2_S:
+		for ib := 0; ib < 8; ib++ {
+			sc := blk[66+ib]
+			if t == IQ2_S {
+				sc = blk[74+ib]
+			}
+			var sumi [2]int32
+			for l := 0; l < 4; l++ {
+				var e uint32
+				var signs uint8
+				if t == IQ2_XS {
+					q := uint32(binary.LittleEndian.Uint16(blk[2+8*ib+2*l:]))
+					e, signs = gridEntry(gridHexIQ2XS, int(q&511)), ksignsIQ2XS(q>>9)
+				} else {
+					idx := int(blk[2+4*ib+l]) | int(blk[66+ib])<<(8-2*uint(l))&0x300
+					e, signs = gridEntry(gridHexIQ2S, idx), blk[34+4*ib+l]
+				}
+				sumi[l/2] += vdIQ2Dot8(e, signs, aq[32*ib+8*l:])
+			}
+			bsum += sumi[0]*(2*int32(sc&15)+1) + sumi[1]*(2*int32(sc>>4)+1)
+		}
+		return vdF16(blk, 0) * ad * float32(bsum) * 0.125
+	case IQ3_XXS:
+		coords := [8]int32{4, 12, 20, 28, 36, 44, 52, 62}
+		for ib := 0; ib < 8; ib++ {
+			qs := blk[2+8*ib : 2+8*ib+8]
+			aux := binary.LittleEndian.Uint32(blk[66+4*ib:])
+			var sumi int32
+			for l := 0; l < 4; l++ {
+				signs := ksignsIQ2XS(aux >> (7 * uint(l)))
+				a := aq[32*ib+8*l:]
+				sumi += vdIQ3Dot4(&coords, gridEntry(gridHexIQ3XXS, int(qs[2*l])), signs, a)
+				sumi += vdIQ3Dot4(&coords, gridEntry(gridHexIQ3XXS, int(qs[2*l+1])), signs>>4, a[4:])
+			}
+			bsum += sumi * (2*int32(aux>>28) + 1)
+		}
+		return vdF16(blk, 0) * ad * float32(bsum) * 0.25
+	case IQ3_S:
+		coords := [8]int32{1, 3, 5, 7, 9, 11, 13, 15}
+		qs, qh, signs, scales := blk[2:66], blk[66:74], blk[74:106], blk[106:110]
+		for ib := 0; ib < 8; ib++ {
+			var sumi int32
+			for l := 0; l < 4; l++ {
+				i0 := int(qs[8*ib+2*l]) | int(qh[ib])<<(8-2*uint(l))&256
+				i1 := int(qs[8*ib+2*l+1]) | int(qh[ib])<<(7-2*uint(l))&256
+				sg := signs[4*ib+l]
+				a := aq[32*ib+8*l:]
+				sumi += vdIQ3Dot4(&coords, gridEntry(gridHexIQ3S, i0), sg, a)
+				sumi += vdIQ3Dot4(&coords, gridEntry(gridHexIQ3S, i1), sg>>4, a[4:])
+			}
+			bsum += sumi * (2*(int32(scales[ib/2]>>(4*uint(ib%2)))&15) + 1)
+		}
+		return vdF16(blk, 0) * ad * float32(bsum)
+	}
+	panic(fmt.Sprintf("quant: vdRefBlockIQ: %s is not an IQ2/IQ3 type", t)) // unreachable: vdRefBlock256 checks
+}
+
+// vdIQ2Dot8 dots the 8 coordinates of IQ2 grid entry e (2-bit fields into 8, 25, 43), negated
+// where signs has bits set, with a[:8].
+func vdIQ2Dot8(e uint32, signs uint8, a []int8) int32 {
+	coords := [4]int32{8, 25, 43, 0}
+	var s int32
+	for j := 0; j < 8; j++ {
+		v := coords[(e>>(2*j))&3] * int32(a[j])
+		if signs>>j&1 != 0 {
+			v = -v
+		}
+		s += v
+	}
+	return s
+}
+
+// vdIQ3Dot4 dots the 4 coordinates of IQ3 grid entry e (4-bit fields into coords), negated
+// where signs has bits set, with a[:4].
+func vdIQ3Dot4(coords *[8]int32, e uint32, signs uint8, a []int8) int32 {
+	var s int32
+	for j := 0; j < 4; j++ {
+		v := coords[(e>>(4*j))&7] * int32(a[j])
+		if signs>>j&1 != 0 {
+			v = -v
+		}
+		s += v
+	}
+	return s
 }
