@@ -81,9 +81,8 @@ type Model struct {
 }
 
 // ModelFromInfo takes what the decision needs from engine.Inspect's answer. The KV cache per
-// token is f16 K and V for every layer but gpt-oss's sliding-window ones, whose fixed ring
-// counts with the non-expert weights; models that give only some layers full attention
-// (Qwen3-Next) need less, so the plan errs on the safe side there.
+// token is f16 K and V for every layer but gpt-oss's sliding-window ones and the hybrids'
+// Gated DeltaNet ones, whose fixed ring or recurrent state counts with the non-expert weights.
 func ModelFromInfo(mi engine.ModelInfo) Model {
 	name := mi.Name
 	if name == "" {
@@ -94,9 +93,9 @@ func ModelFromInfo(mi engine.ModelInfo) Model {
 		Layers: mi.Layers, Experts: mi.Experts, ExpertsUsed: mi.ExpertsUsed, ContextLength: mi.ContextLength,
 	}
 	if mi.Layers > 0 && mi.KVHeads > 0 && mi.HeadDim > 0 {
-		full := max(mi.Layers-mi.RingLayers, 1)
+		full := max(mi.Layers-mi.RingLayers-mi.RecurrentLayers, 1)
 		m.KVBytesPerToken = int64(full) * int64(mi.KVHeads) * int64(mi.HeadDim) * 2 * 2
-		m.NonExpertBytes += int64(mi.RingLayers) * int64(mi.RingKeep) * int64(mi.KVHeads) * int64(mi.HeadDim) * 2 * 2
+		m.NonExpertBytes += int64(mi.RingLayers)*int64(mi.RingKeep)*int64(mi.KVHeads)*int64(mi.HeadDim)*2*2 + mi.RecurrentBytes
 	}
 	m.GPULacks = engine.GPULacks(mi)
 	return m

@@ -49,4 +49,10 @@ func TestModelFromInfo(t *testing.T) {
 	if got := ModelFromInfo(mi).Name; got != "Qwen3-30B-A3B" {
 		t.Errorf("name %q", got)
 	}
+	// A hybrid (Qwen3-Next: 36 of 48 layers Gated DeltaNet) keeps K and V on the other 12;
+	// its recurrent state is a fixed cost.
+	mi.RecurrentLayers, mi.RecurrentBytes = 36, gb(0.5)
+	if got := ModelFromInfo(mi); got.KVBytesPerToken != 98304/4 || got.NonExpertBytes != gb(1.3)+gb(0.5) {
+		t.Errorf("hybrid: KV bytes per token %d (want %d), non-expert %d", got.KVBytesPerToken, 98304/4, got.NonExpertBytes)
+	}
 }
