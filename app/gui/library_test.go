@@ -83,7 +83,7 @@ func TestLibraryScreen(t *testing.T) {
 	}
 	g.until("the verdicts", func() bool {
 		txt := windowText(w)
-		return strings.Contains(txt, "gpt-oss 20B") && strings.Contains(txt, "Runs all on the GPU") && strings.Contains(txt, "Tiered: GPU, RAM and SSD")
+		return strings.Contains(txt, "gpt-oss 20B") && strings.Contains(txt, "Tiered: GPU and RAM, fast") && strings.Contains(txt, "Tiered: GPU, RAM and SSD")
 	})
 	if txt := g.text(w); !strings.Contains(txt, "Not supported yet") || !strings.Contains(txt, "RTX 4080") {
 		t.Errorf("catalogue:\n%s", txt)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"strata/app/wizard"
+	"strata/engine"
 	"strata/engine/model"
 )
 
@@ -30,6 +31,7 @@ type Entry struct {
 	Context      int     `json:"context"`
 	ExpertShare  float64 `json:"expert_share"` // share of the bytes in routed experts
 	KVPerToken   int64   `json:"kv_bytes_per_token"`
+	Recurrent    int     `json:"recurrent_layers,omitempty"` // linear-attention layers (the hybrids)
 	GoodAt       string  `json:"good_at"`
 }
 
@@ -60,6 +62,7 @@ func (e Entry) WizardModel() wizard.Model {
 		Name: e.Name, FileBytes: e.Bytes, ExpertBytes: experts, NonExpertBytes: e.Bytes - experts,
 		Layers: e.Layers, Experts: e.Experts, ExpertsUsed: e.ExpertsUsed, ContextLength: e.Context,
 		KVBytesPerToken: e.KVPerToken,
+		GPULacks:        engine.GPULacks(engine.ModelInfo{Architecture: e.Architecture, Layers: e.Layers, RecurrentLayers: e.Recurrent}),
 	}
 }
 

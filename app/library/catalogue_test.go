@@ -49,11 +49,12 @@ func TestCatalogue(t *testing.T) {
 			t.Errorf("%s: verdict %+v", e.ID, v)
 		}
 	}
-	// On this PC the small model runs on the GPU alone and the largest reads the SSD.
-	if v := verdicts["gpt-oss-20b"]; v.Mode != wizard.ModeAllGPU || v.Speed != SpeedFast || v.TooBig {
+	// On this PC: gpt-oss runs on the CPU (the GPU backend lacks its sinks and windows, as
+	// the wizard says), the 30B on the GPU and RAM, the largest reads the SSD.
+	if v := verdicts["gpt-oss-20b"]; v.Mode != wizard.ModeCPUOnly || v.Words != "On the CPU" || v.TooBig {
 		t.Errorf("gpt-oss-20b: %+v", v)
 	}
-	if v := verdicts["qwen3-30b-a3b-2507"]; v.Mode == wizard.ModeAllGPU || v.Mode == wizard.ModeTiered || v.TooBig {
+	if v := verdicts["qwen3-30b-a3b-2507"]; v.Mode == wizard.ModeAllGPU || v.Mode == wizard.ModeTiered || v.Mode == wizard.ModeCPUOnly || v.TooBig || v.Speed != SpeedFast {
 		t.Errorf("qwen3-30b: %+v", v)
 	}
 	if v := verdicts["qwen3-235b-a22b-2507"]; v.Mode != wizard.ModeTiered || v.Speed == SpeedFast || v.Speed == SpeedUsable {
@@ -63,8 +64,8 @@ func TestCatalogue(t *testing.T) {
 		t.Errorf("glm-4.5-air: %+v", v)
 	}
 	// Bigger never reads faster: the estimates fall with the per-token bytes.
-	if verdicts["gpt-oss-20b"].TokensSec <= verdicts["qwen3-235b-a22b-2507"].TokensSec {
-		t.Errorf("estimates: 20b %.1f tokens/s, 235b %.1f", verdicts["gpt-oss-20b"].TokensSec, verdicts["qwen3-235b-a22b-2507"].TokensSec)
+	if verdicts["qwen3-30b-a3b-2507"].TokensSec <= verdicts["qwen3-235b-a22b-2507"].TokensSec {
+		t.Errorf("estimates: 30b %.1f tokens/s, 235b %.1f", verdicts["qwen3-30b-a3b-2507"].TokensSec, verdicts["qwen3-235b-a22b-2507"].TokensSec)
 	}
 	// An 8 GB laptop without an NVIDIA card: the largest model is too big.
 	small := wizard.Hardware{RAMTotal: 8 << 30, RAMAvailable: 6 << 30, PhysicalCores: 4, Drive: platform.DriveSATASSD, DriveMBps: 500}
