@@ -19,6 +19,9 @@ type Backend interface {
 	// the model takes tools and how it writes its calls.
 	ChatTemplate() string
 	ContextLength() int
+	// Detokenize is generated ids as text, special tokens spelled out (gpt-oss's tool
+	// calls are read from it).
+	Detokenize(ids []int) string
 	Chat(ctx context.Context, in ChatInput, sp engine.Sampling, onToken func(engine.Token)) (engine.Result, error)
 	Complete(ctx context.Context, prompt string, sp engine.Sampling, onToken func(engine.Token)) (engine.Result, error)
 }
@@ -67,6 +70,9 @@ func (l *Local) ModelID() string { return l.id }
 
 // ChatTemplate implements Backend.
 func (l *Local) ChatTemplate() string { return l.m.ChatTemplate() }
+
+// Detokenize implements Backend.
+func (l *Local) Detokenize(ids []int) string { return l.m.Detokenize(ids) }
 
 // ContextLength implements Backend.
 func (l *Local) ContextLength() int { return l.m.Config().MaxContext }

@@ -83,7 +83,7 @@ func refuseNonZero(v *float64, name string) error {
 // chatInput is a validated chat request in the engine's terms.
 type chatInput struct {
 	ChatInput
-	calls bool // parse <tool_call> blocks out of the answer
+	calls string // the tool-call format to parse out of the answer (callsNone: none)
 }
 
 func (s *Server) chatInput(w http.ResponseWriter, req *chatRequest, b Backend) (chatInput, bool) {
@@ -161,8 +161,8 @@ func (s *Server) chatInput(w http.ResponseWriter, req *chatRequest, b Backend) (
 	}
 	if len(req.Tools) > 0 && choice != `"none"` {
 		tmpl := b.ChatTemplate()
-		if !strings.Contains(tmpl, "tools") {
-			return fail("tools", "model %q's chat template does not take tools", b.ModelID())
+		if callFormat(tmpl) == callsNone {
+			return fail("tools", "model %q's chat template does not take tools in a format this server reads back", b.ModelID())
 		}
 		for i, t := range req.Tools {
 			if t.Type != "function" || t.Function.Name == "" {
@@ -177,7 +177,7 @@ func (s *Server) chatInput(w http.ResponseWriter, req *chatRequest, b Backend) (
 			}
 			in.Tools = append(in.Tools, string(raw))
 		}
-		in.calls = strings.Contains(tmpl, toolCallOpen)
+		in.calls = callFormat(tmpl)
 	}
 	return in, true
 }
@@ -211,12 +211,12 @@ func (a answer) usage() *usage {
 
 // generate runs one generation through the stop filter and the tool-call hold; emit (may
 // be nil) gets each piece of answer and reasoning text as it becomes safe to send.
-func generate(ctx context.Context, stops []string, calls bool, emit func(content, reasoning string),
+func generate(ctx context.Context, stops []string, calls string, detok func([]int) string, emit func(content, reasoning string),
 	run func(ctx context.Context, onToken func(engine.Token)) (engine.Result, error)) (answer, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := &stopFilter{stops: stops}
-	hold := &toolHold{on: calls}
+	hold := &toolHold{format: calls}
 	var a answer
 	var content, reasoning strings.Builder
 	send := func(c, r string) {
@@ -249,7 +249,11 @@ func generate(ctx context.Context, stops []string, calls bool, emit func(content
 		send(hold.feed(stop.flush()), "")
 	}
 	var rest string
-	a.calls, rest = hold.finish()
+	raw := ""
+	if calls == callsHarmony {
+		raw = detok(res.Tokens)
+	}
+	a.calls, rest = hold.finish(raw)
 	send(rest, "")
 	a.content, a.reasoning = content.String(), reasoning.String()
 	if len(a.calls) > 0 {
@@ -296,7 +300,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return b.Chat(ctx, in.ChatInput, sp, onToken)
 	}
 	if !req.Stream {
-		a, err := generate(ctx, stops, in.calls, nil, run)
+		a, err := generate(ctx, stops, in.calls, b.Detokenize, nil, run)
 		if err != nil {
 			engineError(w, err)
 			return
@@ -337,7 +341,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		ev.send(chunk(d, nil))
 	}
-	a, err := generate(ctx, stops, in.calls, emit, run)
+	a, err := generate(ctx, stops, in.calls, b.Detokenize, emit, run)
 	if err != nil {
 		if !ev.started {
 			engineError(w, err)

@@ -81,7 +81,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		return b.Complete(ctx, prompt, sp, onToken)
 	}
 	if !req.Stream {
-		a, err := generate(ctx, stops, false, nil, run)
+		a, err := generate(ctx, stops, callsNone, nil, nil, run)
 		if err != nil {
 			engineError(w, err)
 			return
@@ -105,7 +105,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		c.Choices = []textChoice{{Text: content}}
 		ev.send(c)
 	}
-	a, err := generate(ctx, stops, false, emit, run)
+	a, err := generate(ctx, stops, callsNone, nil, emit, run)
 	if err != nil {
 		if !ev.started {
 			engineError(w, err)

@@ -64,19 +64,41 @@ const (
 	toolCallClose = "</tool_call>"
 )
 
+// How a template has the model write its tool calls.
+const (
+	callsNone    = ""
+	callsHermes  = "hermes"  // <tool_call>{"name": ..., "arguments": ...}</tool_call> (Qwen)
+	callsHarmony = "harmony" // <|channel|>commentary to=functions.NAME ...<|message|>ARGS<|call|> (gpt-oss)
+)
+
+// callFormat is the tool-call format of a template, callsNone when it takes no tools.
+func callFormat(tmpl string) string {
+	switch {
+	case !strings.Contains(tmpl, "tools"):
+		return callsNone
+	case strings.Contains(tmpl, toolCallOpen):
+		return callsHermes
+	case strings.Contains(tmpl, "<|channel|>") && strings.Contains(tmpl, "functions."):
+		return callsHarmony
+	}
+	return callsNone
+}
+
 // toolHold streams an answer's text up to the first tool call and keeps the rest, which
-// is parsed when the answer is complete.
+// is parsed when the answer is complete. Harmony calls are read from the raw tokens (the
+// reasoning splitter drops the header that names the function), so with them the whole
+// answer is held.
 type toolHold struct {
-	on      bool // the template writes tool calls this way and tools were offered
+	format  string
 	pending string
 	held    strings.Builder
 }
 
 func (h *toolHold) feed(s string) string {
-	if !h.on {
+	switch {
+	case h.format == callsNone:
 		return s
-	}
-	if h.held.Len() > 0 {
+	case h.format == callsHarmony || h.held.Len() > 0:
 		h.held.WriteString(s)
 		return ""
 	}
@@ -93,9 +115,18 @@ func (h *toolHold) feed(s string) string {
 	return out
 }
 
-// finish parses the held text: the calls it holds, and any text around them that is not
-// a well-formed call (returned as content rather than lost).
-func (h *toolHold) finish() (calls []toolCall, rest string) {
+// finish parses the held text (raw: the answer's tokens as text, specials included, for
+// harmony): the calls it holds, and any text that is not a well-formed call (returned as
+// content rather than lost).
+func (h *toolHold) finish(raw string) (calls []toolCall, rest string) {
+	if h.format == callsHarmony {
+		text := h.held.String()
+		h.held.Reset()
+		if calls := parseHarmonyCalls(raw); len(calls) > 0 {
+			return calls, ""
+		}
+		return nil, text
+	}
 	rest = h.pending
 	h.pending = ""
 	text := h.held.String()
@@ -130,6 +161,43 @@ func (h *toolHold) finish() (calls []toolCall, rest string) {
 		rest = strings.TrimSpace(rest)
 	}
 	return calls, rest
+}
+
+// parseHarmonyCalls reads gpt-oss calls: a header with "to=functions.NAME", then
+// <|message|>, the arguments, and <|call|> (or the end of the answer).
+func parseHarmonyCalls(raw string) []toolCall {
+	var calls []toolCall
+	for {
+		i := strings.Index(raw, "to=functions.")
+		if i < 0 {
+			return calls
+		}
+		raw = raw[i+len("to=functions."):]
+		name := raw
+		if k := strings.IndexAny(name, " <"); k >= 0 {
+			name = name[:k]
+		}
+		m := strings.Index(raw, "<|message|>")
+		if name == "" || m < 0 {
+			continue
+		}
+		raw = raw[m+len("<|message|>"):]
+		args := raw
+		for _, end := range []string{"<|call|>", "<|end|>", "<|start|>"} {
+			if k := strings.Index(args, end); k >= 0 {
+				args = args[:k]
+			}
+		}
+		raw = raw[len(args):]
+		args = strings.TrimSpace(args)
+		if args == "" {
+			args = "{}"
+		}
+		var tc toolCall
+		tc.ID, tc.Type = newID("call_"), "function"
+		tc.Function.Name, tc.Function.Arguments = name, args
+		calls = append(calls, tc)
+	}
 }
 
 func parseToolCall(body string) (toolCall, bool) {

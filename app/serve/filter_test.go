@@ -38,13 +38,13 @@ func TestStopFilterAcrossPieces(t *testing.T) {
 }
 
 func TestToolHold(t *testing.T) {
-	h := &toolHold{on: true}
+	h := &toolHold{format: callsHermes}
 	var streamed strings.Builder
 	for _, p := range []string{"Let me look.", "\n<tool", "_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"unit\": \"c\"}}\n</tool_call>",
 		"\n<tool_call>\n{\"name\": \"now\", \"arguments\": \"{}\"}\n</tool_call>"} {
 		streamed.WriteString(h.feed(p))
 	}
-	calls, rest := h.finish()
+	calls, rest := h.finish("")
 	if streamed.String() != "Let me look.\n" {
 		t.Errorf("streamed %q: the call's text leaked", streamed.String())
 	}
@@ -57,9 +57,9 @@ func TestToolHold(t *testing.T) {
 	}
 
 	// A malformed call is returned as text rather than lost.
-	h = &toolHold{on: true}
+	h = &toolHold{format: callsHermes}
 	h.feed("x <tool_call>{not json}</tool_call>")
-	calls, rest = h.finish()
+	calls, rest = h.finish("")
 	if len(calls) != 0 || rest != "<tool_call>{not json}</tool_call>" {
 		t.Errorf("malformed: calls %+v, rest %q", calls, rest)
 	}
@@ -75,6 +75,32 @@ func TestCheckHost(t *testing.T) {
 	} {
 		if err := CheckHost(c.host, c.key); (err == nil) != c.ok {
 			t.Errorf("CheckHost(%q, key %q) = %v, want ok %v", c.host, c.key, err, c.ok)
+		}
+	}
+}
+
+func TestHarmonyCalls(t *testing.T) {
+	raw := "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}<|call|>"
+	h := &toolHold{format: callsHarmony}
+	if out := h.feed(`{"city":"Paris"}`); out != "" {
+		t.Errorf("streamed %q before the call was read", out)
+	}
+	calls, rest := h.finish(raw)
+	if len(calls) != 1 || calls[0].Function.Name != "get_weather" || calls[0].Function.Arguments != `{"city":"Paris"}` || rest != "" {
+		t.Errorf("calls %+v, rest %q", calls, rest)
+	}
+	h = &toolHold{format: callsHarmony}
+	h.feed("Just an answer.")
+	if calls, rest := h.finish("<|channel|>final<|message|>Just an answer.<|return|>"); len(calls) != 0 || rest != "Just an answer." {
+		t.Errorf("no call: calls %+v, rest %q", calls, rest)
+	}
+	for tmpl, want := range map[string]string{
+		"{{ messages }}":                       callsNone,
+		"{% if tools %}<tool_call>{% endif %}": callsHermes,
+		"{% if tools %}<|channel|>commentary to=functions.{% endif %}": callsHarmony,
+	} {
+		if got := callFormat(tmpl); got != want {
+			t.Errorf("callFormat(%q) = %q, want %q", tmpl, got, want)
 		}
 	}
 }

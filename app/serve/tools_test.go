@@ -27,7 +27,8 @@ func (s *scripted) ModelID() string { return "scripted" }
 func (s *scripted) ChatTemplate() string {
 	return "{% if tools %}{{ tools }}{% endif %}<tool_call>{{ messages }}</tool_call>"
 }
-func (s *scripted) ContextLength() int { return 4096 }
+func (s *scripted) ContextLength() int      { return 4096 }
+func (s *scripted) Detokenize([]int) string { return "" }
 func (s *scripted) Complete(context.Context, string, engine.Sampling, func(engine.Token)) (engine.Result, error) {
 	return engine.Result{}, nil
 }
@@ -112,5 +113,44 @@ func TestSDKToolCalls(t *testing.T) {
 	if n := len(b.gotMsgs); n != 3 || len(b.gotMsgs[1].ToolCalls) != 1 || b.gotMsgs[1].ToolCalls[0].Arguments != `{"city": "Paris"}` ||
 		b.gotMsgs[2].Role != engine.RoleTool || b.gotMsgs[2].ToolName != "get_weather" || b.gotMsgs[2].Content != `{"temp": 21}` {
 		t.Errorf("messages handed to the engine: %+v", b.gotMsgs)
+	}
+}
+
+// harmony is a gpt-oss-like model: its reasoning splitter passes the call's arguments as
+// answer text, and the function's name is only in the raw tokens.
+type harmony struct{ scripted }
+
+func (h *harmony) ChatTemplate() string {
+	return "{% if tools %}<|channel|>commentary to=functions.{% endif %}"
+}
+
+func (h *harmony) Detokenize([]int) string {
+	return "<|channel|>analysis<|message|>Weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Oslo\"}<|call|>"
+}
+
+func (h *harmony) Chat(ctx context.Context, in serve.ChatInput, sp engine.Sampling, onToken func(engine.Token)) (engine.Result, error) {
+	onToken(engine.Token{Text: "Weather.", Thinking: true})
+	onToken(engine.Token{Text: `{"city":"Oslo"}`})
+	return engine.Result{Tokens: []int{1, 2, 3}, Text: `{"city":"Oslo"}`, Stop: engine.StopEndOfTurn}, nil
+}
+
+func TestSDKHarmonyToolCalls(t *testing.T) {
+	h := &harmony{}
+	srv := httptest.NewServer(serve.New(func() serve.Backend { return h }, serve.Options{}))
+	defer srv.Close()
+	c := openai.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithMaxRetries(0))
+	p := openai.ChatCompletionNewParams{Model: "scripted", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Oslo?")},
+		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "get_weather"})}}
+	var acc openai.ChatCompletionAccumulator
+	s := c.Chat.Completions.NewStreaming(context.Background(), p)
+	for s.Next() {
+		acc.AddChunk(s.Current())
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	msg := acc.Choices[0].Message
+	if len(msg.ToolCalls) != 1 || msg.ToolCalls[0].Function.Name != "get_weather" || msg.ToolCalls[0].Function.Arguments != `{"city":"Oslo"}` || msg.Content != "" {
+		t.Errorf("content %q, calls %+v", msg.Content, msg.ToolCalls)
 	}
 }
