@@ -21,10 +21,23 @@ const (
 	int8ArgmaxGap = 0.5
 )
 
+// hiddenRecorder keeps the routes and the hidden states of the first pass it sees.
+type hiddenRecorder struct {
+	routeRecorder
+	stages map[int][]float32
+}
+
+func (r *hiddenRecorder) Hidden(stage int, x []float32) {
+	if _, ok := r.stages[stage]; !ok {
+		r.stages[stage] = x
+	}
+}
+
 // TestGptOssFloatPathMatchesTransformers: every variant x prompt x position of gptoss-tiny on
 // the float path with a float32 cache within 1e-4 (prompt and every decode step), router ids
-// identical, weights within 1e-5, the greedy continuation identical; with an f16 cache within
-// 1e-2 and the same continuation.
+// identical, weights within 1e-5, the hidden states (where the reference has them) within
+// 1e-4, the greedy continuation identical; with an f16 cache within 1e-2 and the same
+// continuation.
 func TestGptOssFloatPathMatchesTransformers(t *testing.T) {
 	dir := fixtures.Path(t, "gptoss-tiny")
 	ref := loadReference(t, dir)
@@ -32,8 +45,23 @@ func TestGptOssFloatPathMatchesTransformers(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := open(t, filepath.Join(dir, v.File), true)
 			for _, p := range v.Prompts {
-				rec := &routeRecorder{byLayer: map[int]compute.Routes{}}
+				rec := &hiddenRecorder{routeRecorder: routeRecorder{byLayer: map[int]compute.Routes{}}, stages: map[int][]float32{}}
 				pl, gl, gen := e.run(t, p.Tokens, len(p.Generated), "f32", rec)
+				if hf, ok := p.Files["hidden"]; ok {
+					want := modeltest.ReadF32(t, filepath.Join(dir, hf.File))
+					stages, per := hf.Shape[0], hf.Shape[1]*hf.Shape[2]
+					if len(rec.stages) != stages || len(want) != stages*per {
+						t.Fatalf("%s: %d hidden stages seen, reference %v", p.Name, len(rec.stages), hf.Shape)
+					}
+					var worst float64
+					for st := range stages {
+						worst = math.Max(worst, modeltest.MaxAbsDiff(rec.stages[st], want[st*per:(st+1)*per]))
+					}
+					t.Logf("%s: hidden states within %.2g", p.Name, worst)
+					if worst > 1e-4 {
+						t.Errorf("%s: hidden states differ by %.3g (limit 1e-4)", p.Name, worst)
+					}
+				}
 				dp := modeltest.MaxAbsDiff(pl, modeltest.ReadF32(t, filepath.Join(dir, p.Files["logits"].File)))
 				dg := modeltest.MaxAbsDiff(gl, modeltest.ReadF32(t, filepath.Join(dir, p.Files["gen_logits"].File)))
 				t.Logf("%s: max |Δlogit| prompt %.2g, decode %.2g", p.Name, dp, dg)

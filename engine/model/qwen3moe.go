@@ -338,6 +338,15 @@ type Observer interface {
 	Routes(layer int, r compute.Routes)
 }
 
+// HiddenObserver is an Observer that also sees the residual stream, as transformers'
+// hidden states (for tests against them): stage 0 the embeddings, stage 1+l the stream after
+// layer l, stage Layers+1 the output norm's result; rows x Hidden values each (the output
+// norm's rows are those whose logits the pass computes). Reading them costs a copy per layer.
+type HiddenObserver interface {
+	Observer
+	Hidden(stage int, x []float32)
+}
+
 // State is one sequence's KV cache, the hybrids' recurrent state and scratch space.
 type State struct {
 	kv       compute.KV
@@ -481,6 +490,15 @@ func (m *Model) forward(s *State, tokens []int, allLogits bool, logits []float32
 	if err := b.Embed(sb.x, m.embd, tokens); err != nil {
 		return err
 	}
+	hobs, _ := obs.(HiddenObserver)
+	hidden := func(stage int, x compute.Buf, rows int) {
+		if hobs != nil {
+			v := make([]float32, rows*h.Hidden)
+			b.Read(x, v)
+			hobs.Hidden(stage, v)
+		}
+	}
+	hidden(0, sb.x, n)
 	routes := make([]*compute.Routes, h.Layers)
 	for l, L := range m.layers {
 		// Mixer: norm, attention or Gated DeltaNet into proj, add.
@@ -512,6 +530,7 @@ func (m *Model) forward(s *State, tokens []int, allLogits bool, logits []float32
 		if err := errors.Join(b.Err(), L.experts.Err()); err != nil {
 			return fmt.Errorf("model: layer %d: %w", l, err)
 		}
+		hidden(1+l, sb.x, n)
 	}
 	first := n - 1
 	if allLogits {
@@ -520,6 +539,7 @@ func (m *Model) forward(s *State, tokens []int, allLogits bool, logits []float32
 	rows := n - first
 	b.Copy(sb.xn, 0, sb.x, first*h.Hidden, rows*h.Hidden)
 	b.RMSNorm(sb.xn, sb.xn, m.outNorm, rows, h.Eps)
+	hidden(h.Layers+1, sb.xn, rows)
 	out := m.logitsBuf(s, rows)
 	b.MatMul(out, m.out, sb.xn, rows)
 	b.Read(out, logits[:rows*h.Vocab])
