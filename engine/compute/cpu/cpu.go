@@ -120,6 +120,7 @@ type Weight struct {
 	stride           int // bytes from one expert to the next
 	data             []byte
 	vec              []float32 // decoded values of a one-row tensor (norm weights, biases; every expert's of a stack)
+	decoded          *decoded  // all values, decoded on first use by ops that read a small matrix whole
 }
 
 func (w *Weight) Name() string     { return w.name }
@@ -148,7 +149,7 @@ func NewWeight(spec compute.WeightSpec) (*Weight, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Weight{name: spec.Name, typ: spec.Type, rows: spec.Rows, cols: spec.Cols, exps: exps, rowBytes: rb, stride: stride, data: spec.Data}
+	w := &Weight{name: spec.Name, typ: spec.Type, rows: spec.Rows, cols: spec.Cols, exps: exps, rowBytes: rb, stride: stride, data: spec.Data, decoded: new(decoded)}
 	if spec.Rows == 1 {
 		w.vec = make([]float32, spec.Cols*exps)
 		for e := range exps {

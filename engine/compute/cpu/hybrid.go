@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"strata/engine/compute"
 	"strata/engine/quant"
@@ -25,16 +26,26 @@ func softplus(x float32) float32 {
 	return float32(math.Log1p(math.Exp(float64(x))))
 }
 
-// floats returns w's values (all rows) as float32.
+// decoded holds a weight's values as float32, decoded once.
+type decoded struct {
+	once sync.Once
+	vals []float32
+	err  error
+}
+
+// floats returns w's values (all rows of the first matrix) as float32, decoding them on the
+// first call (a conv's taps are read whole every step).
 func (w *Weight) floats() ([]float32, error) {
-	if w.vec != nil {
+	if w.vec != nil && w.rows == 1 {
 		return w.vec, nil
 	}
-	out := make([]float32, w.rows*w.cols)
-	if err := quant.Dequantize(w.typ, w.expert(0), out); err != nil {
-		return nil, fmt.Errorf("tensor %q: %w", w.name, err)
-	}
-	return out, nil
+	w.decoded.once.Do(func() {
+		w.decoded.vals = make([]float32, w.rows*w.cols)
+		if err := quant.Dequantize(w.typ, w.expert(0), w.decoded.vals); err != nil {
+			w.decoded.err = fmt.Errorf("tensor %q: %w", w.name, err)
+		}
+	})
+	return w.decoded.vals, w.decoded.err
 }
 
 // CausalConv1D convolves each channel over time with its K taps, the state standing in for
