@@ -57,8 +57,23 @@ func floatPathMatches(t *testing.T, fixture string) {
 		t.Run(name, func(t *testing.T) {
 			e := open(t, filepath.Join(dir, v.File), true)
 			for _, p := range v.Prompts {
-				rec := &routeRecorder{byLayer: map[int]compute.Routes{}}
+				rec := &hiddenRecorder{routeRecorder: routeRecorder{byLayer: map[int]compute.Routes{}}, stages: map[int][]float32{}}
 				pl, gl, gen := e.run(t, p.Tokens, len(p.Generated), "f32", rec)
+				if hf, ok := p.Files["hidden"]; ok {
+					want := modeltest.ReadF32(t, filepath.Join(dir, hf.File))
+					stages, per := hf.Shape[0], hf.Shape[1]*hf.Shape[2]
+					if len(rec.stages) != stages || len(want) != stages*per {
+						t.Fatalf("%s: %d hidden stages seen, reference %v", p.Name, len(rec.stages), hf.Shape)
+					}
+					var worst float64
+					for st := range stages {
+						worst = math.Max(worst, modeltest.MaxAbsDiff(rec.stages[st], want[st*per:(st+1)*per]))
+					}
+					t.Logf("%s: hidden states within %.2g", p.Name, worst)
+					if worst > 1e-4 {
+						t.Errorf("%s: hidden states differ by %.3g (limit 1e-4)", p.Name, worst)
+					}
+				}
 				dp := modeltest.MaxAbsDiff(pl, modeltest.ReadF32(t, filepath.Join(dir, p.Files["logits"].File)))
 				dg := modeltest.MaxAbsDiff(gl, modeltest.ReadF32(t, filepath.Join(dir, p.Files["gen_logits"].File)))
 				t.Logf("%s: max |Δlogit| prompt %.2g, decode %.2g", p.Name, dp, dg)
