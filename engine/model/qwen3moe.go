@@ -368,9 +368,18 @@ type scratch struct {
 // NewState allocates a KV cache of ctx positions (for the attention layers) and the
 // recurrent state of the Gated DeltaNet layers.
 func (m *Model) NewState(ctx int, kvType string) (*State, error) {
+	return m.newState(ctx, kvType, true)
+}
+
+// newState is NewState; without rings, sliding-window layers keep every position (tests
+// compare the two).
+func (m *Model) newState(ctx int, kvType string, rings bool) (*State, error) {
 	s := &State{capacity: ctx}
 	if m.kvLayers > 0 {
-		keep := m.H.KVKeep(ctx)
+		var keep []int
+		if rings {
+			keep = m.H.KVKeep(ctx)
+		}
 		kv, err := m.b.NewKV(compute.KVSpec{Layers: m.kvLayers, KVHeads: m.H.KVHeads, HeadDim: m.H.HeadDim, Positions: ctx, Type: kvType, Keep: keep})
 		if err != nil {
 			return nil, err
