@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"strata/app/library"
 	"strata/app/store"
 	"strata/engine"
 )
@@ -164,8 +165,10 @@ func (c *Controller) ApplySettings(f settingsForm) (reloading bool, err error) {
 	return true, c.load(path, demo)
 }
 
-// Inspect reads a model's card in the background and reports topicCard.
+// Inspect reads a model's card in the background and reports topicCard. A later part of
+// a split model stands for the whole: its first part is inspected.
 func (c *Controller) Inspect(path string) {
+	path = library.FirstPart(path)
 	c.mu.Lock()
 	c.cardPath, c.cardInfo, c.cardErr = path, engine.ModelInfo{}, nil
 	c.mu.Unlock()

@@ -146,6 +146,13 @@ func TestLibraryScreen(t *testing.T) {
 		t.Fatalf("open: %s %+v %v on %q", path, info, err, a.screen)
 	}
 
+	// The picker (a file dialog, "Open with Strata") given the second part takes the set.
+	g.ui.do(func() { a.ctl.Inspect(filepath.Join(models, "tiny-Q8_0-00002-of-00003.gguf")) })
+	waitFor(t, "the card of the set", func() bool { _, info, err := a.ctl.Card(); return err != nil || info.Architecture != "" })
+	if path, info, err := a.ctl.Card(); err != nil || path != firstPart || info.FileBytes <= part0 {
+		t.Fatalf("second part picked: %s %+v %v", path, info, err)
+	}
+
 	// Back in the library: delete, after the confirmation.
 	g.ui.do(func() { a.Show(ScreenLibrary) })
 	g.until("the model in the list", func() bool { return buttonIn(a.library.local, "Delete") != nil })

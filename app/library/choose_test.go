@@ -91,6 +91,13 @@ func TestLocalModels(t *testing.T) {
 	if list[1].Err == nil || list[1].Architecture != "" {
 		t.Errorf("a broken file shows %+v", list[1])
 	}
+	// Any part stands for the model; a part whose first part is gone stays itself.
+	if got := FirstPart(list[0].Parts[2]); got != first {
+		t.Errorf("FirstPart(%s) = %s", list[0].Parts[2], got)
+	}
+	if got := FirstPart(first); got != first {
+		t.Errorf("FirstPart of the first part: %s", got)
+	}
 	if err := list[0].Delete(); err != nil {
 		t.Fatal(err)
 	}
@@ -98,5 +105,8 @@ func TestLocalModels(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
 			t.Errorf("%s is still there", name)
 		}
+	}
+	if got := FirstPart(list[0].Parts[2]); got != list[0].Parts[2] {
+		t.Errorf("FirstPart without a first part: %s", got)
 	}
 }

@@ -108,3 +108,18 @@ func (m LocalModel) Delete() error {
 	}
 	return nil
 }
+
+// FirstPart is the file to open for path: the first part when path is a later part of a
+// split model whose first part is beside it (a person may pick any part in a file
+// dialog, or open any with "Open with Strata"); path itself otherwise.
+func FirstPart(path string) string {
+	prefix, i, n, ok := gguf.ParseSplitPath(path)
+	if !ok || i == 0 {
+		return path
+	}
+	first := gguf.SplitPath(prefix, 0, n)
+	if _, err := os.Stat(first); err != nil {
+		return path // the engine's message names what is missing
+	}
+	return first
+}
