@@ -51,14 +51,36 @@ func readHybrid(f *gguf.File, h *Hparams) error {
 		return fmt.Errorf("model: %s: %s.ssm.conv_kernel %d: a causal conv needs at least 2 taps", f.Path, h.Arch, h.SSM.ConvKernel)
 	}
 	h.SSM.VDim = inner / h.SSM.VHeads
+	// Multi-token-prediction layers (nextn_predict_layers) follow the trunk in block_count;
+	// Strata does not draft with them, so the model is the layers before them.
+	nextn, kerr := f.ArchUintOr("nextn_predict_layers", 0)
+	if kerr != nil || nextn >= uint64(h.Layers) {
+		return fmt.Errorf("model: %s: %s.nextn_predict_layers = %d leaves no layers of %d (%v)", f.Path, h.Arch, nextn, h.Layers, kerr)
+	}
+	h.Layers -= int(nextn)
+	// Which layers are Gated DeltaNet: attention.recurrent_layers when the file lists them,
+	// else all but every full_attention_interval-th (llama.cpp reads them the same way).
+	h.Recurrent = make([]bool, h.Layers)
+	if v, ok := f.Lookup(h.Arch + ".attention.recurrent_layers"); ok {
+		list, isBools := v.Bools()
+		if !isBools || len(list) < h.Layers {
+			return fmt.Errorf("model: %s: %s.attention.recurrent_layers is not a list of %d bools", f.Path, h.Arch, h.Layers)
+		}
+		copy(h.Recurrent, list)
+		return readRope(f, h)
+	}
 	every, kerr := f.ArchUintOr("full_attention_interval", 4)
 	if kerr != nil || every == 0 || every > uint64(h.Layers) {
 		return fmt.Errorf("model: %s: %s.full_attention_interval = %d is not a layer interval (%v)", f.Path, h.Arch, every, kerr)
 	}
-	h.Recurrent = make([]bool, h.Layers)
 	for l := range h.Recurrent {
 		h.Recurrent[l] = (l+1)%int(every) != 0
 	}
+	return readRope(f, h)
+}
+
+// readRope reads how many dims of each attention head RoPE rotates.
+func readRope(f *gguf.File, h *Hparams) error {
 	rd, kerr := f.ArchUintOr("rope.dimension_count", uint64(h.HeadDim))
 	if kerr != nil || rd == 0 || rd%2 != 0 || rd > uint64(h.HeadDim) {
 		return fmt.Errorf("model: %s: %s.rope.dimension_count = %d must be even and at most the head dim %d (%v)", f.Path, h.Arch, rd, h.HeadDim, kerr)

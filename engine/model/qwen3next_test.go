@@ -25,8 +25,8 @@ type tensorOut struct {
 }
 
 // rewriteGGUF copies the GGUF at src to a temporary file with its keys passed through keys
-// (false drops one) and its tensors through tensors, and returns the new path.
-func rewriteGGUF(t *testing.T, src string, keys func(kv gguf.KV) (gguf.KV, bool), tensors func(f *gguf.File, ts []tensorOut) []tensorOut) string {
+// (false drops one), extra keys added, and its tensors through tensors; it returns the new path.
+func rewriteGGUF(t *testing.T, src string, keys func(kv gguf.KV) (gguf.KV, bool), tensors func(f *gguf.File, ts []tensorOut) []tensorOut, extra ...gguf.KV) string {
 	t.Helper()
 	f, err := gguf.Open(src)
 	if err != nil {
@@ -38,6 +38,9 @@ func rewriteGGUF(t *testing.T, src string, keys func(kv gguf.KV) (gguf.KV, bool)
 		if kv, ok := keys(kv); ok {
 			w.Add(kv.Key, kv.Value)
 		}
+	}
+	for _, kv := range extra {
+		w.Add(kv.Key, kv.Value)
 	}
 	var ts []tensorOut
 	for _, ti := range f.Tensors {
@@ -265,6 +268,12 @@ func TestHybridBadInput(t *testing.T) {
 		{"inner size", setKey("ssm.inner_size", uint32(h.SSM.VHeads*h.SSM.VDim+1)), keepTensors, "inner_size"},
 		{"no shared ffn", dropKey("expert_shared_feed_forward_length"), keepTensors, "expert_shared_feed_forward_length"},
 		{"no group count", dropKey("ssm.group_count"), keepTensors, "ssm.group_count"},
+		{"short layer list", func(kv gguf.KV) (gguf.KV, bool) {
+			if kv.Key == h.Arch+".attention.recurrent_layers" {
+				kv.Value = gguf.NewBools([]bool{true})
+			}
+			return kv, true
+		}, keepTensors, "recurrent_layers"},
 	} {
 		path := rewriteGGUF(t, src, c.keys, c.tensors)
 		f, err := gguf.Open(path)
@@ -278,5 +287,53 @@ func TestHybridBadInput(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one naming %q", c.what, err, c.want)
 		}
+	}
+}
+
+// TestHybridLayerPattern: the listed recurrent layers win over full_attention_interval (as in
+// llama.cpp), and multi-token-prediction layers counted in block_count are left out: both
+// rewrites of the fixture still give its reference logits.
+func TestHybridLayerPattern(t *testing.T) {
+	dir := fixtures.Path(t, "qwen35moe-tiny")
+	ref := loadReference(t, dir)
+	for _, v := range ref.Variants {
+		src := filepath.Join(dir, v.File)
+		f, err := gguf.Open(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := model.ReadHparams(f)
+		_, listed := f.Lookup(h.Arch + ".attention.recurrent_layers")
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"interval 2", "one mtp layer"} {
+			var extra []gguf.KV
+			edit := func(kv gguf.KV) (gguf.KV, bool) {
+				switch {
+				case name == "interval 2" && kv.Key == h.Arch+".full_attention_interval" && listed:
+					kv.Value = gguf.NewUint32(2)
+				case name == "one mtp layer" && kv.Key == h.Arch+".block_count":
+					kv.Value = gguf.NewUint32(uint32(h.Layers + 1))
+				case name == "one mtp layer" && kv.Key == h.Arch+".attention.recurrent_layers":
+					kv.Value = gguf.NewBools(append(slices.Clone(h.Recurrent), false))
+				}
+				return kv, true
+			}
+			if name == "one mtp layer" {
+				extra = append(extra, gguf.KV{Key: h.Arch + ".nextn_predict_layers", Value: gguf.NewUint32(1)})
+			}
+			e := open(t, rewriteGGUF(t, src, edit, keepTensors, extra...), true)
+			if e.net.H.Layers != h.Layers || !slices.Equal(e.net.H.Recurrent, h.Recurrent) {
+				t.Fatalf("%s: %d layers %v, want %d %v", name, e.net.H.Layers, e.net.H.Recurrent, h.Layers, h.Recurrent)
+			}
+			p := v.Prompts[len(v.Prompts)-1]
+			pl, _, _ := e.run(t, p.Tokens, 0, "f32", nil)
+			if d := modeltest.MaxAbsDiff(pl, modeltest.ReadF32(t, filepath.Join(dir, p.Files["logits"].File))); d > 1e-4 {
+				t.Errorf("%s: logits differ by %.3g", name, d)
+			}
+		}
+		return
 	}
 }
