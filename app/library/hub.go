@@ -29,7 +29,7 @@ const DefaultEndpoint = "https://huggingface.co"
 type Client struct {
 	Endpoint string       // no trailing slash
 	Token    string       // an access token for gated and private repositories; "" for none
-	HTTP     *http.Client // nil: a client without an overall timeout (downloads are long)
+	HTTP     *http.Client // nil: http.DefaultClient; NewClient sets one with header timeouts
 	// FreeSpace says how many bytes may still be written in a folder; nil:
 	// platform.FreeSpace. Tests put a stand-in here for a full disk.
 	FreeSpace func(dir string) (int64, error)
@@ -44,18 +44,22 @@ func NewClient() *Client {
 	if ep == "" {
 		ep = DefaultEndpoint
 	}
-	return &Client{Endpoint: ep, Token: strings.TrimSpace(os.Getenv("HF_TOKEN"))}
+	// No overall timeout (a download takes hours); a server that stops answering is caught
+	// by the header timeout, a stalled body by the caller's cancel (Pause).
+	hc := &http.Client{Transport: &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		TLSHandshakeTimeout:   30 * time.Second,
+		ResponseHeaderTimeout: 60 * time.Second,
+		IdleConnTimeout:       90 * time.Second,
+	}}
+	return &Client{Endpoint: ep, Token: strings.TrimSpace(os.Getenv("HF_TOKEN")), HTTP: hc}
 }
 
 func (c *Client) http() *http.Client {
 	if c.HTTP != nil {
 		return c.HTTP
 	}
-	return &http.Client{Transport: &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		ResponseHeaderTimeout: 60 * time.Second,
-		IdleConnTimeout:       90 * time.Second,
-	}}
+	return http.DefaultClient
 }
 
 // RepoFile is one file of a repository as the Hub lists it.
@@ -172,17 +176,36 @@ func (c *Client) get(ctx context.Context, u string, header http.Header, repo, fi
 	return resp, nil
 }
 
-// getJSON decodes a JSON answer into v.
-func (c *Client) getJSON(ctx context.Context, u, repo string, v any) error {
+// getJSON decodes a JSON answer into v and returns the next page's address from the Link
+// header ("" when it is the last page).
+func (c *Client) getJSON(ctx context.Context, u, repo string, v any) (string, error) {
 	resp, err := c.get(ctx, u, nil, repo, "")
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer resp.Body.Close()
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(v); err != nil {
-		return fmt.Errorf("library: %s: the Hub's answer is not the JSON expected: %w", u, err)
+		return "", fmt.Errorf("library: %s: the Hub's answer is not the JSON expected: %w", u, err)
 	}
-	return nil
+	return nextLink(resp.Header.Get("Link"), resp.Request.URL), nil
+}
+
+// maxPages bounds how many pages of a listing are followed.
+const maxPages = 100
+
+// nextLink finds rel="next" in a Link header (`<URL>; rel="next"`), resolved against base.
+func nextLink(h string, base *url.URL) string {
+	for _, part := range strings.Split(h, ",") {
+		target, params, ok := strings.Cut(strings.TrimSpace(part), ";")
+		if !ok || !strings.Contains(strings.ReplaceAll(params, " ", ""), `rel="next"`) {
+			continue
+		}
+		target = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(target), "<"), ">")
+		if u, err := base.Parse(target); err == nil {
+			return u.String()
+		}
+	}
+	return ""
 }
 
 // escapePath escapes each element of a path inside a repository.
@@ -200,7 +223,7 @@ func (c *Client) Files(ctx context.Context, repo string) ([]RepoFile, error) {
 	if err := ValidRepo(repo); err != nil {
 		return nil, err
 	}
-	var entries []struct {
+	type entry struct {
 		Type string `json:"type"`
 		Path string `json:"path"`
 		Size int64  `json:"size"`
@@ -209,9 +232,20 @@ func (c *Client) Files(ctx context.Context, repo string) ([]RepoFile, error) {
 			Size int64  `json:"size"`
 		} `json:"lfs"`
 	}
+	var entries []entry
+	// The listing comes in pages (a Link header names the next).
 	u := c.Endpoint + "/api/models/" + escapePath(repo) + "/tree/main?recursive=true"
-	if err := c.getJSON(ctx, u, repo, &entries); err != nil {
-		return nil, err
+	for page := 0; u != ""; page++ {
+		if page == maxPages {
+			return nil, fmt.Errorf("library: %s lists more than %d pages of files", repo, maxPages)
+		}
+		var batch []entry
+		next, err := c.getJSON(ctx, u, repo, &batch)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, batch...)
+		u = next
 	}
 	var out []RepoFile
 	for _, e := range entries {
@@ -243,7 +277,7 @@ func (c *Client) Search(ctx context.Context, query string, limit int) ([]Repo, e
 		Repo
 		Gated any `json:"gated"` // false, or "auto"/"manual"
 	}
-	if err := c.getJSON(ctx, c.Endpoint+"/api/models?"+q.Encode(), "", &raw); err != nil {
+	if _, err := c.getJSON(ctx, c.Endpoint+"/api/models?"+q.Encode(), "", &raw); err != nil {
 		return nil, err
 	}
 	out := make([]Repo, len(raw))

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,10 @@ import (
 // Range, answering 401 (X-Error-Code GatedRepo) for a gated repository without the token
 // "secret" and 404 for what it does not have. Cuts and holds stand in for a dropped
 // connection and a slow one.
+// pageSize is how many entries a page of the tree listing holds: small, so tests see
+// several pages.
+const pageSize = 2
+
 type Hub struct {
 	repos  map[string]map[string][]byte // repo -> path -> bytes
 	gated  map[string]bool              // needs "Bearer secret"
@@ -59,20 +64,39 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		var out []map[string]any
-		for name, b := range files {
+		names := make([]string, 0, len(files))
+		for name := range files {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		out := []map[string]any{{"type": "directory", "path": "docs", "size": 0}}
+		for _, name := range names {
+			b := files[name]
 			e := map[string]any{"type": "file", "path": name, "size": len(b)}
 			if strings.HasSuffix(name, ".gguf") {
 				sum := sha256.Sum256(b)
 				oid := hex.EncodeToString(sum[:])
+				h.mu.Lock()
 				if h.badSHA[name] {
 					oid = strings.Repeat("0", 64)
 				}
+				h.mu.Unlock()
 				e["lfs"] = map[string]any{"oid": oid, "size": len(b), "pointerSize": 134}
 			}
 			out = append(out, e)
 		}
-		out = append(out, map[string]any{"type": "directory", "path": "docs", "size": 0})
+		// Pages of pageSize entries, the next named by a Link header as the Hub does.
+		start, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
+		start = min(max(start, 0), len(out))
+		end := min(start+pageSize, len(out))
+		if end < len(out) {
+			next := *r.URL
+			q := next.Query()
+			q.Set("cursor", strconv.Itoa(end))
+			next.RawQuery = q.Encode()
+			w.Header().Set("Link", "<"+next.String()+`>; rel="next"`)
+		}
+		out = out[start:end]
 		json.NewEncoder(w).Encode(out)
 	case strings.Contains(p, "/resolve/main/"):
 		repo, file, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/resolve/main/")
