@@ -11,7 +11,7 @@ SHOT_PKGS := xvfb imagemagick libgl1-mesa-dri
 STATICCHECK_VERSION := v0.8.2
 WIN_ENV   := GOOS=windows GOARCH=amd64 CGO_ENABLED=1 CC=x86_64-w64-mingw32-gcc CXX=x86_64-w64-mingw32-g++
 
-.PHONY: all deps build run screenshots test vet staticcheck unit windows fuzz bench kernels clean
+.PHONY: all deps build run screenshots test vet staticcheck unit windows fuzz fuzz-ci bench kernels clean
 
 all: build
 
@@ -58,12 +58,25 @@ windows:
 	$(WIN_ENV) $(GO) build ./...
 	$(WIN_ENV) $(GO) build -o bin/strata.exe .
 
-test: deps vet staticcheck unit windows
+test: deps vet staticcheck unit windows fuzz-ci
 
-# fuzz runs the GGUF reader's fuzz target for FUZZTIME (crashers land in testdata/fuzz).
-FUZZTIME ?= 3m
+# fuzz runs every fuzz target for FUZZTIME each (crashers land in the package's
+# testdata/fuzz, where they stay as regression inputs): the GGUF reader, tokenizer encode and
+# decode, chat-template rendering, the chat and settings files, and the headless commands'
+# command lines. make test runs each for FUZZTIME_CI.
+FUZZTIME    ?= 3m
+FUZZTIME_CI ?= 5s
+FUZZ_TARGETS := ./engine/gguf:FuzzOpen ./engine/tokenizer:FuzzEncodeDecode ./engine/tokenizer/chattmpl:FuzzRender \
+	./app/store:FuzzChatFile ./app/store:FuzzSettingsFile ./app/cli:FuzzCommandLine
 fuzz:
-	$(GO) test ./engine/gguf -run '^$$' -fuzz FuzzOpen -fuzztime $(FUZZTIME)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME); \
+	done
+
+fuzz-ci:
+	$(MAKE) fuzz FUZZTIME=$(FUZZTIME_CI)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2x ./engine/quant/

@@ -62,7 +62,7 @@ func readReferences(t *testing.T) []reference {
 }
 
 // modelFiles reads a fixture tokenizer's template and bos/eos tokens.
-func modelFiles(t *testing.T, name string) (tmpl, bos, eos string) {
+func modelFiles(t testing.TB, name string) (tmpl, bos, eos string) {
 	t.Helper()
 	dir := fixtures.Path(t, "tokenizers", name)
 	b, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
