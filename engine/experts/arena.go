@@ -82,6 +82,7 @@ type piece struct {
 // request is one read: the pieces inside [start, end) of the file, read as the aligned
 // [off, off+n). direct says the read can land in the arena as it is (see landsDirect).
 type request struct {
+	file       int // Extent.File of every piece
 	off, n     int64
 	start, end int64
 	pieces     []piece
@@ -149,16 +150,12 @@ func FillArena(ctx context.Context, l *Layout, ids []ID, o FillOptions, progress
 	return a, st, nil
 }
 
-// unbuffered runs the merged reads on o.Workers goroutines, one handle each, and closes
-// the handles.
-func (f *filler) unbuffered(ctx context.Context, files []*os.File, reqs []request, o FillOptions, st *FillStats) error {
-	defer func() {
-		for _, fh := range files {
-			fh.Close()
-		}
-	}()
+// unbuffered runs the merged reads on o.Workers goroutines, one handle of each file each,
+// and closes the handles.
+func (f *filler) unbuffered(ctx context.Context, files [][]*os.File, reqs []request, o FillOptions, st *FillStats) error {
+	defer closeHandles(files)
 	for i := range reqs {
-		reqs[i].direct = f.a.landsDirect(reqs[i], f.l.size)
+		reqs[i].direct = f.a.landsDirect(reqs[i], f.l.fileSize(reqs[i].file))
 		if reqs[i].direct {
 			st.DirectReads++
 		}
@@ -170,7 +167,7 @@ func (f *filler) unbuffered(ctx context.Context, files []*os.File, reqs []reques
 		bounce = 0 // every read lands in the arena
 	}
 	return f.run(ctx, len(reqs), o.Workers, bounce, func(w, i int, buf []byte) error {
-		return f.readRequest(files[w], buf, reqs[i])
+		return f.readRequest(files[w][reqs[i].file], buf, reqs[i])
 	})
 }
 
@@ -289,7 +286,7 @@ func mergePieces(pieces []piece, maxBytes int64) []request {
 	var end int64 // end of the last piece in cur
 	for _, p := range pieces {
 		lo, hi := alignDown(p.src.Offset, PackAlign), alignUp(p.src.End(), PackAlign)
-		if len(cur.pieces) > 0 && p.src.Offset-end <= maxMergeGap && hi-cur.off <= maxBytes {
+		if len(cur.pieces) > 0 && p.src.File == cur.file && p.src.Offset-end <= maxMergeGap && hi-cur.off <= maxBytes {
 			cur.pieces = append(cur.pieces, p)
 			cur.n = max(cur.n, hi-cur.off)
 			end = max(end, p.src.End())
@@ -299,7 +296,7 @@ func mergePieces(pieces []piece, maxBytes int64) []request {
 			cur.end = end
 			out = append(out, cur)
 		}
-		cur = request{off: lo, n: hi - lo, start: p.src.Offset, pieces: []piece{p}}
+		cur = request{file: p.src.File, off: lo, n: hi - lo, start: p.src.Offset, pieces: []piece{p}}
 		end = p.src.End()
 	}
 	if len(cur.pieces) > 0 {
@@ -310,29 +307,28 @@ func mergePieces(pieces []piece, maxBytes int64) []request {
 }
 
 // openProbed opens one unbuffered handle per worker (Windows serialises positioned reads
-// on one handle) and checks that the first blob reads the same as through an ordinary
-// buffered handle (not the mapping: the file may not be mapped yet). It returns the
-// handles, or why the unbuffered path cannot be used.
-func openProbed(l *Layout, first ID, o FillOptions) ([]*os.File, string) {
-	var files []*os.File
-	fail := func(reason string) ([]*os.File, string) {
-		for _, fh := range files {
-			fh.Close()
-		}
+// on one handle) on each of the layout's files (several for a split GGUF) and checks that
+// the first blob reads the same as through an ordinary buffered handle (not the mapping:
+// the file may not be mapped yet). It returns the handles, [worker][file], or why the
+// unbuffered path cannot be used.
+func openProbed(l *Layout, first ID, o FillOptions) ([][]*os.File, string) {
+	var files [][]*os.File
+	fail := func(reason string) ([][]*os.File, string) {
+		closeHandles(files)
 		return nil, reason
 	}
-	if l.Files() > 1 {
-		// The unbuffered readers hold handles on one file; the mapping serves every part.
-		return fail(fmt.Sprintf("the model is split into %d files, and unbuffered reads take one file", l.Files()))
-	}
 	for range o.Workers {
-		fh, align, err := o.openUnbuffered(l.Path)
-		if err != nil {
-			return fail(fmt.Sprintf("unbuffered open failed: %v", err))
-		}
-		files = append(files, fh)
-		if PackAlign%align != 0 {
-			return fail(fmt.Sprintf("unbuffered reads need %d-byte alignment, above %d", align, PackAlign))
+		files = append(files, make([]*os.File, 0, l.Files()))
+		w := len(files) - 1
+		for i := range l.Files() {
+			fh, align, err := o.openUnbuffered(l.FilePath(i))
+			if err != nil {
+				return fail(fmt.Sprintf("unbuffered open failed: %v", err))
+			}
+			files[w] = append(files[w], fh)
+			if PackAlign%align != 0 {
+				return fail(fmt.Sprintf("unbuffered reads need %d-byte alignment, above %d", align, PackAlign))
+			}
 		}
 	}
 	parts := l.Parts(first)
@@ -345,18 +341,13 @@ func openProbed(l *Layout, first ID, o FillOptions) ([]*os.File, string) {
 		return fail(fmt.Sprintf("no aligned buffer for the probe read: %v", err))
 	}
 	defer platform.FreeAligned(buf)
-	buffered, err := os.Open(l.Path)
-	if err != nil {
-		return fail(fmt.Sprintf("open for the probe's buffered read: %v", err))
-	}
-	defer buffered.Close()
 	for p, e := range parts {
-		got, err := readDirect(files[0], buf, e, l.size, l)
+		got, err := readDirect(files[0][e.File], buf, e, l)
 		if err != nil {
 			return fail(fmt.Sprintf("unbuffered read of %s %s failed: %v", first, partName(p), err))
 		}
 		want := make([]byte, e.Len)
-		if _, err := buffered.ReadAt(want, e.Offset); err != nil {
+		if err := l.readFile(e.File, want, e.Offset); err != nil {
 			return fail(fmt.Sprintf("buffered read of %s %s at offset %d failed: %v", first, partName(p), e.Offset, err))
 		}
 		if !bytes.Equal(got, want) {
@@ -366,13 +357,22 @@ func openProbed(l *Layout, first ID, o FillOptions) ([]*os.File, string) {
 	return files, ""
 }
 
-// readDirect reads extent e through the unbuffered handle fh into the aligned buffer buf and
-// returns e's bytes inside it. The part of an aligned read past the last whole block of
-// the file comes from the mapping (or a buffered read before l is attached) instead:
-// unbuffered reads must not run past the end.
-func readDirect(fh *os.File, buf []byte, e Extent, fileSize int64, l *Layout) ([]byte, error) {
+// closeHandles closes handles of openProbed.
+func closeHandles(files [][]*os.File) {
+	for _, fs := range files {
+		for _, fh := range fs {
+			fh.Close()
+		}
+	}
+}
+
+// readDirect reads extent e through the unbuffered handle fh (on e's file) into the aligned
+// buffer buf and returns e's bytes inside it. The part of an aligned read past the last
+// whole block of the file comes from the mapping (or a buffered read before l is
+// attached) instead: unbuffered reads must not run past the end.
+func readDirect(fh *os.File, buf []byte, e Extent, l *Layout) ([]byte, error) {
 	lo, hi := alignDown(e.Offset, PackAlign), alignUp(e.End(), PackAlign)
-	direct := min(hi, alignDown(fileSize, PackAlign))
+	direct := min(hi, alignDown(l.fileSize(e.File), PackAlign))
 	if direct > lo {
 		if _, err := fh.ReadAt(buf[:direct-lo], lo); err != nil {
 			return nil, err
@@ -380,21 +380,26 @@ func readDirect(fh *os.File, buf []byte, e Extent, fileSize int64, l *Layout) ([
 	}
 	if direct < e.End() {
 		from := max(direct, e.Offset)
-		if err := l.readBuffered(buf[from-lo:e.End()-lo], from); err != nil {
+		if err := l.readBuffered(e.File, buf[from-lo:e.End()-lo], from); err != nil {
 			return nil, err
 		}
 	}
 	return buf[e.Offset-lo : e.End()-lo], nil
 }
 
-// readBuffered fills dst with the file's bytes from off: from the mapping when l is
-// attached, else with an ordinary read (rare: only the file's last partial block).
-func (l *Layout) readBuffered(dst []byte, off int64) error {
+// readBuffered fills dst with file's bytes from off: from the mapping when l is attached,
+// else with an ordinary read (rare: only the file's last partial block).
+func (l *Layout) readBuffered(file int, dst []byte, off int64) error {
 	if l.data != nil {
-		copy(dst, l.view(Extent{Offset: off, Len: int64(len(dst))}))
+		copy(dst, l.view(Extent{Offset: off, Len: int64(len(dst)), File: file}))
 		return nil
 	}
-	fh, err := os.Open(l.Path)
+	return l.readFile(file, dst, off)
+}
+
+// readFile fills dst with file's bytes from off with an ordinary read.
+func (l *Layout) readFile(file int, dst []byte, off int64) error {
+	fh, err := os.Open(l.FilePath(file))
 	if err != nil {
 		return err
 	}
@@ -436,7 +441,7 @@ func (f *filler) readRequest(fh *os.File, buf []byte, r request) error {
 		f.add(r.end - r.start - holes(r))
 		return nil
 	}
-	all, err := readDirect(fh, buf, Extent{Offset: r.start, Len: r.end - r.start}, f.l.size, f.l)
+	all, err := readDirect(fh, buf, Extent{Offset: r.start, Len: r.end - r.start, File: r.file}, f.l)
 	if err != nil {
 		return fmt.Errorf("unbuffered read at offset %d (%d bytes): %w", r.off, r.n, err)
 	}

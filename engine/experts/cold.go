@@ -16,11 +16,11 @@ import (
 // One caller at a time.
 type ColdReader struct {
 	l     *Layout
-	files []*os.File
-	buf   []byte // platform.AlignedAlloc, PackAlign-aligned
+	files [][]*os.File // [worker][file]
+	buf   []byte       // platform.AlignedAlloc, PackAlign-aligned
 }
 
-// NewColdReader opens workers unbuffered handles on l's file and checks that an unbuffered
+// NewColdReader opens workers unbuffered handles on each of l's files and checks that an unbuffered
 // read of probe matches the mapping. When that is not possible it returns nil and why.
 func NewColdReader(l *Layout, probe ID, workers int) (*ColdReader, string) {
 	o := DefaultFillOptions()
@@ -68,14 +68,14 @@ func (r *ColdReader) Read(ids []ID) ([][3][]byte, error) {
 	out := make([][3][]byte, len(ids))
 	errs := make([]error, len(r.files))
 	var wg sync.WaitGroup
-	for w, fh := range r.files {
+	for w, fhs := range r.files {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for k := w; k < len(items); k += len(r.files) {
 				it := items[k]
 				span := alignUp(it.e.End(), PackAlign) - alignDown(it.e.Offset, PackAlign)
-				b, err := readDirect(fh, r.buf[it.off:it.off+span], it.e, r.l.size, r.l)
+				b, err := readDirect(fhs[it.e.File], r.buf[it.off:it.off+span], it.e, r.l)
 				if err != nil {
 					errs[w] = fmt.Errorf("experts: %s: unbuffered read of %s part %d: %w", r.l.Path, ids[it.id], it.pt, err)
 					return
@@ -94,8 +94,10 @@ func (r *ColdReader) Read(ids []ID) ([][3][]byte, error) {
 // Close releases the handles and the buffer.
 func (r *ColdReader) Close() error {
 	var errs []error
-	for _, fh := range r.files {
-		errs = append(errs, fh.Close())
+	for _, fhs := range r.files {
+		for _, fh := range fhs {
+			errs = append(errs, fh.Close())
+		}
 	}
 	r.files = nil
 	if r.buf != nil {

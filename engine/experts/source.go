@@ -207,6 +207,14 @@ func (l *Layout) mapped(i int) ([]byte, int64) {
 	return l.more[i-1].data, l.more[i-1].base
 }
 
+// fileSize is the size of file i of the layout.
+func (l *Layout) fileSize(i int) int64 {
+	if i <= 0 || i > len(l.more) {
+		return l.size
+	}
+	return l.more[i-1].size
+}
+
 // Files is how many files the layout reads: more than 1 for a split GGUF.
 func (l *Layout) Files() int { return 1 + len(l.more) }
 

@@ -5,10 +5,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"strata/engine/gguf"
+	"strata/platform"
 )
 
 // splitModel writes the model at path as three parts and returns the first part's path.
@@ -23,8 +23,9 @@ func splitModel(t *testing.T, path string) string {
 }
 
 // TestSplitGGUFLayout: the layout of a model split in three points every expert at the part
-// that holds its tensors; its blobs, an arena filled from it and the dropped pages are those
-// of the single file, and the unbuffered readers step aside with a reason.
+// that holds its tensors; its blobs, cold reads, an arena filled from it (unbuffered, each
+// read on its part's handle, where the filesystem allows) and the dropped pages are those
+// of the single file.
 func TestSplitGGUFLayout(t *testing.T) {
 	path := synthModel(t, t.TempDir())
 	whole := openGGUF(t, path)
@@ -64,19 +65,41 @@ func TestSplitGGUFLayout(t *testing.T) {
 	if len(files) < 2 {
 		t.Errorf("the experts lie in %d of the 3 parts", len(files))
 	}
-	if r, why := NewColdReader(l, ID{0, 0}, 2); r != nil || !strings.Contains(why, "split into 3 files") {
-		t.Errorf("cold reader on a split model: %v, %q", r, why)
+	ids := allIDs(l.Shape)
+	unbuffered := platform.UnbufferedSupported(l.FilePath(0))
+	cr, why := NewColdReader(l, ID{0, 0}, 2)
+	if (cr != nil) != unbuffered {
+		t.Fatalf("cold reader: %v (%q); unbuffered reads work here: %v", cr != nil, why, unbuffered)
+	}
+	if cr != nil {
+		got, err := cr.Read(ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, id := range ids {
+			want := wantBlob(t, whole, id)
+			for p := range want {
+				if !bytes.Equal(got[i][p], want[p]) {
+					t.Fatalf("cold read of %s %s differs from the tensor", id, partName(p))
+				}
+			}
+		}
+		if err := cr.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	o := DefaultFillOptions()
 	o.Unbuffered = true
-	ids := allIDs(l.Shape)
 	a, st, err := FillArena(context.Background(), l, ids, o, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	if !strings.Contains(st.Fallback, "split into 3 files") {
-		t.Errorf("fill fallback %q", st.Fallback)
+	if st.Unbuffered != unbuffered || (unbuffered && (st.Fallback != "" || !st.Unmapped)) {
+		t.Errorf("fill: unbuffered %v, unmapped %v, fallback %q; unbuffered reads work here: %v", st.Unbuffered, st.Unmapped, st.Fallback, unbuffered)
+	}
+	if err := l.Attach(); err != nil {
+		t.Fatal(err)
 	}
 	for _, id := range ids {
 		g, u, d, ok := a.Blob(id)
@@ -91,11 +114,12 @@ func TestSplitGGUFLayout(t *testing.T) {
 	}
 	// Dropping pages: every advised byte is one of the experts', in whichever part.
 	var r recorder
-	if err := dropPages(l, ids, 4096, r.advise); err != nil {
+	few := []ID{ids[0], ids[1], ids[len(ids)/2], ids[len(ids)-1]} // experts in different parts
+	if err := dropPages(l, few, 4096, r.advise); err != nil {
 		t.Fatal(err)
 	}
 	inside := map[uintptr]bool{}
-	for _, id := range ids {
+	for _, id := range few {
 		g, u, d := l.Blob(id)
 		for _, b := range [][]byte{g, u, d} {
 			for i := range b {
