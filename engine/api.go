@@ -5,6 +5,7 @@
 package engine
 
 import (
+	"fmt"
 	"time"
 
 	"strata/engine/experts"
@@ -93,6 +94,33 @@ type Sampling struct {
 type SessionOptions struct {
 	// EnableThinking is passed to templates that understand it (Qwen3). Nil = template default.
 	EnableThinking *bool
+	// ContextPolicy is what Chat does with a conversation that no longer fits the context.
+	ContextPolicy ContextPolicy
+}
+
+// ContextPolicy is what Chat does when the conversation reaches the context length. Every
+// caller (the app, strata chat, the server) shares it through SessionOptions.
+type ContextPolicy string
+
+const (
+	// ContextStop (the default) refuses the turn with ErrContextFull: the user starts a new
+	// chat or shortens this one.
+	ContextStop ContextPolicy = "stop"
+	// ContextDropOldest leaves the oldest turns out of what the model sees, keeping the
+	// system prompt and the newest message, until the conversation fits with room for an
+	// answer; Result.Dropped says how many.
+	ContextDropOldest ContextPolicy = "drop-oldest"
+)
+
+// ParseContextPolicy reads a policy as the flag and the settings file write it ("" is stop).
+func ParseContextPolicy(s string) (ContextPolicy, error) {
+	switch p := ContextPolicy(s); p {
+	case "", ContextStop:
+		return ContextStop, nil
+	case ContextDropOldest:
+		return p, nil
+	}
+	return "", &ConfigError{Flag: "context-full", Msg: fmt.Sprintf("%q is not one of stop, drop-oldest", s)}
 }
 
 // Token is one generated token as it streams out.
@@ -145,6 +173,9 @@ type Result struct {
 	Thinking string // the reasoning part, if the model produced one
 	Stop     StopReason
 	Timings  Timings
+	// Dropped is how many of the oldest messages Chat left out to fit the context
+	// (ContextDropOldest); the caller tells the user.
+	Dropped int
 }
 
 // Tier is where one routed expert lives.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 
 	"strata/cuda"
@@ -29,4 +30,7 @@ var (
 	ErrOutOfVRAM = cuda.ErrOutOfMemory
 	// ErrCanceled: the caller's context was cancelled.
 	ErrCanceled = context.Canceled
+	// ErrContextFull: the conversation no longer fits the context (ContextStop), or even
+	// the newest message alone does not.
+	ErrContextFull = errors.New("the conversation does not fit the context")
 )

@@ -87,12 +87,53 @@ func (s *Session) Chat(ctx context.Context, msgs []Message, sp Sampling, onToken
 // The model's calls come back as text in the template's own format (see ChatTemplate).
 func (s *Session) ChatWithTools(ctx context.Context, msgs []Message, tools []string, sp Sampling, onToken func(Token)) (Result, error) {
 	c := s.m.text
-	ids, err := c.chatTokens(msgs, tools, s.opts.EnableThinking, true)
+	ids, dropped, err := s.fitContext(msgs, tools, sp)
 	if err != nil {
-		return Result{}, fmt.Errorf("engine: %w", err)
+		return Result{}, err
 	}
 	split := &reasoningFilter{tokenizer.NewReasoningSplitter(tokenizer.ReasoningStyle(c.template, c.tok))}
-	return s.generate(ctx, ids, sp, onToken, split)
+	res, err := s.generate(ctx, ids, sp, onToken, split)
+	res.Dropped = dropped
+	return res, err
+}
+
+// fitContext renders msgs and applies the session's ContextPolicy when they do not fit the
+// context with room for an answer (Sampling.MaxTokens, else a quarter of the context, at
+// most half): stop refuses with ErrContextFull; drop-oldest leaves out the oldest messages
+// after the leading system ones, one at a time, and returns how many it left out. A
+// conversation that fits with less room still runs, and stops with StopContext when full.
+func (s *Session) fitContext(msgs []Message, tools []string, sp Sampling) ([]int, int, error) {
+	c := s.m.text
+	capacity := s.m.cfg.MaxContext
+	room := capacity / 4
+	if sp.MaxTokens > 0 {
+		room = sp.MaxTokens
+	}
+	room = min(room, capacity/2)
+	sys := 0
+	for sys < len(msgs) && msgs[sys].Role == RoleSystem {
+		sys++
+	}
+	for dropped := 0; ; dropped++ {
+		kept := append(append([]Message(nil), msgs[:sys]...), msgs[sys+dropped:]...)
+		ids, err := c.chatTokens(kept, tools, s.opts.EnableThinking, true)
+		if err != nil {
+			return nil, 0, fmt.Errorf("engine: %w", err)
+		}
+		switch {
+		case capacity <= 0 || len(ids)+room <= capacity:
+			return ids, dropped, nil
+		case s.opts.ContextPolicy != ContextDropOldest && len(ids) < capacity:
+			return ids, 0, nil // it fits, with less room: the answer may stop at StopContext
+		case s.opts.ContextPolicy != ContextDropOldest:
+			return nil, 0, fmt.Errorf("engine: %w: the conversation is %d tokens and the context holds %d; start a new chat, or choose to drop the oldest turns (--context-full drop-oldest), or raise --max-context", ErrContextFull, len(ids), capacity)
+		case sys+dropped >= len(msgs)-1:
+			if len(ids) < capacity {
+				return ids, dropped, nil // only the newest message is left: run it with what room there is
+			}
+			return nil, 0, fmt.Errorf("engine: %w: the newest message alone is %d tokens and the context holds %d; shorten it or raise --max-context", ErrContextFull, len(ids), capacity)
+		}
+	}
 }
 
 // chatTokens renders msgs with the model's chat template (as Session.Chat does) and encodes

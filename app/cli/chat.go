@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -22,12 +23,17 @@ func runChat(ctx context.Context, args []string, io IO) error {
 	seed := fs.Uint64("seed", 0, "sampling seed")
 	maxTokens := fs.Int("n", 0, "most tokens per answer (0 = until the model stops)")
 	noThink := fs.Bool("no-think", false, "ask templates that support it (Qwen3) to skip thinking")
+	contextFull := fs.String("context-full", "stop", "when the chat reaches the context length: stop (say so and wait for /reset) or drop-oldest (leave out the oldest turns, keeping the system prompt)")
 	addEngineFlags(fs, &cfg)
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
 	if *modelPath == "" {
 		return usagef("-m MODEL is required")
+	}
+	policy, err := engine.ParseContextPolicy(*contextFull)
+	if err != nil {
+		return usagef("%v", err)
 	}
 	fmt.Fprintf(io.Err, "loading %s ...\n", *modelPath)
 	m, err := engine.Open(ctx, *modelPath, cfg, nil)
@@ -38,7 +44,7 @@ func runChat(ctx context.Context, args []string, io IO) error {
 	if w := m.TemplateWarning(); w != "" {
 		fmt.Fprintf(io.Err, "note: %s\n", w)
 	}
-	opts := engine.SessionOptions{}
+	opts := engine.SessionOptions{ContextPolicy: policy}
 	if *noThink {
 		f := false
 		opts.EnableThinking = &f
@@ -74,11 +80,26 @@ func runChat(ctx context.Context, args []string, io IO) error {
 		}
 		msgs = append(msgs, engine.Message{Role: engine.RoleUser, Content: line})
 		res, err := answer(ctx, s, msgs, sp, io)
+		if errors.Is(err, engine.ErrContextFull) {
+			// The chat goes on: the message is not kept, and the user decides.
+			msgs = msgs[:len(msgs)-1]
+			fmt.Fprintf(io.Err, "(context full: %v)\n(type /reset to start over, or restart with --context-full drop-oldest or a larger --max-context)\n", err)
+			continue
+		}
 		if err != nil {
 			return err
 		}
+		if res.Dropped > 0 {
+			fmt.Fprintf(io.Err, "\n(context full: the oldest %d messages were left out of what the model sees; the system prompt was kept)", res.Dropped)
+		}
 		msgs = append(msgs, engine.Message{Role: engine.RoleAssistant, Content: res.Text, Thinking: res.Thinking})
 		fmt.Fprintf(io.Err, "\n[%d tokens, %.1f tok/s, %s]\n", res.Timings.GeneratedTokens, res.Timings.DecodeTokensPerSec(), res.Stop)
+		if res.Stop == engine.StopContext {
+			fmt.Fprintf(io.Err, "(the context is full: the answer was cut there; %s)\n", map[engine.ContextPolicy]string{
+				engine.ContextStop:       "type /reset to start over",
+				engine.ContextDropOldest: "the next message leaves out the oldest turns",
+			}[policy])
+		}
 		sp.Seed++
 	}
 }
