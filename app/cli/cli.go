@@ -55,7 +55,7 @@ func commands() []command {
 		{"profile", "-m MODEL -o FILE", "routing-frequency profile from built-in prompts", runProfile},
 		{"pack", "-m MODEL -o DIR", "write experts.bin (one aligned blob per expert)", runPack},
 		{"bench", "-m MODEL [knobs] [--json]", "load time, prefill and decode tokens/s, hit rates", runBench},
-		{"pull", "REPO[:FILE] [-o DIR]", "download a GGUF from Hugging Face (resumable, SHA-256 checked; HF_ENDPOINT, HF_TOKEN)", runPull},
+		{"pull", "REPO[:FILE] [-o DIR]", "download a GGUF from Hugging Face (resumable, SHA-256 checked; HF_ENDPOINT, HF_TOKEN; or a catalogue id such as gpt-oss-20b)", runPull},
 		{"serve", "-m MODEL [knobs] [--host 127.0.0.1] [--port 8080] [--api-key KEY]", "answer the OpenAI API (/v1/chat/completions, /v1/completions, /v1/models)", runServe},
 		{"synth", "--arch qwen3moe|qwen35moe|qwen3next --preset NAME|--shape ... --quant TYPE -o FILE", "write a synthetic model with random weights", runSynth},
 	}

@@ -7,13 +7,37 @@ import (
 )
 
 // ParseRef splits REPO[:FILE] (the form `strata pull` takes) into the repository and the
-// file or quantisation asked for ("" when none).
+// file or quantisation asked for ("" when none). A catalogue id (gpt-oss-20b) stands for
+// its entry's repository and quantisation.
 func ParseRef(ref string) (repo, file string, err error) {
-	repo, file, _ = strings.Cut(strings.TrimSpace(ref), ":")
+	ref = strings.TrimSpace(ref)
+	if !strings.Contains(ref, "/") {
+		if entries, cerr := Catalogue(); cerr == nil {
+			for _, e := range entries {
+				if strings.EqualFold(e.ID, ref) {
+					return e.Repo, e.Quant, nil
+				}
+			}
+		}
+	}
+	repo, file, _ = strings.Cut(ref, ":")
 	if err := ValidRepo(repo); err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("%w (or one of the catalogue's models: %s)", err, catalogueIDs())
 	}
 	return repo, file, nil
+}
+
+// catalogueIDs lists the catalogue's ids for messages.
+func catalogueIDs() string {
+	entries, err := Catalogue()
+	if err != nil {
+		return "none"
+	}
+	ids := make([]string, len(entries))
+	for i, e := range entries {
+		ids[i] = e.ID
+	}
+	return strings.Join(ids, ", ")
 }
 
 // Choose picks the model a REPO[:FILE] reference means among a repository's GGUF models:

@@ -51,8 +51,15 @@ func TestChoose(t *testing.T) {
 	if repo, file, err := ParseRef("o/r:Q4_K_M"); repo != "o/r" || file != "Q4_K_M" || err != nil {
 		t.Errorf("ParseRef: %q %q %v", repo, file, err)
 	}
-	if _, _, err := ParseRef("justaname"); err == nil {
-		t.Error("ParseRef took a name without an owner")
+	if _, _, err := ParseRef("justaname"); err == nil || !strings.Contains(err.Error(), "gpt-oss-20b") {
+		t.Errorf("ParseRef took a name without an owner, or did not list the catalogue: %v", err)
+	}
+	entries, err := Catalogue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if repo, file, err := ParseRef(strings.ToUpper(entries[0].ID)); err != nil || repo != entries[0].Repo || file != entries[0].Quant {
+		t.Errorf("catalogue id: %q %q %v, want %s", repo, file, err, entries[0].Ref())
 	}
 }
 
