@@ -77,8 +77,44 @@ func (c *Controller) NewChat() error {
 // resetSessionLocked starts a fresh KV cache for a different conversation.
 func (c *Controller) resetSessionLocked() {
 	if c.model != nil {
-		c.chat.session = c.model.NewSession(engine.SessionOptions{})
+		c.chat.session = c.model.NewSession(c.sessionOptionsLocked())
 	}
+}
+
+// sessionOptionsLocked are the settings' session options: what a full chat does.
+func (c *Controller) sessionOptionsLocked() engine.SessionOptions {
+	p, err := engine.ParseContextPolicy(c.settings.ContextFull)
+	if err != nil {
+		p = engine.ContextStop
+	}
+	return engine.SessionOptions{ContextPolicy: p}
+}
+
+// SetContextPolicy saves what a chat does when it reaches the context length; the next
+// answer follows it.
+func (c *Controller) SetContextPolicy(p engine.ContextPolicy) error {
+	s := c.Settings()
+	s.ContextFull = string(p)
+	if err := c.saveSettings(s); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if !c.chat.generating {
+		c.resetSessionLocked()
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// contextNotice tells the user what reaching the context length did to this answer, or "".
+func contextNotice(res engine.Result) string {
+	switch {
+	case res.Dropped > 0:
+		return fmt.Sprintf("This chat is longer than the model's context: the oldest %d messages were left out of what the model saw (the system prompt was kept).", res.Dropped)
+	case res.Stop == engine.StopContext:
+		return "The answer stopped because the chat filled the model's context. Start a new chat, or in Settings choose to drop the oldest turns."
+	}
+	return ""
 }
 
 // SelectChat opens a saved chat.
@@ -409,6 +445,9 @@ func (c *Controller) finishAnswer(id string, res engine.Result, cancelled bool, 
 	last.TokensPerSec = res.Timings.DecodeTokensPerSec()
 	last.Stopped = cancelled || res.Stop == engine.StopCancelled
 	last.Cut = cutMark(err)
+	if n := contextNotice(res); err == nil && n != "" {
+		c.chat.err = n
+	}
 	if err != nil && !cancelled && !errors.Is(err, context.Canceled) {
 		c.chat.err = friendly("Writing the answer", err)
 		if last.Content == "" && last.Thinking == "" {

@@ -283,7 +283,7 @@ func (c *Controller) finishLoad(m Model, path string, demo bool, err error) {
 	if err == nil {
 		c.model, c.modelPath, c.demo = m, path, demo
 		c.ready = c.now().Sub(c.loadStart)
-		c.chat.session = m.NewSession(engine.SessionOptions{})
+		c.chat.session = m.NewSession(c.sessionOptionsLocked())
 		c.chat.err = ""
 	}
 	c.mu.Unlock()

@@ -274,3 +274,49 @@ func TestCancelLoad(t *testing.T) {
 		t.Fatalf("message %q", got)
 	}
 }
+
+// TestContextPolicySetting: the "when a chat is full" choice is saved, survives a restart,
+// and reaches the engine's session; what a full context did is told in plain words.
+func TestContextPolicySetting(t *testing.T) {
+	c, opts := newTestController(t, &fakeEngine{})
+	if err := c.Load(writeFakeModel(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the load", func() bool { return c.LoadState().Loaded })
+	policy := func() engine.ContextPolicy {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		m := c.model.(*fakeModel)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.opts.ContextPolicy
+	}
+	if got := policy(); got != engine.ContextStop {
+		t.Fatalf("default policy %q, want stop", got)
+	}
+	if err := c.SetContextPolicy(engine.ContextDropOldest); err != nil {
+		t.Fatal(err)
+	}
+	if got := policy(); got != engine.ContextDropOldest {
+		t.Fatalf("policy after the setting: %q", got)
+	}
+	again, err := newController(opts, func(f func()) { f() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := again.Settings().ContextFull; got != string(engine.ContextDropOldest) {
+		t.Fatalf("saved policy %q", got)
+	}
+	if n := contextNotice(engine.Result{Dropped: 3}); !strings.Contains(n, "oldest 3 messages") || !strings.Contains(n, "system prompt was kept") {
+		t.Errorf("dropped notice %q", n)
+	}
+	if n := contextNotice(engine.Result{Stop: engine.StopContext}); !strings.Contains(n, "filled the model's context") {
+		t.Errorf("full notice %q", n)
+	}
+	if n := contextNotice(engine.Result{Stop: engine.StopEndOfTurn}); n != "" {
+		t.Errorf("a normal answer has a notice %q", n)
+	}
+	if msg := friendly("Writing the answer", fmt.Errorf("engine: %w: 300 tokens", engine.ErrContextFull)); !strings.Contains(msg, "drop the oldest turns") {
+		t.Errorf("context-full message %q", msg)
+	}
+}

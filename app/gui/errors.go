@@ -30,6 +30,8 @@ func friendly(what string, err error) string {
 func adviceFor(err error) string {
 	var flagErr *engine.ConfigError
 	switch {
+	case errors.Is(err, engine.ErrContextFull):
+		return "This chat has reached the model's context length. Start a new chat, or in Settings choose to drop the oldest turns (the system prompt is kept)."
 	case errors.Is(err, engine.ErrNotGGUF):
 		return "This file is not a GGUF model. Pick a file ending in .gguf (for example a Qwen3-30B-A3B Q4_K_M download)."
 	case errors.Is(err, engine.ErrUnsupportedArch):

@@ -66,6 +66,7 @@ type fakeModel struct {
 	mu     sync.Mutex
 	hits   uint64
 	closed bool
+	opts   engine.SessionOptions // of the last NewSession
 }
 
 func (m *fakeModel) Info() engine.ModelInfo { return m.info }
@@ -93,7 +94,12 @@ func (m *fakeModel) Tiers() engine.TierSnapshot {
 	return s
 }
 
-func (m *fakeModel) NewSession(engine.SessionOptions) Session { return &fakeSession{m: m} }
+func (m *fakeModel) NewSession(o engine.SessionOptions) Session {
+	m.mu.Lock()
+	m.opts = o
+	m.mu.Unlock()
+	return &fakeSession{m: m}
+}
 
 type fakeSession struct {
 	m    *fakeModel

@@ -5,6 +5,8 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
+
+	"strata/engine"
 )
 
 // settingsView is the settings panel: every engine knob a person may want, validated on
@@ -25,7 +27,17 @@ type settingsView struct {
 	kvType                     *widget.Select
 	threads, spec, adaptEvery  *widget.Entry
 	adaptive                   *widget.Check
+	contextFull                *widget.Select
 	server                     *serverPanel
+}
+
+// contextFullChoices are the settings panel's words for the engine's context policies.
+var contextFullChoices = []struct {
+	label  string
+	policy engine.ContextPolicy
+}{
+	{"Stop and say so", engine.ContextStop},
+	{"Drop the oldest turns (keep the system prompt)", engine.ContextDropOldest},
 }
 
 func (a *App) newSettingsView() *settingsView {
@@ -46,6 +58,17 @@ func (a *App) newSettingsView() *settingsView {
 	v.spec = widget.NewEntry()
 	v.adaptive = widget.NewCheck("on", nil)
 	v.adaptEvery = widget.NewEntry()
+	var labels []string
+	for _, c := range contextFullChoices {
+		labels = append(labels, c.label)
+	}
+	v.contextFull = widget.NewSelect(labels, nil)
+	v.contextFull.SetSelectedIndex(policyIndex(a.ctl.Settings().ContextFull))
+	v.contextFull.OnChanged = func(string) {
+		if err := a.ctl.SetContextPolicy(contextFullChoices[v.contextFull.SelectedIndex()].policy); err != nil {
+			v.status.SetText(friendly("Saving the setting", err))
+		}
+	}
 
 	hint := func(obj fyne.CanvasObject, text string) *widget.FormItem {
 		item := widget.NewFormItem("", obj)
@@ -71,6 +94,7 @@ func (a *App) newSettingsView() *settingsView {
 		item("Threads", v.threads, "CPU threads; 0 = one per core"),
 		item("Speculative tokens", v.spec, "tokens drafted per step; 0 = off"),
 		item("Adaptive swaps", container.NewBorder(nil, nil, v.adaptive, nil, v.adaptEvery), "re-balance the GPU cache every N tokens"),
+		item("When a chat is full", v.contextFull, "what happens when a chat reaches the context length; applies at once"),
 	)
 	v.server = a.newServerPanel()
 	v.status = widget.NewLabel("")
@@ -82,6 +106,16 @@ func (a *App) newSettingsView() *settingsView {
 	v.root = container.NewBorder(nil, bottom, nil, nil, container.NewVScroll(container.NewVBox(form, v.server.root)))
 	v.reset()
 	return v
+}
+
+// policyIndex is the choice that shows a saved policy ("" and unknown values: stop).
+func policyIndex(saved string) int {
+	for i, c := range contextFullChoices {
+		if string(c.policy) == saved {
+			return i
+		}
+	}
+	return 0
 }
 
 // form reads the widgets.

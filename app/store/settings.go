@@ -23,6 +23,9 @@ type Settings struct {
 	LastModel    string        `json:"last_model,omitempty"`
 	Preset       string        `json:"preset,omitempty"` // sampling preset: precise, balanced, creative
 	SystemPrompt string        `json:"system_prompt,omitempty"`
+	// ContextFull is what a chat does when it reaches the context length: "stop" (the
+	// default) or "drop-oldest" (engine.ContextPolicy).
+	ContextFull string `json:"context_full,omitempty"`
 	// ModelsDir is where the library downloads models ("" = the default folder, see
 	// app/library.DefaultModelsDir).
 	ModelsDir string `json:"models_dir,omitempty"`
