@@ -136,8 +136,9 @@ func deltaRecurrent(S, q, k, v, g, beta, o []float32, n, KD, VD int) {
 // block's own causal part give the outputs, and the state moves past the block.
 func deltaChunked(S, q, k, v, g, beta, o []float32, n, KD, VD, chunk int) {
 	T := make([]float32, chunk*chunk)
+	E := make([]float32, chunk*chunk) // E[i][j] = exp(G_i − G_j), j <= i
 	row := make([]float32, chunk)
-	G := make([]float32, chunk)
+	G, toEnd := make([]float32, chunk), make([]float32, chunk)
 	U, W := make([]float32, chunk*VD), make([]float32, chunk*KD)
 	kb := make([]float32, chunk*KD)
 	for c0 := 0; c0 < n; c0 += chunk {
@@ -148,19 +149,27 @@ func deltaChunked(S, q, k, v, g, beta, o []float32, n, KD, VD, chunk int) {
 			acc += g[c0+i]
 			G[i] = acc
 		}
+		for i := range L {
+			for j := 0; j <= i; j++ {
+				E[i*chunk+j] = float32(math.Exp(float64(G[i] - G[j])))
+			}
+			toEnd[i] = float32(math.Exp(float64(G[L-1] - G[i])))
+		}
 		// A, strictly lower: -(β_i k_i · k_j) e^(G_i - G_j).
 		for i := range L {
 			b := beta[c0+i]
+			ki := kc[i*KD : (i+1)*KD]
 			for j := range L {
 				if j >= i {
 					T[i*chunk+j] = 0
 					continue
 				}
+				kj := kc[j*KD : (j+1)*KD]
 				var d float32
-				for x := range KD {
-					d += kc[i*KD+x] * b * kc[j*KD+x]
+				for x, v := range ki {
+					d += v * kj[x]
 				}
-				T[i*chunk+j] = -d * float32(math.Exp(float64(G[i]-G[j])))
+				T[i*chunk+j] = -d * b * E[i*chunk+j]
 			}
 		}
 		// Forward substitution: row i += Σ_m row_i[m]·T[m] over the rows already solved.
@@ -221,29 +230,28 @@ func deltaChunked(S, q, k, v, g, beta, o []float32, n, KD, VD, chunk int) {
 				}
 			}
 			for j := 0; j <= i; j++ {
+				kj := kc[j*KD : (j+1)*KD]
 				var d float32
-				for x := range KD {
-					d += qi[x] * kc[j*KD+x]
+				for x, v := range qi {
+					d += v * kj[x]
 				}
-				d *= float32(math.Exp(float64(G[i] - G[j])))
-				for y := range VD {
-					ot[y] += d * U[j*VD+y]
+				d *= E[i*chunk+j]
+				for y, u := range U[j*VD : (j+1)*VD] {
+					ot[y] += d * u
 				}
 			}
 		}
 		// S ← S e^(G_last) + Σ_i (k_i e^(G_last − G_i)) ⊗ v'_i.
-		last := G[L-1]
-		eL := float32(math.Exp(float64(last)))
+		eL := float32(math.Exp(float64(G[L-1])))
 		for x := range KD {
 			sx := S[x*VD : (x+1)*VD]
 			for y := range sx {
 				sx[y] *= eL
 			}
 			for i := range L {
-				kx := kc[i*KD+x] * float32(math.Exp(float64(last-G[i])))
-				u := U[i*VD : (i+1)*VD]
-				for y := range VD {
-					sx[y] += kx * u[y]
+				kx := kc[i*KD+x] * toEnd[i]
+				for y, u := range U[i*VD : (i+1)*VD] {
+					sx[y] += kx * u
 				}
 			}
 		}
