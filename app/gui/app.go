@@ -206,6 +206,7 @@ func (a *App) showMain(tab string) {
 			case "Chat":
 				a.screen = ScreenChat
 				a.tiers.stop()
+				a.chat.focusInput()
 			case "Tier map":
 				a.screen = ScreenTiers
 				a.tiers.start()
@@ -231,7 +232,7 @@ func (a *App) showMain(tab string) {
 	default:
 		a.tabs.SelectIndex(0)
 		a.screen = ScreenChat
-		a.win.Canvas().Focus(a.chat.input)
+		a.chat.focusInput()
 	}
 }
 

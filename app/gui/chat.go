@@ -73,7 +73,11 @@ func (a *App) newChatView() *chatView {
 func (v *chatView) sidebar() fyne.CanvasObject {
 	v.list = widget.NewList(
 		func() int { return len(v.chats) },
-		func() fyne.CanvasObject { return widget.NewLabel("chat title") },
+		func() fyne.CanvasObject {
+			l := widget.NewLabel("chat title")
+			l.Truncation = fyne.TextTruncateEllipsis // long titles end in "…", not cut mid-letter
+			return l
+		},
 		func(i widget.ListItemID, o fyne.CanvasObject) {
 			if i < len(v.chats) {
 				o.(*widget.Label).SetText(v.chats[i].Title)
@@ -99,11 +103,14 @@ func (v *chatView) sidebar() fyne.CanvasObject {
 	return container.NewBorder(newChat, container.NewVBox(container.NewGridWithColumns(2, rename, del), model), nil, nil, v.list)
 }
 
+// renameDialog asks for the open chat's new name: the name is selected and has the focus,
+// Enter renames, and the dialog is wide enough to show a long name.
 func (v *chatView) renameDialog() {
 	cur := v.a.ctl.Chat().Chat
 	name := widget.NewEntry()
 	name.SetText(cur.Title)
-	dialog.ShowForm("Rename chat", "Rename", "Cancel", []*widget.FormItem{widget.NewFormItem("Name", name)}, func(ok bool) {
+	d := dialog.NewForm("Rename chat", "Rename", "Cancel", []*widget.FormItem{widget.NewFormItem("Name", name)}, func(ok bool) {
+		defer v.focusInput()
 		if !ok {
 			return
 		}
@@ -111,11 +118,17 @@ func (v *chatView) renameDialog() {
 			v.a.showError("Renaming the chat", err)
 		}
 	}, v.a.win)
+	name.OnSubmitted = func(string) { d.Submit() }
+	d.Resize(fyne.NewSize(460, d.MinSize().Height))
+	d.Show()
+	v.a.win.Canvas().Focus(name)
+	name.TypedShortcut(&fyne.ShortcutSelectAll{})
 }
 
 func (v *chatView) deleteDialog() {
 	cur := v.a.ctl.Chat().Chat
 	dialog.ShowConfirm("Delete chat", "Delete “"+cur.Title+"”? This cannot be undone.", func(ok bool) {
+		defer v.focusInput()
 		if !ok {
 			return
 		}
@@ -123,6 +136,12 @@ func (v *chatView) deleteDialog() {
 			v.a.showError("Deleting the chat", err)
 		}
 	}, v.a.win)
+}
+
+// focusInput puts the keyboard back in the message box (after a dialog, a tab switch or
+// a button), so the next message can be typed at once.
+func (v *chatView) focusInput() {
+	v.a.win.Canvas().Focus(v.input)
 }
 
 // conversation is the messages and, under them, the message box and its controls.
@@ -145,6 +164,7 @@ func (v *chatView) conversation() fyne.CanvasObject {
 		if err := v.a.ctl.Regenerate(); err != nil {
 			v.a.showMessage("Regenerate", err.Error())
 		}
+		v.focusInput()
 	})
 	v.edit = widget.NewButtonWithIcon("Edit last", theme.DocumentCreateIcon(), v.editLast)
 
@@ -200,6 +220,7 @@ func (v *chatView) sendInput() {
 		return
 	}
 	v.input.SetText("")
+	v.focusInput()
 }
 
 func (v *chatView) editLast() {
@@ -212,6 +233,7 @@ func (v *chatView) editLast() {
 	e.SetText(last)
 	e.SetMinRowsVisible(5)
 	dialog.ShowForm("Edit and resend", "Resend", "Cancel", []*widget.FormItem{widget.NewFormItem("", e)}, func(ok bool) {
+		defer v.focusInput()
 		if !ok {
 			return
 		}

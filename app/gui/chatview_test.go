@@ -88,3 +88,55 @@ func TestSidebarListsChatAfterFirstMessage(t *testing.T) {
 		t.Error("the sidebar's row for the open chat is not drawn")
 	}
 }
+
+// TestChatKeepsTheKeyboard: the message box has the keyboard back after a tab switch and
+// after renaming, and the rename dialog takes typing and Enter at once.
+func TestChatKeepsTheKeyboard(t *testing.T) {
+	test.NewTempApp(t)
+	dir := t.TempDir()
+	a, g := newTestApp(t, Options{DataDir: filepath.Join(dir, "d"), ConfigDir: filepath.Join(dir, "c"),
+		Engine: &fakeEngine{}, Advise: testAdvice})
+	loadFake(t, a.ctl, writeFakeModel(t))
+	w := a.Window()
+	g.ui.do(func() { a.Show(ScreenChat) }) // before SetAdvanced: a new chat view sets its preset
+	sp, _ := a.ctl.Sampling()
+	sp.MaxTokens = 4
+	if err := a.ctl.SetAdvanced(fieldsOf(sp)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ctl.Send("Hello"); err != nil {
+		t.Fatal(err)
+	}
+	a.ctl.Wait()
+
+	var focused fyne.Focusable
+	g.ui.do(func() {
+		a.tabs.SelectIndex(1)
+		w.Canvas().Unfocus() // clicking a tab takes the keyboard away
+		a.tabs.SelectIndex(0)
+		focused = w.Canvas().Focused()
+	})
+	if focused != a.chat.input {
+		t.Errorf("back on the chat tab the keyboard is in %T, want the message box", focused)
+	}
+
+	g.tap(w, "Rename")
+	var name *widget.Entry
+	g.ui.do(func() {
+		name, _ = w.Canvas().Focused().(*widget.Entry)
+		if name != nil {
+			test.Type(name, "Renamed chat")
+			name.TypedKey(&fyne.KeyEvent{Name: fyne.KeyReturn})
+			focused = w.Canvas().Focused()
+		}
+	})
+	if name == nil {
+		t.Fatal("the rename dialog's name box does not have the keyboard")
+	}
+	if got := a.ctl.Chat().Chat.Title; got != "Renamed chat" {
+		t.Errorf("typing a name and Enter gave the title %q", got)
+	}
+	if focused != a.chat.input {
+		t.Errorf("after renaming the keyboard is in %T, want the message box", focused)
+	}
+}

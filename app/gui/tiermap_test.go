@@ -190,12 +190,12 @@ func TestTierMapDecodeRateFollowsEngine(t *testing.T) {
 	eng := pausingEngine{pauseAt: 8, paused: make(chan struct{}), resume: make(chan struct{})}
 	a, g := newTestApp(t, Options{DataDir: filepath.Join(dir, "d"), ConfigDir: filepath.Join(dir, "c"), Engine: eng, Advise: testAdvice})
 	loadFake(t, a.ctl, model)
+	g.ui.do(func() { a.Show(ScreenTiers) }) // before SetAdvanced: a new chat view sets its preset
 	sp, _ := a.ctl.Sampling()
 	sp.MaxTokens = 24
 	if err := a.ctl.SetAdvanced(fieldsOf(sp)); err != nil {
 		t.Fatal(err)
 	}
-	g.ui.do(func() { a.Show(ScreenTiers) })
 	if err := a.ctl.Send("Hello"); err != nil {
 		t.Fatal(err)
 	}
