@@ -117,13 +117,10 @@ func MakePlan(in PlanInput) (Plan, error) {
 			for i := range p.Tier {
 				p.Tier[i] = TierCold
 			}
-			budget := in.ResidentBudgetBytes
-			if budget == 0 {
-				budget = int64(s.Count()) * blob
-			}
+			budget := residentBudget(in, s.Count(), blob, note)
 			n := pinFirst(&p, rank, budget, blob)
 			note("no usable GPU: --resident-experts reads %d of %d experts into a page-locked RAM arena; the CPU computes from it", n, s.Count())
-			if n < s.Count() {
+			if n < s.Count() && in.ResidentBudgetBytes > 0 && budget == in.ResidentBudgetBytes {
 				note("--resident-budget-gib %.2f caps the RAM arena: %d experts stay cold in the model file", float64(in.ResidentBudgetBytes)/(1<<30), s.Count()-n)
 			}
 		}
@@ -212,16 +209,10 @@ func MakePlan(in PlanInput) (Plan, error) {
 			note("--host-budget-gib %.2f pins %s but only %s of RAM are available beyond the %s reserve", float64(in.HostBudgetBytes)/(1<<30), humanBytes(int64(n)*blob), humanBytes(max(hostRoom, 0)), humanBytes(in.HostReserveBytes))
 		}
 	case in.Resident:
-		budget := in.ResidentBudgetBytes
-		if budget == 0 {
-			budget = int64(len(rest)) * blob
-		}
+		budget := residentBudget(in, len(rest), blob, note)
 		n := pinFirst(&p, rest, budget, blob)
-		if n < len(rest) {
+		if n < len(rest) && in.ResidentBudgetBytes > 0 && budget == in.ResidentBudgetBytes {
 			note("--resident-budget-gib %.2f caps the RAM arena: %d experts resident, %d cold on the SSD", float64(in.ResidentBudgetBytes)/(1<<30), n, len(rest)-n)
-		}
-		if in.HostAvailBytes > 0 && int64(n)*blob > hostRoom {
-			note("the resident arena (%s) is larger than the available RAM beyond the reserve (%s); set --resident-budget-gib or use --tiered-experts", humanBytes(int64(n)*blob), humanBytes(max(hostRoom, 0)))
 		}
 	}
 	if !in.Tiered && in.HostBudgetBytes > 0 {
@@ -237,6 +228,24 @@ func MakePlan(in PlanInput) (Plan, error) {
 		note("every expert fits in VRAM")
 	}
 	return p, nil
+}
+
+// residentBudget is what the resident arena may take for n experts of blob bytes: the
+// --resident-budget-gib cap (all of them when 0), never more than the available RAM beyond
+// the --host-reserve-gib reserve, so filling it at start never pushes the PC below the
+// reserve. The cut is noted.
+func residentBudget(in PlanInput, n int, blob int64, note func(string, ...any)) int64 {
+	budget := in.ResidentBudgetBytes
+	if budget == 0 {
+		budget = int64(n) * blob
+	}
+	if in.HostAvailBytes > 0 {
+		if room := max(in.HostAvailBytes-in.HostReserveBytes, 0); budget > room {
+			note("the RAM arena is capped at the %s of RAM available beyond the --host-reserve-gib %.2f reserve: %d of %d experts fit, the rest stay cold; lower the reserve or close other programs for more", humanBytes(room), float64(in.HostReserveBytes)/(1<<30), room/blob, n)
+			budget = room
+		}
+	}
+	return budget
 }
 
 // pinFirst makes the first experts of ids pinned while they fit in budget and returns how

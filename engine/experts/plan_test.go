@@ -76,7 +76,7 @@ func TestMakePlan(t *testing.T) {
 		}, "VVVPPCCC", 3, 2048, "2 experts resident, 3 cold"},
 		{"resident larger than RAM", func(in *PlanInput) {
 			in.VRAMBudgetBytes, in.Resident, in.HostAvailBytes, in.HostReserveBytes = 115<<20, true, 4<<20, 1<<20
-		}, "VVVPPPPP", 3, 2048, "larger than the available RAM"},
+		}, "VVVPPPCC", 3, 2048, "capped at the 3.0 MiB of RAM available beyond the --host-reserve-gib"},
 		{"host budget without tiered", func(in *PlanInput) { in.VRAMBudgetBytes, in.HostBudgetBytes = 115<<20, 1<<30 }, "VVVCCCCC", 3, 2048, "without it the budget is unused"},
 		{"resident budget without resident", func(in *PlanInput) { in.ResidentBudgetBytes = 1 << 30 }, "VVVVVVVV", 8, 4096, "without it the budget is unused"},
 		{"model context below the minimum", func(in *PlanInput) { in.ModelContext, in.VRAMBudgetBytes = 1024, 113<<20 }, "VVCCCCCC", 2, 1024, ""},
