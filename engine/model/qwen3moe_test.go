@@ -70,8 +70,8 @@ func floatPathMatches(t *testing.T, fixture string) {
 						worst = math.Max(worst, modeltest.MaxAbsDiff(rec.stages[st], want[st*per:(st+1)*per]))
 					}
 					t.Logf("%s: hidden states within %.2g", p.Name, worst)
-					if worst > 1e-4 {
-						t.Errorf("%s: hidden states differ by %.3g (limit 1e-4)", p.Name, worst)
+					if lim := tol.FloatPath.HiddenMaxAbs; worst > lim {
+						t.Errorf("%s: hidden states differ by %.3g (limit %g)", p.Name, worst, lim)
 					}
 				}
 				dp := modeltest.MaxAbsDiff(pl, modeltest.ReadF32(t, filepath.Join(dir, p.Files["logits"].File)))

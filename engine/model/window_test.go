@@ -3,7 +3,6 @@ package model
 import (
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
 	"strata/engine/compute/cpu"
@@ -17,7 +16,18 @@ import (
 // position and of decode steps equal those of a cache that keeps every position, on the
 // float path; a rewind the ring still holds continues identically, a deeper one starts over.
 func TestRingLayersMatchFullCache(t *testing.T) {
-	f, err := gguf.Open(filepath.Join(fixtures.Path(t, "gptoss-tiny"), "model-f32.gguf"))
+	// The all-F32 gpt-oss variant, whichever name reference.json gives it.
+	ref := fixtures.LoadReference(t, "gptoss-tiny")
+	path := ""
+	for _, v := range ref.All() {
+		if v.AllF32() {
+			path = ref.Path(v)
+		}
+	}
+	if path == "" {
+		t.Skipf("fixtures: gptoss-tiny has no all-F32 variant (%v), skipping", ref.Names())
+	}
+	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
