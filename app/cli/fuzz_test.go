@@ -12,7 +12,12 @@ import (
 // tokenizer to find), with a Hub address nothing answers; an argument with a path separator
 // or "..", and synth with a preset or shape (it would write a model), are passed over.
 func FuzzCommandLine(f *testing.F) {
-	f.Chdir(f.TempDir())
+	dir := f.TempDir()
+	f.Chdir(dir)
+	// The per-user folders a command may create things in are the temporary one too.
+	for _, k := range []string{"HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "APPDATA", "LOCALAPPDATA"} {
+		f.Setenv(k, dir)
+	}
 	f.Setenv("HF_ENDPOINT", "http://127.0.0.1:1")
 	f.Setenv("STRATA_LOG", "")
 	for _, c := range commands() {
