@@ -114,7 +114,7 @@ func progressDetail(p loadProgress) string {
 func phaseHistory(done []phaseDone) string {
 	var b strings.Builder
 	for _, p := range done {
-		fmt.Fprintf(&b, "✓ %s: %.1f s", phaseLabel(p.Phase), p.Took.Seconds())
+		fmt.Fprintf(&b, "✓ %s: %s", phaseLabel(p.Phase), duration(p.Took))
 		if p.MBps > 0 {
 			fmt.Fprintf(&b, ", %.0f MB/s", p.MBps)
 		}
@@ -125,5 +125,14 @@ func phaseHistory(done []phaseDone) string {
 
 // readyText says how long loading took.
 func readyText(d time.Duration) string {
-	return fmt.Sprintf("Ready in %.1f s", d.Seconds())
+	return "Ready in " + duration(d)
+}
+
+// duration writes a short time the way a person reads it: milliseconds under a tenth of a
+// second (a model that was already mapped loads in a few), else seconds.
+func duration(d time.Duration) string {
+	if d < 100*time.Millisecond {
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.1f s", d.Seconds())
 }

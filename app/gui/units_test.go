@@ -202,3 +202,20 @@ func TestSpeedLineShowsTierNotes(t *testing.T) {
 		t.Errorf("notes missing: %q", got)
 	}
 }
+
+// TestShortTimesAreNotZero: a load that took a few milliseconds does not say "0.0 s".
+func TestShortTimesAreNotZero(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		35 * time.Millisecond:   "Ready in 35 ms",
+		99 * time.Millisecond:   "Ready in 99 ms",
+		100 * time.Millisecond:  "Ready in 0.1 s",
+		2345 * time.Millisecond: "Ready in 2.3 s",
+	} {
+		if got := readyText(d); got != want {
+			t.Errorf("readyText(%v) = %q, want %q", d, got, want)
+		}
+	}
+	if got := phaseHistory([]phaseDone{{Phase: "mapping", Took: 4 * time.Millisecond}}); got != "✓ Mapping the model file: 4 ms" {
+		t.Errorf("phaseHistory: %q", got)
+	}
+}
