@@ -1,7 +1,8 @@
 #!/bin/sh
 # screenshots.sh BIN OUTDIR: runs the real Strata app under Xvfb (Mesa software GL) once per
 # screen, with STRATA_SCREENSHOT=<screen> driving it there on the demo model, and saves
-# OUTDIR/<screen>.png with ImageMagick's import. Used by `make screenshots`.
+# OUTDIR/<screen>.png with ImageMagick's import. SIZE=WxH (default 1100x720) is the screen
+# and the window's size. Used by `make screenshots`.
 set -eu
 bin=$1
 out=$2
@@ -9,7 +10,8 @@ screens=${SCREENS:-welcome wizard picker loading chat tiers settings}
 mkdir -p "$out"
 tmp=$(mktemp -d)
 disp=:${SCREENSHOT_DISPLAY:-87}
-Xvfb "$disp" -screen 0 1100x720x24 -nolisten tcp >"$tmp/xvfb.log" 2>&1 &
+size=${SIZE:-1100x720}
+Xvfb "$disp" -screen 0 "${size}x24" -nolisten tcp >"$tmp/xvfb.log" 2>&1 &
 xvfb=$!
 trap 'kill $xvfb 2>/dev/null || true; rm -rf "$tmp"' EXIT
 sleep 1
@@ -21,7 +23,7 @@ for s in $screens; do
 	[ "$s" = loading ] && data="$tmp/data-fresh"
 	DISPLAY=$disp LIBGL_ALWAYS_SOFTWARE=1 LANG=C.UTF-8 \
 		XDG_CONFIG_HOME="$tmp/config" XDG_DATA_HOME="$data" \
-		STRATA_SCREENSHOT=$s "$bin" >"$log" 2>&1 &
+		STRATA_SCREENSHOT=$s STRATA_SCREENSHOT_SIZE=$size "$bin" >"$log" 2>&1 &
 	app=$!
 	n=0
 	until grep -q "screenshot ready" "$log"; do

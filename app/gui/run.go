@@ -41,6 +41,10 @@ func run(opts Options, screenshot string) int {
 		return 1
 	}
 	if screenshot != "" {
+		var w, h float32
+		if _, err := fmt.Sscanf(os.Getenv("STRATA_SCREENSHOT_SIZE"), "%gx%g", &w, &h); err == nil && w > 0 && h > 0 {
+			a.Window().Resize(fyne.NewSize(w, h)) // the virtual screen has no window manager to do it
+		}
 		// Drive the app once its loop runs: fyne.DoAndWait needs the loop.
 		fy.Lifecycle().SetOnStarted(func() { go driveTo(a, screenshot) })
 	} else {
