@@ -394,7 +394,7 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 	}
 	dpos := upload(b, g, pos)
 	per := timeLaunches(b, g, func(int) error {
-		return g.k.AttentionPrefill(g.s, q, kc, vc, out, dpos, nTok, nHead, nKV, hd, 0.088)
+		return g.k.AttentionPrefill(g.s, q, kc, vc, out, dpos, nTok, nHead, nKV, hd, 0.088, cuda.AttentionOptions{})
 	})
 	b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
 }
@@ -417,7 +417,7 @@ func BenchmarkAttentionDecode(b *testing.B) {
 					scratch = g.buf(b, n)
 				}
 				per := timeLaunches(b, g, func(int) error {
-					return g.k.AttentionDecode(g.s, q, kc, vc, out, pos, nHead, nKV, hd, 0.088, nSplit, scratch)
+					return g.k.AttentionDecode(g.s, q, kc, vc, out, pos, nHead, nKV, hd, 0.088, nSplit, scratch, cuda.AttentionOptions{})
 				})
 				b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
 			})

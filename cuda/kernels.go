@@ -41,7 +41,7 @@ func kernelNames() []string {
 		}
 	}
 	names = append(names, "quantize_q8")
-	for _, hd := range []int{64, 128, 256} {
+	for hd := attentionHeadStep; hd <= MaxAttentionHeadDim; hd += attentionHeadStep {
 		names = append(names, fmt.Sprintf("attention_decode_%d", hd), fmt.Sprintf("attention_prefill_%d", hd))
 	}
 	return append(names, "attention_merge", "gemm_f16_f32", "gemm_f16_f16", "rms_norm", "rope_neox", "router_topk",
@@ -355,12 +355,34 @@ func (k *Kernels) RopeNeoX(s *Stream, x, pos DevicePtr, tokens, heads, headDim, 
 	return k.launch("rope_neox", s, Dim3{X: tokens, Y: heads}, Dim3{X: min(128, 32*ceilDiv(ropeDim/2, 32))}, 0, a)
 }
 
-func checkAttention(name string, nHead, nKV, headDim int) error {
-	if headDim != 64 && headDim != 128 && headDim != 256 {
-		return fmt.Errorf("cuda: %s: head size %d (kernels exist for 64, 128, 256)", name, headDim)
+// MaxAttentionHeadDim is the largest head size the attention kernels take; they take every
+// multiple of attentionHeadStep up to it (one kernel each).
+const (
+	MaxAttentionHeadDim = 256
+	attentionHeadStep   = 16
+)
+
+// AttentionOptions is what a query sees beyond plain causal attention over slots 0..pos.
+type AttentionOptions struct {
+	// Sinks (0: none) is f32 [nHead] on the device: one logit per query head that joins the
+	// softmax's denominator and is then dropped (gpt-oss).
+	Sinks DevicePtr
+	// Window (0: none): the query at position q sees keys at k with 0 <= q-k < Window.
+	Window int
+	// Ring (0: none): the caches hold position p in slot p % Ring (a layer that keeps only
+	// its latest Ring positions); Ring must cover the window and the batch.
+	Ring int
+}
+
+func checkAttention(name string, nHead, nKV, headDim int, o AttentionOptions) error {
+	if headDim <= 0 || headDim > MaxAttentionHeadDim || headDim%attentionHeadStep != 0 {
+		return fmt.Errorf("cuda: %s: head size %d (kernels exist for multiples of %d up to %d)", name, headDim, attentionHeadStep, MaxAttentionHeadDim)
 	}
 	if nHead <= 0 || nKV <= 0 || nHead%nKV != 0 {
 		return fmt.Errorf("cuda: %s: %d query heads is not a multiple of %d kv heads", name, nHead, nKV)
+	}
+	if o.Window < 0 || o.Ring < 0 || (o.Ring > 0 && o.Window > o.Ring) {
+		return fmt.Errorf("cuda: %s: window %d does not fit a ring of %d positions", name, o.Window, o.Ring)
 	}
 	return nil
 }
@@ -380,37 +402,40 @@ func DecodeSplits(maxCtx int) int {
 }
 
 // AttentionDecode attends one query q [nHead][headDim] f32 to the f16 caches
-// [position][nKV][headDim] up to and including position pos[0] (int32 on the device, so a
+// [slot][nKV][headDim] up to and including position pos[0] (int32 on the device, so a
 // captured graph can replay it at the next position), writing out [nHead][headDim] f32.
 // The positions are split into nSplit spans computed in parallel and merged (scratch:
 // AttentionDecodeScratchBytes; 0 when nSplit is 1).
-func (k *Kernels) AttentionDecode(s *Stream, q, kCache, vCache, out, pos DevicePtr, nHead, nKV, headDim int, scale float32, nSplit int, scratch DevicePtr) error {
-	if err := checkAttention("attention_decode", nHead, nKV, headDim); err != nil {
+func (k *Kernels) AttentionDecode(s *Stream, q, kCache, vCache, out, pos DevicePtr, nHead, nKV, headDim int, scale float32, nSplit int, scratch DevicePtr, o AttentionOptions) error {
+	if err := checkAttention("attention_decode", nHead, nKV, headDim, o); err != nil {
 		return err
 	}
 	if nSplit < 1 || nSplit > 65535 || (nSplit > 1 && scratch == 0) {
 		return fmt.Errorf("cuda: attention_decode: %d spans need %d bytes of scratch", nSplit, AttentionDecodeScratchBytes(nHead, headDim, nSplit))
 	}
-	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale).Ptr(scratch)
+	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale).Ptr(scratch).
+		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
 	if err := k.launch(fmt.Sprintf("attention_decode_%d", headDim), s, Dim3{X: nHead, Y: nSplit}, Dim3{X: 128}, 0, a); err != nil {
 		return err
 	}
 	if nSplit == 1 {
 		return nil
 	}
-	return k.launch("attention_merge", s, Dim3{X: nHead}, Dim3{X: headDim}, 0, new(Args).Ptr(scratch).Ptr(out).Int(nSplit).Int(headDim))
+	return k.launch("attention_merge", s, Dim3{X: nHead}, Dim3{X: headDim}, 0, new(Args).Ptr(scratch).Ptr(out).Int(nSplit).Int(headDim).Ptr(o.Sinks))
 }
 
 // AttentionPrefill is causal attention for nTok queries q [nTok][nHead][headDim]: query t
-// attends positions 0..pos[t] of the caches (which must already hold them).
-func (k *Kernels) AttentionPrefill(s *Stream, q, kCache, vCache, out, pos DevicePtr, nTok, nHead, nKV, headDim int, scale float32) error {
-	if err := checkAttention("attention_prefill", nHead, nKV, headDim); err != nil {
+// attends positions 0..pos[t] of the caches (which must already hold them), or the last
+// o.Window of them.
+func (k *Kernels) AttentionPrefill(s *Stream, q, kCache, vCache, out, pos DevicePtr, nTok, nHead, nKV, headDim int, scale float32, o AttentionOptions) error {
+	if err := checkAttention("attention_prefill", nHead, nKV, headDim, o); err != nil {
 		return err
 	}
 	if nTok <= 0 || ceilDiv(nTok, 4) > 65535 {
 		return fmt.Errorf("cuda: attention_prefill: %d tokens out of range", nTok)
 	}
-	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nTok).Int(nHead).Int(nKV).Float(scale)
+	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nTok).Int(nHead).Int(nKV).Float(scale).
+		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
 	return k.launch(fmt.Sprintf("attention_prefill_%d", headDim), s, Dim3{X: nHead, Y: ceilDiv(nTok, 4)}, Dim3{X: 128}, 0, a)
 }
 

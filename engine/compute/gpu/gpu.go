@@ -536,13 +536,13 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 		}
 		qp, kc, vc, out, splits := dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), kv.splits
 		b.do(func() error {
-			return b.k.AttentionDecode(b.s, qp, kc, vc, out, pos, s.Heads, s.KVHeads, s.HeadDim, s.Scale, splits, scratch)
+			return b.k.AttentionDecode(b.s, qp, kc, vc, out, pos, s.Heads, s.KVHeads, s.HeadDim, s.Scale, splits, scratch, cuda.AttentionOptions{})
 		}, opAttention, u(qp), u(kc), u(vc), u(out), u(pos), uint64(s.Heads), uint64(s.KVHeads), uint64(s.HeadDim),
 			uint64(math.Float32bits(s.Scale)), uint64(splits), u(scratch))
 		return
 	}
 	b.step.brk()
-	b.err.Set(b.k.AttentionPrefill(b.s, dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), pos, s.N, s.Heads, s.KVHeads, s.HeadDim, s.Scale))
+	b.err.Set(b.k.AttentionPrefill(b.s, dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), pos, s.N, s.Heads, s.KVHeads, s.HeadDim, s.Scale, cuda.AttentionOptions{}))
 }
 
 // FreeBytes is the device's free memory now.
