@@ -232,7 +232,7 @@ func (v *chatView) editLast() {
 	e := widget.NewMultiLineEntry()
 	e.SetText(last)
 	e.SetMinRowsVisible(5)
-	dialog.ShowForm("Edit and resend", "Resend", "Cancel", []*widget.FormItem{widget.NewFormItem("", e)}, func(ok bool) {
+	d := dialog.NewForm("Edit and resend", "Resend", "Cancel", []*widget.FormItem{widget.NewFormItem("", e)}, func(ok bool) {
 		defer v.focusInput()
 		if !ok {
 			return
@@ -241,6 +241,8 @@ func (v *chatView) editLast() {
 			v.a.showMessage("Not sent", err.Error())
 		}
 	}, v.a.win)
+	d.Resize(fyne.NewSize(640, d.MinSize().Height)) // room for a message of a few lines
+	d.Show()
 	v.a.win.Canvas().Focus(e)
 }
 

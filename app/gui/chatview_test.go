@@ -139,4 +139,15 @@ func TestChatKeepsTheKeyboard(t *testing.T) {
 	if focused != a.chat.input {
 		t.Errorf("after renaming the keyboard is in %T, want the message box", focused)
 	}
+
+	// Edit and resend opens with the message, wide enough to edit a few lines of it.
+	g.tap(w, "Edit last")
+	var edit *widget.Entry
+	g.ui.do(func() { edit, _ = w.Canvas().Focused().(*widget.Entry) })
+	if edit == nil || edit.Text != "Hello" {
+		t.Fatalf("the edit dialog's box has not the keyboard and the message: %+v", edit)
+	}
+	if width := edit.Size().Width; width < 400 {
+		t.Errorf("the edit box is %.0f wide, want room for a line of a message", width)
+	}
 }
