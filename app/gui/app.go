@@ -79,6 +79,7 @@ type App struct {
 	openModel   string
 
 	screen   string
+	dialog   *keyedDialog // the open dialog that Enter and Esc answer, or nil
 	picker   *pickerView
 	loading  *loadingView
 	chat     *chatView
@@ -128,13 +129,47 @@ func New(fy fyne.App, opts Options) (*App, error) {
 	a.win = fy.NewWindow("Strata")
 	a.win.Resize(fyne.NewSize(1100, 720))
 	a.win.SetOnClosed(ctl.Close)
-	a.win.Canvas().SetOnTypedKey(func(k *fyne.KeyEvent) {
-		if k.Name == fyne.KeyEscape {
-			ctl.Stop()
-		}
-	})
+	a.win.Canvas().SetOnTypedKey(a.typedKey)
 	ctl.setOnChange(a.refresh)
 	return a, nil
+}
+
+// keyedDialog is the open dialog that Enter and Esc answer.
+type keyedDialog struct {
+	confirm func() // nil when Enter has nothing to confirm
+	dismiss func()
+}
+
+// typedKey takes the keys no box has taken: Enter and Esc answer an open dialog, and Esc
+// otherwise stops the answer being written.
+func (a *App) typedKey(k *fyne.KeyEvent) {
+	d := a.dialog
+	switch {
+	case d != nil && k.Name == fyne.KeyEscape:
+		d.dismiss()
+	case d != nil && d.confirm != nil && (k.Name == fyne.KeyReturn || k.Name == fyne.KeyEnter):
+		d.confirm()
+	case k.Name == fyne.KeyEscape:
+		a.ctl.Stop()
+	}
+}
+
+// showKeyed shows d with the keyboard on it: Enter runs confirm (when not nil), Esc
+// closes it. The message box lets go of the keyboard, or Enter would send from under it.
+func (a *App) showKeyed(d dialog.Dialog, confirm func()) {
+	k := &keyedDialog{confirm: confirm, dismiss: d.Hide}
+	a.dialog = k
+	d.SetOnClosed(func() {
+		if a.dialog != k {
+			return // its answer opened another dialog, which keeps the keyboard
+		}
+		a.dialog = nil
+		if a.chat != nil && a.screen == ScreenChat {
+			a.chat.focusInput()
+		}
+	})
+	a.win.Canvas().Unfocus()
+	d.Show()
 }
 
 // Window is the app's window.
@@ -267,12 +302,14 @@ func (a *App) showError(what string, err error) {
 	if err == nil {
 		return
 	}
-	dialog.ShowCustom(what, "OK", wrapLabel(friendly(what, err)), a.win)
+	d := dialog.NewCustom(what, "OK", wrapLabel(friendly(what, err)), a.win)
+	a.showKeyed(d, d.Hide)
 }
 
 // showMessage shows a short message (a refusal, not a failure).
 func (a *App) showMessage(title, text string) {
-	dialog.ShowCustom(title, "OK", wrapLabel(text), a.win)
+	d := dialog.NewCustom(title, "OK", wrapLabel(text), a.win)
+	a.showKeyed(d, d.Hide)
 }
 
 // wrapLabel is a label that wraps, sized for a dialog.

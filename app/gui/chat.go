@@ -127,8 +127,7 @@ func (v *chatView) renameDialog() {
 
 func (v *chatView) deleteDialog() {
 	cur := v.a.ctl.Chat().Chat
-	dialog.ShowConfirm("Delete chat", "Delete “"+cur.Title+"”? This cannot be undone.", func(ok bool) {
-		defer v.focusInput()
+	d := dialog.NewConfirm("Delete chat", "Delete “"+cur.Title+"”? This cannot be undone.", func(ok bool) {
 		if !ok {
 			return
 		}
@@ -136,12 +135,15 @@ func (v *chatView) deleteDialog() {
 			v.a.showError("Deleting the chat", err)
 		}
 	}, v.a.win)
+	v.a.showKeyed(d, d.Confirm)
 }
 
 // focusInput puts the keyboard back in the message box (after a dialog, a tab switch or
 // a button), so the next message can be typed at once.
 func (v *chatView) focusInput() {
-	v.a.win.Canvas().Focus(v.input)
+	if v.a.dialog == nil { // a dialog opened meanwhile (an error) keeps the keyboard
+		v.a.win.Canvas().Focus(v.input)
+	}
 }
 
 // conversation is the messages and, under them, the message box and its controls.

@@ -151,3 +151,55 @@ func TestChatKeepsTheKeyboard(t *testing.T) {
 		t.Errorf("the edit box is %.0f wide, want room for a line of a message", width)
 	}
 }
+
+// TestDeleteDialogTakesEnterAndEsc: Esc closes the delete question and keeps the chat;
+// Enter deletes it; the message box does not take those keys from under the dialog.
+func TestDeleteDialogTakesEnterAndEsc(t *testing.T) {
+	test.NewTempApp(t)
+	dir := t.TempDir()
+	a, g := newTestApp(t, Options{DataDir: filepath.Join(dir, "d"), ConfigDir: filepath.Join(dir, "c"),
+		Engine: &fakeEngine{}, Advise: testAdvice})
+	loadFake(t, a.ctl, writeFakeModel(t))
+	w := a.Window()
+	g.ui.do(func() { a.Show(ScreenChat) })
+	sp, _ := a.ctl.Sampling()
+	sp.MaxTokens = 4
+	if err := a.ctl.SetAdvanced(fieldsOf(sp)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ctl.Send("Keep me"); err != nil {
+		t.Fatal(err)
+	}
+	a.ctl.Wait()
+	key := func(name fyne.KeyName) {
+		g.ui.do(func() {
+			if f := w.Canvas().Focused(); f != nil {
+				f.TypedKey(&fyne.KeyEvent{Name: name}) // a box with the keyboard takes it
+			} else {
+				w.Canvas().OnTypedKey()(&fyne.KeyEvent{Name: name})
+			}
+		})
+	}
+	saved := func() int {
+		chats, err := a.ctl.Chats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(chats)
+	}
+	g.tap(w, "Delete")
+	key(fyne.KeyEscape)
+	if n := saved(); n != 1 {
+		t.Fatalf("Esc on the delete question left %d chats, want the one kept", n)
+	}
+	g.tap(w, "Delete")
+	key(fyne.KeyReturn)
+	if n := saved(); n != 0 {
+		t.Errorf("Enter on the delete question left %d chats, want it deleted", n)
+	}
+	var focused fyne.Focusable
+	g.ui.do(func() { focused = w.Canvas().Focused() })
+	if focused != a.chat.input {
+		t.Errorf("after the delete the keyboard is in %T, want the message box", focused)
+	}
+}
