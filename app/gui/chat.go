@@ -302,8 +302,10 @@ func (v *chatView) update(cv ChatView) {
 	} else {
 		v.stop.Disable()
 		v.send.Enable()
-		v.regenerate.Enable()
-		v.edit.Enable()
+		// Only what can be done looks like it can: a new chat has nothing to edit or
+		// write again.
+		setEnabled(v.edit, lastUser(msgs) >= 0)
+		setEnabled(v.regenerate, len(msgs) > 0 && msgs[len(msgs)-1].Role == string(engine.RoleAssistant))
 	}
 }
 
@@ -378,4 +380,12 @@ func (v *chatView) blockView(b block) fyne.CanvasObject {
 	lang := widget.NewLabel(b.Lang)
 	lang.Importance = widget.LowImportance
 	return widget.NewCard("", "", container.NewBorder(container.NewHBox(lang, layoutSpacer(), copyBtn), nil, nil, nil, container.NewHScroll(code)))
+}
+
+func setEnabled(w fyne.Disableable, on bool) {
+	if on {
+		w.Enable()
+	} else {
+		w.Disable()
+	}
 }

@@ -203,3 +203,33 @@ func TestDeleteDialogTakesEnterAndEsc(t *testing.T) {
 		t.Errorf("after the delete the keyboard is in %T, want the message box", focused)
 	}
 }
+
+// TestNewChatOffersOnlyWhatItCanDo: Edit last and Regenerate are off in a new chat and on
+// once there is an answer.
+func TestNewChatOffersOnlyWhatItCanDo(t *testing.T) {
+	test.NewTempApp(t)
+	dir := t.TempDir()
+	a, g := newTestApp(t, Options{DataDir: filepath.Join(dir, "d"), ConfigDir: filepath.Join(dir, "c"),
+		Engine: &fakeEngine{}, Advise: testAdvice})
+	loadFake(t, a.ctl, writeFakeModel(t))
+	g.ui.do(func() { a.Show(ScreenChat) })
+	var edit, regen bool
+	g.ui.do(func() { edit, regen = !a.chat.edit.Disabled(), !a.chat.regenerate.Disabled() })
+	if edit || regen {
+		t.Errorf("in a new chat Edit last is on: %v, Regenerate is on: %v", edit, regen)
+	}
+	sp, _ := a.ctl.Sampling()
+	sp.MaxTokens = 4
+	if err := a.ctl.SetAdvanced(fieldsOf(sp)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ctl.Send("Hello"); err != nil {
+		t.Fatal(err)
+	}
+	a.ctl.Wait()
+	g.ui.do(func() {}) // the refresh after the answer has run
+	g.ui.do(func() { edit, regen = !a.chat.edit.Disabled(), !a.chat.regenerate.Disabled() })
+	if !edit || !regen {
+		t.Errorf("after an answer Edit last is on: %v, Regenerate is on: %v", edit, regen)
+	}
+}
