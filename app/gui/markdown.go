@@ -24,12 +24,22 @@ const wrapPoint = "\u200b"
 
 // markWrapPoints puts a wrapPoint before each text segment that follows an inline segment
 // (in drawing order, through blocks such as paragraphs and lists), and reports whether the
-// last segment it saw was inline.
+// last segment it saw was inline. Links become text with their address in brackets: Fyne
+// does not wrap a link, and the row width it leaves after one can be less than nothing, so
+// the text after it fell into a column of letters even with a wrapPoint.
 func markWrapPoints(segs []widget.RichTextSegment, afterInline bool) bool {
-	for _, seg := range segs {
+	for i, seg := range segs {
 		if block, ok := seg.(widget.RichTextBlock); ok {
 			afterInline = markWrapPoints(block.Segments(), afterInline)
 			continue
+		}
+		if link, ok := seg.(*widget.HyperlinkSegment); ok {
+			text := link.Text
+			if link.URL != nil && link.URL.String() != text {
+				text += " (" + link.URL.String() + ")"
+			}
+			seg = &widget.TextSegment{Style: widget.RichTextStyleInline, Text: text}
+			segs[i] = seg
 		}
 		if text, ok := seg.(*widget.TextSegment); ok && afterInline && !strings.HasPrefix(text.Text, wrapPoint) {
 			text.Text = wrapPoint + text.Text

@@ -11,14 +11,15 @@ import (
 )
 
 // streamedAnswer is prose the way models write it: inline code spans (some of them
-// adjacent), tags, and long unbroken words.
+// adjacent), tags, links and long unbroken words.
 const streamedAnswer = "A Mixture-of-Experts layer sends each token to `top_k` of its `n_experts` experts; " +
 	"the router's scores pick them (see `router.weight` and `ffn_gate_inp`). Tokens such as <unused_19><unused_180> " +
 	"and <|im_end|> are shown as written. " +
 	"A path: /home/someone/models/Qwen3-30B-A3B-Instruct-2507-UD-Q4_K_XL/experts.bin and a hash " +
 	"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef. " +
 	"Call `engine.Open(ctx, path, cfg, onProgress)` then `m.NewSession(engine.SessionOptions{})` and " +
-	"**stream** the answer with `s.Chat`; *italic* and `code` mix freely, `a``b` too.\n\n" +
+	"**stream** the answer with `s.Chat`; *italic* and `code` mix freely, `a``b` too. " +
+	"Read the [engine guide](https://example.com/guide) and [notes](https://example.com/n) first.\n\n" +
 	"- a list item with `inline code` at the end `x`\n- and a long one: `averyveryveryverylongidentifierwithoutanybreaks_in_it_at_all`"
 
 // textRows lays rt out at width w and returns its rows of text, top to bottom.
