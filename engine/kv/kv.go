@@ -1,10 +1,12 @@
 // Package kv sizes key/value caches and holds them in host memory for the CPU backend. Keys
-// and values are stored per layer as [position][kv head][head dim], in float16 by default
-// (float32 as the reference) so a long context stays affordable.
+// and values are stored per layer as [kv head][position][head dim], in float16 by default
+// (float32 as the reference, int8 with a scale per block for long contexts).
 package kv
 
 import (
 	"fmt"
+	"math"
+	"strings"
 
 	"strata/engine/quant"
 )
@@ -14,34 +16,55 @@ type Type string
 
 // Cache element formats.
 const (
-	F16 Type = "f16"
-	F32 Type = "f32"
+	F16  Type = "f16"
+	F32  Type = "f32"
+	Int8 Type = "int8"
 )
+
+// Int8Block is how many consecutive values of a head's row share one float32 scale in an
+// int8 cache: 32, as ggml's q8_0 (what llama.cpp's -ctk q8_0 stores), so the error is the
+// same a peer's int8 cache has. A key row's channels differ in size by tens of times (RoPE
+// pairs, outlier dims); a scale per whole row would give the small ones a few levels, a
+// block of 32 keeps each block's own range, and its scale costs 4 bytes per 32 (1.125 bytes
+// a value in all). Head dims are multiples of 32 in every supported model; a head of
+// another size takes one block per row.
+const Int8Block = 32
 
 // ParseType maps the --kv flag's value.
 func ParseType(s string) (Type, error) {
-	switch s {
+	switch strings.ToLower(s) {
 	case "", "f16":
 		return F16, nil
 	case "f32":
 		return F32, nil
 	case "int8":
-		return "", fmt.Errorf("kv: int8 cache is not built yet; use f16")
+		return Int8, nil
 	}
-	return "", fmt.Errorf("kv: unknown cache type %q (want f16)", s)
+	return "", fmt.Errorf("kv: unknown cache type %q (want f16 or int8)", s)
 }
 
-// BytesPerElement of t.
-func (t Type) BytesPerElement() int {
-	if t == F32 {
-		return 4
+// BlockSize is the values per scale of an int8 cache's rows of headDim values.
+func BlockSize(headDim int) int {
+	if headDim%Int8Block == 0 {
+		return Int8Block
 	}
-	return 2
+	return headDim
+}
+
+// RowBytes is the memory one head's key (or value) row of headDim values takes in t.
+func (t Type) RowBytes(headDim int) int64 {
+	switch t {
+	case F32:
+		return 4 * int64(headDim)
+	case Int8:
+		return int64(headDim) + 4*int64(headDim/BlockSize(headDim))
+	}
+	return 2 * int64(headDim)
 }
 
 // Bytes is the memory a cache of this shape needs: keys and values for every layer.
 func Bytes(layers, kvHeads, headDim, positions int, t Type) int64 {
-	return 2 * int64(layers) * int64(kvHeads) * int64(headDim) * int64(positions) * int64(t.BytesPerElement())
+	return 2 * int64(layers) * int64(kvHeads) * int64(positions) * t.RowBytes(headDim)
 }
 
 // Kept is how many positions a layer that needs keep of them (0: all) holds in a cache of
@@ -113,6 +136,11 @@ type Cache struct {
 	kept      []int      // per layer: positions held; a layer that keeps fewer than positions is a ring (position p in slot p % kept)
 	k16, v16  [][]uint16 // per layer, when F16
 	k32, v32  [][]float32
+	// When Int8: per layer the values, in the order above, and one scale per block of
+	// BlockSize values (the value at index i has scale i/block).
+	k8, v8 [][]int8
+	ks, vs [][]float32
+	block  int
 }
 
 // New allocates a cache for positions tokens.
@@ -154,6 +182,15 @@ func NewKept(layers, kvHeads, headDim, positions int, t Type, keep []int) (*Cach
 			row := kvHeads * headDim * c.kept[l]
 			c.k32[l], c.v32[l] = make([]float32, row), make([]float32, row)
 		}
+	case Int8:
+		c.block = BlockSize(headDim)
+		c.k8, c.v8 = make([][]int8, layers), make([][]int8, layers)
+		c.ks, c.vs = make([][]float32, layers), make([][]float32, layers)
+		for l := range layers {
+			row := kvHeads * headDim * c.kept[l]
+			c.k8[l], c.v8[l] = make([]int8, row), make([]int8, row)
+			c.ks[l], c.vs[l] = make([]float32, row/c.block), make([]float32, row/c.block)
+		}
 	default:
 		return nil, fmt.Errorf("kv: unknown cache type %q", t)
 	}
@@ -185,9 +222,16 @@ func (c *Cache) Store(layer, pos0, n int, k, v []float32) {
 		for h := range c.kvHeads {
 			src := (i*c.kvHeads + h) * d
 			dst := c.HeadOffset(layer, h) + c.Slot(layer, pos0+i)*d
-			if c.typ == F32 {
+			switch c.typ {
+			case F32:
 				copy(c.k32[layer][dst:dst+d], k[src:src+d])
 				copy(c.v32[layer][dst:dst+d], v[src:src+d])
+				continue
+			case Int8:
+				for b := 0; b < d; b += c.block {
+					c.ks[layer][(dst+b)/c.block] = quantize8(c.k8[layer][dst+b:dst+b+c.block], k[src+b:src+b+c.block])
+					c.vs[layer][(dst+b)/c.block] = quantize8(c.v8[layer][dst+b:dst+b+c.block], v[src+b:src+b+c.block])
+				}
 				continue
 			}
 			kd, vd := c.k16[layer][dst:dst+d], c.v16[layer][dst:dst+d]
@@ -206,8 +250,14 @@ func (c *Cache) HeadOffset(layer, h int) int { return h * c.kept[layer] * c.head
 // Key copies the key of head h at position p of layer into dst (headDim values).
 func (c *Cache) Key(layer, p, h int, dst []float32) {
 	off := c.HeadOffset(layer, h) + c.Slot(layer, p)*c.headDim
-	if c.typ == F32 {
+	switch c.typ {
+	case F32:
 		copy(dst, c.k32[layer][off:off+c.headDim])
+		return
+	case Int8:
+		for i, x := range c.k8[layer][off : off+c.headDim] {
+			dst[i] = float32(x) * c.ks[layer][(off+i)/c.block]
+		}
 		return
 	}
 	for i, x := range c.k16[layer][off : off+c.headDim] {
@@ -221,3 +271,39 @@ func (c *Cache) Keys32(layer int) []float32   { return c.k32[layer] }
 func (c *Cache) Values32(layer int) []float32 { return c.v32[layer] }
 func (c *Cache) Keys16(layer int) []uint16    { return c.k16[layer] }
 func (c *Cache) Values16(layer int) []uint16  { return c.v16[layer] }
+
+// Keys8 and the others are an int8 cache's raw storage of a layer: values in the order of
+// Cache, scales one per Block values (value i has scale i/Block); nil in other caches.
+func (c *Cache) Keys8(layer int) []int8          { return c.k8[layer] }
+func (c *Cache) Values8(layer int) []int8        { return c.v8[layer] }
+func (c *Cache) KeyScales(layer int) []float32   { return c.ks[layer] }
+func (c *Cache) ValueScales(layer int) []float32 { return c.vs[layer] }
+
+// Block is the values per scale of an int8 cache (0 in others).
+func (c *Cache) Block() int { return c.block }
+
+// quantize8 stores x as round(x/scale) in q, scale = max|x|/127 (symmetric: attention's
+// keys and values are centred on zero), and returns the scale; an all-zero block has scale 0.
+func quantize8(q []int8, x []float32) float32 {
+	var amax float32
+	for _, v := range x {
+		amax = max(amax, abs32(v))
+	}
+	if amax == 0 {
+		clear(q)
+		return 0
+	}
+	scale := amax / 127
+	inv := 1 / scale
+	for i, v := range x {
+		q[i] = int8(max(-127, min(127, math.Round(float64(v*inv)))))
+	}
+	return scale
+}
+
+func abs32(x float32) float32 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

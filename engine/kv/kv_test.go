@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -57,8 +58,68 @@ func TestContextFor(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--max-context") {
 		t.Errorf("too large a context: err = %v, want advice naming --max-context", err)
 	}
-	if _, err := ParseType("int8"); err == nil {
-		t.Error("int8 accepted before it exists")
+	for in, want := range map[string]Type{"int8": Int8, "INT8": Int8, "": F16, "f16": F16} {
+		if got, err := ParseType(in); err != nil || got != want {
+			t.Errorf("ParseType(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := ParseType("q4"); err == nil {
+		t.Error("ParseType(q4) accepted")
+	}
+}
+
+// TestInt8Cache: an int8 cache stores each block of kv.BlockSize values with the scale
+// max|x|/127, reads back within half a step, costs 1 byte a value plus 4 per block (a 30b-a3b
+// shape: 54 KiB a position against f16's 96), and keeps a ring's latest positions.
+func TestInt8Cache(t *testing.T) {
+	const layers, heads, dim, positions = 2, 2, 64, 9
+	c, err := NewKept(layers, heads, dim, positions, Int8, []int{0, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := heads * dim
+	k, v := make([]float32, positions*row), make([]float32, positions*row)
+	for i := range k {
+		k[i] = float32(math.Sin(float64(i)*0.37)) * float32(1+i%7)
+		v[i] = float32(math.Cos(float64(i)*0.11)) * 0.01
+	}
+	k[5] = 0 // a block may hold zeros; one below is all zeros
+	for i := range BlockSize(dim) {
+		k[row+dim+i] = 0
+	}
+	for l := range layers {
+		for p := range positions {
+			c.Store(l, p, 1, k[p*row:(p+1)*row], v[p*row:(p+1)*row])
+		}
+	}
+	got := make([]float32, dim)
+	for l := range layers {
+		for p := positions - c.Kept(l); p < positions; p++ {
+			for h := range heads {
+				c.Key(l, p, h, got)
+				src := k[p*row+h*dim : p*row+(h+1)*dim]
+				for b0 := 0; b0 < dim; b0 += BlockSize(dim) {
+					var amax float64
+					for _, x := range src[b0 : b0+BlockSize(dim)] {
+						amax = math.Max(amax, math.Abs(float64(x)))
+					}
+					for i := b0; i < b0+BlockSize(dim); i++ {
+						if d := math.Abs(float64(got[i] - src[i])); d > amax/254*1.0001 {
+							t.Fatalf("layer %d position %d head %d: key[%d] = %g, stored %g (step %g)", l, p, h, i, got[i], src[i], amax/127)
+						}
+					}
+				}
+			}
+		}
+	}
+	if want := int64(2 * heads * (dim + 4*dim/BlockSize(dim)) * (positions + 4)); c.Bytes() != want {
+		t.Errorf("cache holds %d bytes, want %d", c.Bytes(), want)
+	}
+	if per, f16 := Bytes(48, 4, 128, 1, Int8), Bytes(48, 4, 128, 1, F16); per != 54<<10 || f16 != 96<<10 {
+		t.Errorf("30b-a3b KV per position: int8 %d, f16 %d bytes", per, f16)
+	}
+	if BlockSize(40) != 40 || BlockSize(96) != 32 {
+		t.Errorf("block sizes: %d for 40 dims, %d for 96", BlockSize(40), BlockSize(96))
 	}
 }
 

@@ -128,16 +128,24 @@ func (b *Backend) attendRuns(out, qs []float32, cache *kv.Cache, s compute.Atten
 	})
 }
 
-// attendGeneric is the plain loop, one (token, head) pair per task, over either cache type,
+// attendGeneric is the plain loop, one (token, head) pair per task, over any cache type,
 // with sinks, windows and ring layers (see kv.Cache.Slot): the reference, and the path of a
-// float32 cache or a CPU without the vector kernel.
+// float32 cache, an int8 one (read in place, a block's sum scaled once) or a CPU without the
+// vector kernel.
 func (b *Backend) attendGeneric(out, qs []float32, cache *kv.Cache, s compute.AttentionSpec) {
 	D, group := s.HeadDim, s.Heads/s.KVHeads
 	var keys32, vals32 []float32
 	var keys16, vals16 []uint16
-	if cache.Type() == kv.F32 {
+	var keys8, vals8 []int8
+	var kScale, vScale []float32
+	blk := cache.Block()
+	switch cache.Type() {
+	case kv.F32:
 		keys32, vals32 = cache.Keys32(s.Layer), cache.Values32(s.Layer)
-	} else {
+	case kv.Int8:
+		keys8, vals8 = cache.Keys8(s.Layer), cache.Values8(s.Layer)
+		kScale, vScale = cache.KeyScales(s.Layer), cache.ValueScales(s.Layer)
+	default:
 		keys16, vals16 = cache.Keys16(s.Layer), cache.Values16(s.Layer)
 	}
 	var sinks []float32
@@ -161,12 +169,24 @@ func (b *Backend) attendGeneric(out, qs []float32, cache *kv.Cache, s compute.At
 			for p := first; p <= last; p++ {
 				at := off + cache.Slot(s.Layer, p)*D
 				var dot float32
-				if keys32 != nil {
+				switch {
+				case keys32 != nil:
 					k := keys32[at : at+D]
 					for i, x := range qv {
 						dot += x * k[i]
 					}
-				} else {
+				case keys8 != nil:
+					// Each block's sum in the int8 units, scaled once: the values are read as
+					// stored, with no float copy of the row.
+					for b0 := 0; b0 < D; b0 += blk {
+						k := keys8[at+b0 : at+b0+blk]
+						var part float32
+						for i, x := range qv[b0 : b0+blk] {
+							part += x * float32(k[i])
+						}
+						dot += part * kScale[(at+b0)/blk]
+					}
+				default:
 					k := keys16[at : at+D]
 					for i, x := range qv {
 						dot += x * quant.FP16ToFP32(k[i])
@@ -192,12 +212,20 @@ func (b *Backend) attendGeneric(out, qs []float32, cache *kv.Cache, s compute.At
 			for p := first; p <= last; p++ {
 				w := scores[p] / sum
 				at := off + cache.Slot(s.Layer, p)*D
-				if vals32 != nil {
+				switch {
+				case vals32 != nil:
 					v := vals32[at : at+D]
 					for i := range acc {
 						acc[i] += w * v[i]
 					}
-				} else {
+				case vals8 != nil:
+					for b0 := 0; b0 < D; b0 += blk {
+						v, ws := vals8[at+b0:at+b0+blk], w*vScale[(at+b0)/blk]
+						for i, x := range v {
+							acc[b0+i] += ws * float32(x)
+						}
+					}
+				default:
 					v := vals16[at : at+D]
 					for i := range row {
 						row[i] = quant.FP16ToFP32(v[i])

@@ -11,8 +11,8 @@ import (
 	"strata/engine/quant"
 )
 
-// TestAttentionMatchesReference runs causal grouped-query attention over float16 and float32
-// caches (the vector kernel and the Go loop) against a float64 softmax(q·k)·v, for group
+// TestAttentionMatchesReference runs causal grouped-query attention over float16, float32 and
+// int8 caches (the vector kernel and the Go loop) against a float64 softmax(q·k)·v, for group
 // sizes the kernel takes whole (1, 2, 4, 8) and in pieces (6, 16), at decode and prefill,
 // and with sixteen threads over 600 positions, where the kernel's tasks are cut into parts
 // that are merged afterwards.
@@ -28,7 +28,7 @@ func TestAttentionMatchesReference(t *testing.T) {
 		for _, c := range []struct{ heads, kvHeads, dim int }{
 			{12, 12, 16}, {8, 4, 64}, {8, 2, 64}, {32, 4, 128}, {6, 1, 32}, {16, 1, 256}, {4, 2, 12},
 		} {
-			for _, typ := range []kv.Type{kv.F16, kv.F32} {
+			for _, typ := range []kv.Type{kv.F16, kv.F32, kv.Int8} {
 				for _, step := range steps {
 					name := fmt.Sprintf("threads%d/h%d/kv%d/d%d/%s/pos%d+%d", threads, c.heads, c.kvHeads, c.dim, typ, step.pos0, step.n)
 					t.Run(name, func(t *testing.T) {
@@ -89,16 +89,48 @@ func checkAttention(t *testing.T, b *Backend, rng *rand.Rand, heads, kvHeads, di
 			}
 		}
 	}
-	// What the cache holds, as float64: the stored rows, rounded as the cache rounds them.
+	checkAgainstFloat64(t, out, q, roundAsCache(keys, dim, typ), roundAsCache(values, dim, typ), heads, kvHeads, dim, scale, pos0, n, 2e-5)
+}
+
+// roundAsCache is xs (rows of dim values) rounded as a cache of typ stores them: float16, or
+// int8 per kv.BlockSize block with the scale max|x|/127 (worked out here, not by kv).
+func roundAsCache(xs []float32, dim int, typ kv.Type) []float32 {
+	out := make([]float32, len(xs))
+	switch typ {
+	case kv.F32:
+		copy(out, xs)
+	case kv.F16:
+		for i, x := range xs {
+			out[i] = quant.FP16ToFP32(quant.FP32ToFP16(x))
+		}
+	case kv.Int8:
+		blk := kv.BlockSize(dim)
+		for b0 := 0; b0 < len(xs); b0 += blk {
+			var amax float64
+			for _, x := range xs[b0 : b0+blk] {
+				amax = max(amax, math.Abs(float64(x)))
+			}
+			step := float32(amax) / 127
+			for i, x := range xs[b0 : b0+blk] {
+				if step > 0 {
+					out[b0+i] = float32(math.Round(float64(x*(1/step)))) * step
+				}
+			}
+		}
+	}
+	return out
+}
+
+// checkAgainstFloat64 holds out (n tokens at pos0.. of heads x dim) to a float64
+// softmax(q·k)·v over the rows keys and values ([position][kv head][dim]), each value
+// within tol*(1+|want|).
+func checkAgainstFloat64(t *testing.T, out, q, keys, values []float32, heads, kvHeads, dim int, scale float32, pos0, n int, tol float64) {
+	t.Helper()
 	at := func(p, g, i int, isKey bool) float64 {
-		x := values[(p*kvHeads+g)*dim+i]
 		if isKey {
-			x = keys[(p*kvHeads+g)*dim+i]
+			return float64(keys[(p*kvHeads+g)*dim+i])
 		}
-		if typ == kv.F16 {
-			x = quant.FP16ToFP32(quant.FP32ToFP16(x))
-		}
-		return float64(x)
+		return float64(values[(p*kvHeads+g)*dim+i])
 	}
 	group := heads / kvHeads
 	for tok := range n {
@@ -127,10 +159,59 @@ func checkAttention(t *testing.T, b *Backend, rng *rand.Rand, heads, kvHeads, di
 					want += w[p] / sum * at(p, g, i, false)
 				}
 				got := out[(tok*heads+h)*dim+i]
-				if d := math.Abs(float64(got) - want); !(d <= 2e-5*(1+math.Abs(want))) {
+				if d := math.Abs(float64(got) - want); !(d <= tol*(1+math.Abs(want))) {
 					t.Fatalf("token %d head %d dim %d: got %g, want %g", tok, h, i, got, want)
 				}
 			}
+		}
+	}
+}
+
+// TestAttentionInt8LongContext: an int8 cache at a few thousand positions, decode and a short
+// prefill, against a float64 reference over the values the cache stores (the arithmetic),
+// and over the unrounded keys and values (what int8 storage costs: with an 8x channel in
+// every 16 a key block's step is about 0.16, a score moves by about 0.05 and the output by
+// 3-4% of its RMS; the limit is the int8-against-f16 bound, 0.05).
+func TestAttentionInt8LongContext(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	b := New(Options{Threads: 2})
+	defer b.Close()
+	const heads, kvHeads, dim, total = 4, 2, 64, 3000
+	cache, err := kv.New(1, kvHeads, dim, total, kv.Int8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, values := randomF32(rng, total*kvHeads*dim, 1), randomF32(rng, total*kvHeads*dim, 1)
+	// Some channels far larger than the rest, as real keys have.
+	for i := 0; i < len(keys); i += 16 {
+		keys[i] *= 8
+	}
+	cache.Store(0, 0, total, keys, values)
+	scale := float32(1 / math.Sqrt(float64(dim)))
+	for _, step := range []struct{ pos0, n int }{{total - 1, 1}, {total - 3, 3}} {
+		q := randomF32(rng, step.n*heads*dim, 1)
+		out := make([]float32, len(q))
+		b.Attention(buf(out), buf(q), cache, compute.AttentionSpec{Layer: 0, Pos0: step.pos0, N: step.n, Heads: heads, KVHeads: kvHeads, HeadDim: dim, Scale: scale})
+		checkAgainstFloat64(t, out, q, roundAsCache(keys, dim, kv.Int8), roundAsCache(values, dim, kv.Int8), heads, kvHeads, dim, scale, step.pos0, step.n, 2e-5)
+		exact := make([]float32, len(q))
+		f32 := New(Options{Threads: 2})
+		full, err := kv.New(1, kvHeads, dim, total, kv.F32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full.Store(0, 0, total, keys, values)
+		f32.Attention(buf(exact), buf(q), full, compute.AttentionSpec{Layer: 0, Pos0: step.pos0, N: step.n, Heads: heads, KVHeads: kvHeads, HeadDim: dim, Scale: scale})
+		f32.Close()
+		checkAgainstFloat64(t, exact, q, keys, values, heads, kvHeads, dim, scale, step.pos0, step.n, 2e-5)
+		var se, ss float64
+		for i := range out {
+			se += math.Pow(float64(out[i]-exact[i]), 2)
+			ss += float64(exact[i]) * float64(exact[i])
+		}
+		rel := math.Sqrt(se / ss)
+		t.Logf("positions %d+%d: int8 cache RMS error / RMS %.4f", step.pos0, step.n, rel)
+		if rel > 0.05 {
+			t.Errorf("positions %d+%d: int8 cache moves the output by RMS %.4f of its RMS (limit 0.05)", step.pos0, step.n, rel)
 		}
 	}
 }

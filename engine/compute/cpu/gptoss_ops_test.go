@@ -39,7 +39,7 @@ func f32Bytes(xs []float32) []byte {
 
 // TestAttentionSinksWindowRing: attention with per-head sinks and a sliding window (or none),
 // over a cache whose layer keeps only window+batch-1 positions (a ring), fed in batches as
-// the model feeds it, against a float64 reference over every key, for both cache types (the
+// the model feeds it, against a float64 reference over every key, for every cache type (the
 // f16 one through the vector kernel's runs where it runs) and head sizes that are not powers
 // of two.
 func TestAttentionSinksWindowRing(t *testing.T) {
@@ -49,7 +49,7 @@ func TestAttentionSinksWindowRing(t *testing.T) {
 	for _, c := range []struct{ heads, kvHeads, dim, window, batch int }{
 		{8, 2, 32, 8, 5}, {6, 3, 48, 5, 3}, {4, 4, 24, 1, 2}, {4, 1, 16, 100, 4}, {8, 2, 64, 0, 7}, {8, 8, 40, 3, 1},
 	} {
-		for _, typ := range []kv.Type{kv.F32, kv.F16} {
+		for _, typ := range []kv.Type{kv.F32, kv.F16, kv.Int8} {
 			t.Run(fmt.Sprintf("h%d/kv%d/d%d/w%d/%s", c.heads, c.kvHeads, c.dim, c.window, typ), func(t *testing.T) {
 				const total, layer = 29, 1
 				keep := []int{0, 0}
@@ -68,12 +68,7 @@ func TestAttentionSinksWindowRing(t *testing.T) {
 				sinkVals := randomF32(rng, c.heads, 1.5)
 				sinks := vectorWeight(t, "sinks", sinkVals, 1, c.heads, 1)
 				scale := float32(1 / math.Sqrt(float64(c.dim)))
-				round := func(x float32) float64 {
-					if typ == kv.F16 {
-						return float64(quant.FP16ToFP32(quant.FP32ToFP16(x)))
-					}
-					return float64(x)
-				}
+				keysAt, valsAt := roundAsCache(keys, c.dim, typ), roundAsCache(vals, c.dim, typ)
 				group := c.heads / c.kvHeads
 				for pos0 := 0; pos0 < total; pos0 += c.batch {
 					n := min(c.batch, total-pos0)
@@ -99,7 +94,7 @@ func TestAttentionSinksWindowRing(t *testing.T) {
 							for p := first; p <= last; p++ {
 								var dot float64
 								for i := range c.dim {
-									dot += float64(qv[i]) * round(keys[p*row+g*c.dim+i])
+									dot += float64(qv[i]) * float64(keysAt[p*row+g*c.dim+i])
 								}
 								w[p] = dot * float64(scale)
 								maxv = max(maxv, w[p])
@@ -112,7 +107,7 @@ func TestAttentionSinksWindowRing(t *testing.T) {
 							for i := range c.dim {
 								var want float64
 								for p := first; p <= last; p++ {
-									want += w[p] / sum * round(vals[p*row+g*c.dim+i])
+									want += w[p] / sum * float64(valsAt[p*row+g*c.dim+i])
 								}
 								got := out[(tok*c.heads+h)*c.dim+i]
 								if d := math.Abs(float64(got) - want); !(d <= 2e-5*(1+math.Abs(want))) {
