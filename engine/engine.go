@@ -77,6 +77,10 @@ func open(ctx context.Context, f *gguf.File, cfg Config, report func(Progress)) 
 		return nil, err
 	}
 	b, net := pl.backend, pl.net
+	if _, ok := b.(*gpu.Backend); ok && kvType(cfg) == kv.Int8 {
+		pl.close()
+		return nil, &ConfigError{Flag: "kv", Msg: "the int8 KV cache is built for the CPU backend only (--backend cpu); the GPU backend keeps f16", NotBuilt: true}
+	}
 	if err := ctx.Err(); err != nil {
 		pl.close()
 		return nil, err
@@ -112,14 +116,15 @@ func kvBytes(info ModelInfo, ctx int, t kv.Type) int64 {
 	return kv.Bytes(full, info.KVHeads, info.HeadDim, ctx, t) + kv.Bytes(info.RingLayers, info.KVHeads, info.HeadDim, min(ctx, info.RingKeep), t)
 }
 
-// kvType is the cache format the config asks for; the float reference path keeps float32.
+// kvType is the cache format the config asks for; the float reference path keeps float32
+// unless --kv int8 asks for int8 (which it then honours, to measure int8 alone).
 func kvType(cfg Config) kv.Type {
-	if cfg.FloatPath {
-		return kv.F32
-	}
 	t, err := kv.ParseType(cfg.KVType)
 	if err != nil {
 		return kv.F16
+	}
+	if cfg.FloatPath && t != kv.Int8 {
+		return kv.F32
 	}
 	return t
 }

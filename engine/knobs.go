@@ -12,8 +12,5 @@ func refuseUnbuilt(cfg Config) error {
 	if cfg.Spec != 0 {
 		no("spec", "multi-token-prediction drafting is not built yet")
 	}
-	if cfg.KVType == "int8" {
-		no("kv", "the int8 KV cache is not built yet; use f16")
-	}
 	return errors.Join(errs...)
 }

@@ -49,6 +49,12 @@ func TestPlanInput(t *testing.T) {
 			}
 			return ""
 		}},
+		{"an int8 KV cache: a byte a value and a float32 scale per 32", func(c *Config) { c.KVType = "int8" }, func(in experts.PlanInput) string {
+			if in.KVBytesPerToken != 2*48*4*(128+4*128/32) {
+				return "int8 KV bytes"
+			}
+			return ""
+		}},
 		{"budgets", func(c *Config) {
 			c.VRAMBudgetMiB, c.VRAMReserveMiB, c.ExpertCache = 12000, 256, 300
 			c.TieredExperts, c.HostBudgetGiB, c.HostReserveGiB = true, 1.5, 4

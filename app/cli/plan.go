@@ -20,6 +20,7 @@ type planJSON struct {
 	Bytes           map[string]int64 `json:"bytes"` // expert bytes per tier
 	NonExpertBytes  int64            `json:"non_expert_bytes"`
 	KVBytes         int64            `json:"kv_bytes"`
+	KVBytesPerToken int64            `json:"kv_bytes_per_token"` // of the layers that grow with the context (--kv f16|int8)
 	ActivationBytes int64            `json:"activation_bytes"`
 	VRAMLimitBytes  int64            `json:"vram_limit_bytes"`
 	VRAMUsedBytes   int64            `json:"vram_used_bytes"`
@@ -59,6 +60,9 @@ func runPlan(ctx context.Context, args []string, io IO) error {
 	}
 	fmt.Fprintf(io.Out, "%s: %s, %s, %d of %d experts per token\n", name, info.Architecture, info.Quantization, info.ExpertsUsed, info.Experts)
 	fmt.Fprint(io.Out, p.Summary())
+	if p.Context > 0 {
+		fmt.Fprintf(io.Out, "KV cache (%s): %d bytes per token\n", cfg.KVType, p.KVBytes/int64(p.Context))
+	}
 	return nil
 }
 
@@ -70,6 +74,9 @@ func planToJSON(model string, p experts.Plan) planJSON {
 		NonExpertBytes: p.NonExpertBytes, KVBytes: p.KVBytes, ActivationBytes: p.ActivationBytes,
 		VRAMLimitBytes: p.VRAMLimit, VRAMUsedBytes: p.VRAMUsed(), Context: p.Context,
 		Notes: append([]string{}, p.Notes...), Tier: make([][]string, s.Layers),
+	}
+	if p.Context > 0 {
+		out.KVBytesPerToken = p.KVBytes / int64(p.Context) // the plan gives every position the same bytes
 	}
 	for t, n := range p.Counts() {
 		out.Tiers[t.String()] = n

@@ -11,6 +11,7 @@ import (
 	"strata/engine"
 	"strata/engine/compute/gpu"
 	"strata/engine/fixtures"
+	"strata/engine/kv"
 	"strata/engine/synth"
 )
 
@@ -161,6 +162,35 @@ func TestPlanCommand(t *testing.T) {
 	for _, w := range []string{"qwen3moe", "VRAM expert cache:", "vram ", "cold ", "KV cache:", "left:"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("human plan lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+// TestPlanCountsInt8KV: --kv int8 plans a byte per value and a float32 scale per block of
+// kv.BlockSize, against f16's two bytes, for every layer that grows with the context.
+func TestPlanCountsInt8KV(t *testing.T) {
+	path := synthPlanModel(t)
+	info, err := engine.Inspect(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.HeadDim%kv.Int8Block != 0 {
+		t.Fatalf("the synthetic model's heads are %d wide, not whole int8 blocks", info.HeadDim)
+	}
+	full := int64(info.Layers - info.RingLayers - info.RecurrentLayers)
+	for _, c := range []struct {
+		kv   string
+		want int64
+	}{
+		{"f16", 2 * full * int64(info.KVHeads) * int64(2*info.HeadDim)},
+		{"int8", 2 * full * int64(info.KVHeads) * int64(info.HeadDim+4*info.HeadDim/kv.Int8Block)},
+	} {
+		p, code, errs := planCLI(t, "-m", path, "--backend", "cpu", "--ram-avail-gib", "8", "--kv", c.kv)
+		if code != 0 {
+			t.Fatalf("plan --kv %s: exit %d: %s", c.kv, code, errs)
+		}
+		if p.KVBytesPerToken != c.want || p.KVBytes != p.KVBytesPerToken*int64(p.Context) {
+			t.Errorf("plan --kv %s: %d KV bytes per token (want %d), %d for %d tokens", c.kv, p.KVBytesPerToken, c.want, p.KVBytes, p.Context)
 		}
 	}
 }
