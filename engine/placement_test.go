@@ -13,6 +13,7 @@ import (
 	"strata/engine"
 	"strata/engine/compute/gpu"
 	"strata/engine/experts"
+	"strata/engine/fixtures"
 	"strata/engine/gguf"
 	"strata/engine/synth"
 	"strata/platform"
@@ -21,10 +22,9 @@ import (
 // TestExpertCacheKnobOnTheCPU: asking for VRAM slots on a CPU-only run is a clear error,
 // never a silently ignored flag.
 func TestExpertCacheKnobOnTheCPU(t *testing.T) {
-	_, files, _ := qwenVariants(t)
 	cfg := engine.DefaultConfig()
 	cfg.Backend, cfg.ExpertCache = "cpu", 4
-	_, err := engine.Open(context.Background(), files["q8_0"], cfg, nil)
+	_, err := engine.Open(context.Background(), fixtures.LoadReference(t, "qwen3moe-tiny").Smallest(), cfg, nil)
 	if err == nil || !strings.Contains(err.Error(), "--expert-cache 4") {
 		t.Fatalf("got %v, want an error naming --expert-cache 4", err)
 	}
