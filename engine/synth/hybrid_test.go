@@ -15,7 +15,8 @@ import (
 
 // TestHybridSynthLoadsAndRuns: a tiny synthetic qwen35moe and qwen3next, in an
 // 8-bit and a k-quant type, load with the shapes they were written with and run: finite
-// logits, and a prompt token by token equals the batch.
+// logits, and a 70-token prompt (two of the delta rule's blocks) in one batch equals it in two
+// batches and, for its first tokens, one token at a time (the recurrent rule).
 func TestHybridSynthLoadsAndRuns(t *testing.T) {
 	for _, arch := range []string{"qwen35moe", "qwen3next"} {
 		for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_K} {
@@ -42,7 +43,11 @@ func TestHybridSynthLoadsAndRuns(t *testing.T) {
 				h.RopeDims != s.Hybrid.RopeDims || h.Hybrid.GroupedVHeads != (arch == "qwen3next") {
 				t.Errorf("%s %s: read back %+v", arch, typ, h)
 			}
-			prompt := []int{1, 7, 300, 42, 5, 99}
+			// Longer than one of the delta rule's 64-token blocks, so the batch crosses into a second.
+			prompt := make([]int, 70)
+			for i := range prompt {
+				prompt[i] = (i*131 + 7) % h.Vocab
+			}
 			st, err := net.NewState(len(prompt), "f32")
 			if err != nil {
 				t.Fatal(err)
@@ -51,22 +56,34 @@ func TestHybridSynthLoadsAndRuns(t *testing.T) {
 			if err := net.Forward(st, prompt, true, all, nil); err != nil {
 				t.Fatalf("%s %s: %v", arch, typ, err)
 			}
-			st2, _ := net.NewState(len(prompt), "f32")
-			one := make([]float32, h.Vocab)
-			var worst float64
-			for i, id := range prompt {
-				if err := net.Forward(st2, []int{id}, false, one, nil); err != nil {
-					t.Fatal(err)
-				}
-				for j, v := range one {
-					if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-						t.Fatalf("%s %s: logit %v", arch, typ, v)
-					}
-					worst = math.Max(worst, math.Abs(float64(v-all[i*h.Vocab+j])))
+			for _, v := range all {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					t.Fatalf("%s %s: logit %v", arch, typ, v)
 				}
 			}
-			if worst > 1e-3 {
-				t.Errorf("%s %s: token by token differs from the batch by %.3g", arch, typ, worst)
+			// The same prompt as two batches (the state carried between them), and its first
+			// tokens one at a time (the recurrent rule).
+			st2, _ := net.NewState(len(prompt), "f32")
+			split := make([]float32, len(prompt)*h.Vocab)
+			cut := 40
+			if err := net.Forward(st2, prompt[:cut], true, split, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := net.Forward(st2, prompt[cut:], true, split[cut*h.Vocab:], nil); err != nil {
+				t.Fatal(err)
+			}
+			if d := maxAbsDiff(split, all); d > 1e-3 {
+				t.Errorf("%s %s: two batches differ from one by %.3g", arch, typ, d)
+			}
+			st3, _ := net.NewState(len(prompt), "f32")
+			one := make([]float32, h.Vocab)
+			for i, id := range prompt[:8] {
+				if err := net.Forward(st3, []int{id}, false, one, nil); err != nil {
+					t.Fatal(err)
+				}
+				if d := maxAbsDiff(one, all[i*h.Vocab:(i+1)*h.Vocab]); d > 1e-3 {
+					t.Errorf("%s %s: token %d alone differs from the batch by %.3g", arch, typ, i, d)
+				}
 			}
 			b.Close()
 			f.Close()
@@ -100,4 +117,12 @@ func TestHybridPresets(t *testing.T) {
 	if err := s.Validate(); err == nil {
 		t.Error("3 value heads over 2 key heads validated")
 	}
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	var m float64
+	for i := range a {
+		m = math.Max(m, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return m
 }
