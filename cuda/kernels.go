@@ -45,7 +45,7 @@ func kernelNames() []string {
 		names = append(names, fmt.Sprintf("attention_decode_%d", hd), fmt.Sprintf("attention_prefill_%d", hd))
 	}
 	return append(names, "attention_merge", "gemm_f16_f32", "gemm_f16_f16", "rms_norm", "rope_neox", "router_topk",
-		"swiglu", "add_f32", "scaled_add", "moe_combine", "kv_write", "f32_to_f16")
+		"swiglu", "add_f32", "scaled_add", "moe_combine", "kv_write", "f32_to_f16", "swiglu_clamped", "add_bias", "expert_bias", "rope_table")
 }
 
 // LoadKernels loads the embedded fatbin into c.
@@ -483,16 +483,52 @@ func (k *Kernels) MoECombine(s *Stream, x, w, y DevicePtr, tokens, topK, n int, 
 	return k.launch("moe_combine", s, Dim3{X: ceilDiv(n, 256), Y: tokens}, Dim3{X: 256}, 0, a)
 }
 
-// KVWrite stores src [tokens][rowElems] f32 as f16 into cache rows pos[t] (int32 on the device).
-func (k *Kernels) KVWrite(s *Stream, src, cache, pos DevicePtr, tokens, rowElems int) error {
-	if tokens <= 0 || tokens > 65535 || rowElems <= 0 {
-		return fmt.Errorf("cuda: kv_write: bad shape tokens=%d row=%d", tokens, rowElems)
+// KVWrite stores src [tokens][rowElems] f32 as f16 into cache rows pos[t] (int32 on the
+// device), or rows pos[t] % ring when ring > 0 (a layer that keeps its latest ring positions).
+func (k *Kernels) KVWrite(s *Stream, src, cache, pos DevicePtr, tokens, rowElems, ring int) error {
+	if tokens <= 0 || tokens > 65535 || rowElems <= 0 || ring < 0 {
+		return fmt.Errorf("cuda: kv_write: bad shape tokens=%d row=%d ring=%d", tokens, rowElems, ring)
 	}
-	a := new(Args).Ptr(src).Ptr(cache).Ptr(pos).Int(rowElems)
+	a := new(Args).Ptr(src).Ptr(cache).Ptr(pos).Int(rowElems).Int(ring)
 	return k.launch("kv_write", s, Dim3{X: ceilDiv(rowElems, 256), Y: tokens}, Dim3{X: 256}, 0, a)
 }
 
 // F32ToF16 converts n floats.
 func (k *Kernels) F32ToF16(s *Stream, x, y DevicePtr, n int) error {
 	return k.launch("f32_to_f16", s, elemGrid(n), Dim3{X: 256}, 0, new(Args).Ptr(x).Ptr(y).Int64(int64(n)))
+}
+
+// SwiGLUClamped is gpt-oss's activation over n floats: g = min(g, limit), u = clamp(u,
+// ±limit), y = g * sigmoid(alpha*g) * (u + 1) (y may equal g or u).
+func (k *Kernels) SwiGLUClamped(s *Stream, g, u, y DevicePtr, n int, limit, alpha float32) error {
+	return k.launch("swiglu_clamped", s, elemGrid(n), Dim3{X: 256}, 0, new(Args).Ptr(g).Ptr(u).Ptr(y).Int64(int64(n)).Float(limit).Float(alpha))
+}
+
+// AddBias adds bias [cols] f32 to each of the rows of x [rows][cols].
+func (k *Kernels) AddBias(s *Stream, x, bias DevicePtr, rows, cols int) error {
+	if rows <= 0 || cols <= 0 {
+		return fmt.Errorf("cuda: add_bias: bad shape rows=%d cols=%d", rows, cols)
+	}
+	return k.launch("add_bias", s, elemGrid(rows*cols), Dim3{X: 256}, 0, new(Args).Ptr(x).Ptr(bias).Int(cols).Int64(int64(rows*cols)))
+}
+
+// ExpertBias adds to each row r of x [rows][n] f32 the bias of expert ids[r] (int32 on the
+// device): bias + ids[r]*stride floats.
+func (k *Kernels) ExpertBias(s *Stream, x, bias, ids DevicePtr, rows, n, stride int) error {
+	if rows <= 0 || rows > 65535 || n <= 0 || stride < n {
+		return fmt.Errorf("cuda: expert_bias: bad shape rows=%d n=%d stride=%d", rows, n, stride)
+	}
+	a := new(Args).Ptr(x).Ptr(bias).Ptr(ids).Int(n).Int64(int64(stride))
+	return k.launch("expert_bias", s, Dim3{X: ceilDiv(n, 256), Y: rows}, Dim3{X: 256}, 0, a)
+}
+
+// RopeTable rotates x [tokens][heads][headDim] in place (NeoX pairing) by a frequency table
+// invFreq [half] f32 on the device: pair (i, i+half) turns by pos[t]*invFreq[i], cos and sin
+// times scale.
+func (k *Kernels) RopeTable(s *Stream, x, pos, invFreq DevicePtr, tokens, heads, headDim, half int, scale float32) error {
+	if tokens <= 0 || heads <= 0 || heads > 65535 || half <= 0 || 2*half > headDim {
+		return fmt.Errorf("cuda: rope_table: bad shape tokens=%d heads=%d head_dim=%d half=%d", tokens, heads, headDim, half)
+	}
+	a := new(Args).Ptr(x).Ptr(pos).Ptr(invFreq).Int(heads).Int(headDim).Int(half).Float(scale)
+	return k.launch("rope_table", s, Dim3{X: tokens, Y: heads}, Dim3{X: min(128, 32*ceilDiv(half, 32))}, 0, a)
 }

@@ -222,28 +222,35 @@ func TestMoECombine(t *testing.T) {
 	}
 }
 
+// TestKVWrite stores rows at their positions, and at position % ring on a ring layer.
 func TestKVWrite(t *testing.T) {
 	g := setup(t)
 	r := rand.New(rand.NewPCG(21, 22))
 	const ctxLen, row = 50, 4 * 128
 	pos := []int32{7, 8, 49}
-	src := randFloats(r, len(pos)*row, 2)
-	cache := g.buf(t, 2*ctxLen*row)
-	if err := g.s.Memset(cache, 0, 2*ctxLen*row); err != nil {
-		t.Fatal(err)
-	}
-	dsrc, dpos := upload(t, g, src), upload(t, g, pos)
-	if err := g.k.KVWrite(g.s, dsrc, cache, dpos, len(pos), row); err != nil {
-		t.Fatal(err)
-	}
-	got := download[uint16](t, g, cache, ctxLen*row)
-	want := make([]uint16, ctxLen*row)
-	for i, p := range pos {
-		copy(want[int(p)*row:], toF16(src[i*row:(i+1)*row]))
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			t.Fatalf("cache[%d][%d] = %#x want %#x", i/row, i%row, got[i], want[i])
+	for _, ring := range []int{0, 16} {
+		src := randFloats(r, len(pos)*row, 2)
+		cache := g.buf(t, 2*ctxLen*row)
+		if err := g.s.Memset(cache, 0, 2*ctxLen*row); err != nil {
+			t.Fatal(err)
+		}
+		dsrc, dpos := upload(t, g, src), upload(t, g, pos)
+		if err := g.k.KVWrite(g.s, dsrc, cache, dpos, len(pos), row, ring); err != nil {
+			t.Fatal(err)
+		}
+		got := download[uint16](t, g, cache, ctxLen*row)
+		want := make([]uint16, ctxLen*row)
+		for i, p := range pos {
+			slot := int(p)
+			if ring > 0 {
+				slot %= ring
+			}
+			copy(want[slot*row:], toF16(src[i*row:(i+1)*row]))
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("ring %d: cache[%d][%d] = %#x want %#x", ring, i/row, i%row, got[i], want[i])
+			}
 		}
 	}
 }

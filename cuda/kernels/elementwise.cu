@@ -1,4 +1,5 @@
-// elementwise.cu: SwiGLU, adds, the MoE combine, KV-cache writes and f32 -> f16.
+// elementwise.cu: SwiGLU (plain and gpt-oss's clamped one), adds and biases, the MoE
+// combine, KV-cache writes and f32 -> f16.
 #include "common.cuh"
 
 #define GRID_STRIDE(i, n) for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
@@ -33,14 +34,38 @@ extern "C" __global__ void moe_combine(const float *x, const float *w, float *y,
 	}
 }
 
-// KV cache write: cache row pos[t] (row_elems f16 values) = src row t. Grid.y = tokens.
-extern "C" __global__ void kv_write(const float *src, __half *cache, const int *pos, int row_elems) {
+// KV cache write: cache row pos[t] (row_elems f16 values; row pos[t] % ring on a ring layer,
+// ring > 0) = src row t. Grid.y = tokens.
+extern "C" __global__ void kv_write(const float *src, __half *cache, const int *pos, int row_elems, int ring) {
 	const long long t = blockIdx.y;
-	const long long p = pos[t];
+	const long long p = ring > 0 ? pos[t] % ring : pos[t];
 	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < row_elems; i += gridDim.x * blockDim.x)
 		cache[p * row_elems + i] = __float2half_rn(src[t * row_elems + i]);
 }
 
 extern "C" __global__ void f32_to_f16(const float *x, __half *y, long long n) {
 	GRID_STRIDE(i, n) y[i] = __float2half_rn(x[i]);
+}
+
+// gpt-oss's clamped SwiGLU: g = min(g, limit), u = clamp(u, -limit, limit),
+// y = g * sigmoid(alpha * g) * (u + 1). y may alias g or u.
+extern "C" __global__ void swiglu_clamped(const float *g, const float *u, float *y, long long n, float limit, float alpha) {
+	GRID_STRIDE(i, n) {
+		const float a = fminf(g[i], limit);
+		const float b = fmaxf(fminf(u[i], limit), -limit);
+		y[i] = a / (1.f + expf(-alpha * a)) * (b + 1.f);
+	}
+}
+
+// x[r][i] += bias[i] over n = rows * cols values.
+extern "C" __global__ void add_bias(float *x, const float *bias, int cols, long long n) {
+	GRID_STRIDE(i, n) x[i] += bias[i % cols];
+}
+
+// Per-expert biases: row r of x [rows][n] (rows = gridDim.y) gets expert ids[r]'s bias,
+// bias + ids[r] * stride.
+extern "C" __global__ void expert_bias(float *x, const float *bias, const int *ids, int n, long long stride) {
+	const long long r = blockIdx.y;
+	const float *b = bias + (long long)ids[r] * stride;
+	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[r * n + i] += b[i];
 }

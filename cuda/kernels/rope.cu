@@ -18,3 +18,22 @@ extern "C" __global__ void rope_neox(float *x, const int *pos, int heads, int he
 		v[i + half_rd] = a * s + b * c;
 	}
 }
+
+// rope_table: the NeoX rotation by a frequency table (YaRN's, say): pairs (i, i + half) of
+// each head turn by pos[token] * inv_freq[i] (the angle in float32, as transformers
+// multiplies it; cos and sin in double), both times scale (YaRN's attention factor); values
+// past 2*half stay as they are.
+extern "C" __global__ void rope_table(float *x, const int *pos, const float *inv_freq, int heads, int head_dim, int half, float scale) {
+	const int tok = blockIdx.x, h = blockIdx.y;
+	const float p = (float)pos[tok];
+	float *v = x + ((long long)tok * heads + h) * head_dim;
+	for (int i = threadIdx.x; i < half; i += blockDim.x) {
+		const float a = __fmul_rn(p, inv_freq[i]);
+		double s, c;
+		sincos((double)a, &s, &c);
+		const float cf = (float)c * scale, sf = (float)s * scale;
+		const float x0 = v[i], x1 = v[i + half];
+		v[i] = x0 * cf - x1 * sf;
+		v[i + half] = x1 * cf + x0 * sf;
+	}
+}

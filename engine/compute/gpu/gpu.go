@@ -29,6 +29,9 @@ type Options struct {
 	// (see stepGraph; graphs took decode of a 30b-a3b Q4_K model on the H200 from 141 to
 	// 163 tokens/s). The environment variable STRATA_CUDA_GRAPHS=0 does the same.
 	Eager bool
+	// Kernels (nil: the embedded module) is a fatbin built from cuda/kernels to run instead,
+	// for testing kernels before they are embedded.
+	Kernels []byte
 }
 
 // Backend runs the forward pass on one GPU.
@@ -66,6 +69,9 @@ type Backend struct {
 	// Expert slots: pinned host stacks (freed at Close) and the upload stager.
 	hostBufs []*cuda.HostBuffer
 	stage    *stager
+
+	// ropes holds each frequency table RoPE was given, in VRAM (a model keeps one Rope).
+	ropes map[*compute.Rope]cuda.DevicePtr
 }
 
 type devScratch struct {
@@ -97,7 +103,12 @@ func New(o Options) (*Backend, error) {
 		drv.Close()
 		return nil, fmt.Errorf("gpu: %w", err)
 	}
-	k, err := ctx.LoadKernels()
+	var k *cuda.Kernels
+	if o.Kernels != nil {
+		k, err = ctx.LoadKernelsFrom(o.Kernels)
+	} else {
+		k, err = ctx.LoadKernels()
+	}
 	if err != nil {
 		ctx.Close()
 		drv.Close()
@@ -146,6 +157,9 @@ const (
 	opMoEDown
 	opMoECombine
 	opCopy
+	opAddBias
+	opRopeTable
+	opExpertBias
 )
 
 // streamGraph is a captured graph launched on the backend's stream.
@@ -348,7 +362,8 @@ func (b *Backend) Place(spec compute.WeightSpec) (compute.Weight, error) {
 	// The exact range, before the copy faults it in: the file's read-ahead would also read
 	// the neighbouring expert stacks, which tiered mode places elsewhere.
 	_ = platform.AdviseWillNeed(data)
-	vector := spec.Rows == 1 && exps == 1
+	// Vectors, stacked per expert too (gpt-oss's expert biases), are read as float32.
+	vector := spec.Rows == 1
 	if (vector && typ != quant.F32) || (!vector && !cuda.QuantType(typ).Supported()) {
 		f := make([]float32, n)
 		if err := quant.Dequantize(typ, data, f); err != nil {
@@ -379,6 +394,7 @@ func (b *Backend) Place(spec compute.WeightSpec) (compute.Weight, error) {
 // KV is a float16 cache in VRAM: per layer, keys and values [position][kv head][head dim].
 type KV struct {
 	k, v      []cuda.DevicePtr
+	ring      []int // per layer: positions kept (a ring, slot = position % ring), 0 for all
 	positions int
 	row       int // kvHeads*headDim
 	splits    int
@@ -392,14 +408,16 @@ func (b *Backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
 	if spec.Type != "" && spec.Type != "f16" {
 		return nil, fmt.Errorf("gpu: kv cache type %q is not supported on the GPU (f16 is)", spec.Type)
 	}
-	for _, k := range spec.Keep {
-		if k > 0 && k < spec.Positions {
-			return nil, notBuilt("a KV cache of sliding-window layers is")
-		}
+	if spec.Keep != nil && len(spec.Keep) != spec.Layers {
+		return nil, fmt.Errorf("gpu: kv cache: %d kept-position counts for %d layers", len(spec.Keep), spec.Layers)
 	}
-	c := &KV{positions: spec.Positions, row: spec.KVHeads * spec.HeadDim, splits: cuda.DecodeSplits(spec.Positions)}
-	bytes := spec.Positions * c.row * 2
+	c := &KV{positions: spec.Positions, row: spec.KVHeads * spec.HeadDim, splits: cuda.DecodeSplits(spec.Positions), ring: make([]int, spec.Layers)}
 	for l := range spec.Layers {
+		rows := spec.Positions
+		if spec.Keep != nil && spec.Keep[l] > 0 && spec.Keep[l] < spec.Positions {
+			rows, c.ring[l] = spec.Keep[l], spec.Keep[l]
+		}
+		bytes := rows * c.row * 2
 		k, err := b.alloc(bytes, fmt.Sprintf("kv cache layer %d", l))
 		if err != nil {
 			return nil, err
@@ -500,14 +518,51 @@ func notBuilt(what string) error {
 	return fmt.Errorf("gpu: %s not built for the CUDA backend yet; run this model with --backend cpu", what)
 }
 
-// RoPE with a frequency table (YaRN) is not built on the GPU yet.
+// RoPE rotates every head by r's frequency table, uploaded once per table.
 func (b *Backend) RoPE(x compute.Buf, n, heads, headDim int, positions []int, r *compute.Rope) {
-	b.err.Set(notBuilt("RoPE with a frequency table (YaRN) is"))
+	half := len(r.InvFreq)
+	if half == 0 || 2*half > headDim {
+		b.err.Set(fmt.Errorf("gpu: rope of %d frequencies over heads of %d values", half, headDim))
+		return
+	}
+	tab, ok := b.ropes[r]
+	if !ok {
+		b.step.brk()
+		p, err := b.alloc(4*half, "rope frequencies")
+		if err != nil {
+			b.err.Set(err)
+			return
+		}
+		if err := cuda.Upload(b.s, p, r.InvFreq); err != nil {
+			b.err.Set(fmt.Errorf("gpu: rope frequencies: %w", err))
+			return
+		}
+		if b.ropes == nil {
+			b.ropes = map[*compute.Rope]cuda.DevicePtr{}
+		}
+		b.ropes[r], tab = p, p
+	}
+	scale := r.Scale
+	if scale == 0 {
+		scale = 1
+	}
+	pos := b.positions(positions, 0, n)
+	b.q8.drop()
+	xp := dev(x)
+	b.do(func() error { return b.k.RopeTable(b.s, xp, pos, tab, n, heads, headDim, half, scale) },
+		opRopeTable, u(xp), u(pos), u(tab), uint64(n), uint64(heads), uint64(headDim), uint64(half), uint64(math.Float32bits(scale)))
 }
 
-// AddBias is not built on the GPU yet.
+// AddBias adds the bias vector to each row.
 func (b *Backend) AddBias(x compute.Buf, bias compute.Weight, rows int) {
-	b.err.Set(notBuilt("bias addition is"))
+	w := bias.(*Weight)
+	if w.rows != 1 || w.exps != 1 || w.typ != quant.F32 {
+		b.err.Set(fmt.Errorf("gpu: bias %q is not a float32 vector", w.name))
+		return
+	}
+	b.q8.drop()
+	xp, cols := dev(x), w.cols
+	b.do(func() error { return b.k.AddBias(b.s, xp, w.p, rows, cols) }, opAddBias, u(xp), u(w.p), uint64(rows), uint64(cols))
 }
 
 // StoreKV converts and writes keys and values.
@@ -516,17 +571,23 @@ func (b *Backend) StoreKV(c compute.KV, layer, pos0, n int, k, v compute.Buf) {
 	pos := b.positions(nil, pos0, n)
 	for _, w := range [2][2]cuda.DevicePtr{{dev(k), kv.k[layer]}, {dev(v), kv.v[layer]}} {
 		src, cache := w[0], w[1]
-		b.do(func() error { return b.k.KVWrite(b.s, src, cache, pos, n, kv.row) }, opKVWrite, u(src), u(cache), u(pos), uint64(n), uint64(kv.row))
+		ring := kv.ring[layer]
+		b.do(func() error { return b.k.KVWrite(b.s, src, cache, pos, n, kv.row, ring) }, opKVWrite, u(src), u(cache), u(pos), uint64(n), uint64(kv.row), uint64(ring))
 	}
 }
 
 // Attention: the split-K decode kernel for one token, the tiled kernel for a batch.
 func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.AttentionSpec) {
-	if s.Sinks != nil || s.Window > 0 {
-		b.err.Set(notBuilt("attention with sinks or a sliding window is"))
-		return
-	}
 	kv := c.(*KV)
+	o := cuda.AttentionOptions{Window: s.Window, Ring: kv.ring[s.Layer]}
+	if s.Sinks != nil {
+		w := s.Sinks.(*Weight)
+		if w.typ != quant.F32 || w.rows*w.cols*w.exps != s.Heads {
+			b.err.Set(fmt.Errorf("gpu: attention sinks %q: %d x %d %s, want %d float32 logits", w.name, w.rows, w.cols, w.typ, s.Heads))
+			return
+		}
+		o.Sinks = w.p
+	}
 	pos := b.positions(nil, s.Pos0, s.N)
 	b.q8.drop()
 	if s.N == 1 {
@@ -536,13 +597,13 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 		}
 		qp, kc, vc, out, splits := dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), kv.splits
 		b.do(func() error {
-			return b.k.AttentionDecode(b.s, qp, kc, vc, out, pos, s.Heads, s.KVHeads, s.HeadDim, s.Scale, splits, scratch, cuda.AttentionOptions{})
+			return b.k.AttentionDecode(b.s, qp, kc, vc, out, pos, s.Heads, s.KVHeads, s.HeadDim, s.Scale, splits, scratch, o)
 		}, opAttention, u(qp), u(kc), u(vc), u(out), u(pos), uint64(s.Heads), uint64(s.KVHeads), uint64(s.HeadDim),
-			uint64(math.Float32bits(s.Scale)), uint64(splits), u(scratch))
+			uint64(math.Float32bits(s.Scale)), uint64(splits), u(scratch), u(o.Sinks), uint64(o.Window), uint64(o.Ring))
 		return
 	}
 	b.step.brk()
-	b.err.Set(b.k.AttentionPrefill(b.s, dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), pos, s.N, s.Heads, s.KVHeads, s.HeadDim, s.Scale, cuda.AttentionOptions{}))
+	b.err.Set(b.k.AttentionPrefill(b.s, dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), pos, s.N, s.Heads, s.KVHeads, s.HeadDim, s.Scale, o))
 }
 
 // FreeBytes is the device's free memory now.
@@ -555,4 +616,4 @@ func (b *Backend) FreeBytes() int64 {
 }
 
 // HeadDimSupported reports whether the attention kernels exist for this head size.
-func HeadDimSupported(d int) bool { return d == 64 || d == 128 || d == 256 }
+func HeadDimSupported(d int) bool { return d > 0 && d <= cuda.MaxAttentionHeadDim && d%16 == 0 }

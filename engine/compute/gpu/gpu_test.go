@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -21,9 +22,10 @@ import (
 )
 
 // newGPU opens the backend or skips where there is no NVIDIA driver (here; CI).
+// STRATA_CUDA_FATBIN names a freshly built fatbin to run instead of the embedded one.
 func newGPU(t *testing.T) *gpu.Backend {
 	t.Helper()
-	b, err := gpu.New(gpu.Options{})
+	b, err := gpu.New(testOptions(t))
 	if errors.Is(err, gpu.ErrNoGPU) {
 		t.Skipf("no NVIDIA GPU or driver, skipping: %v", err)
 	}
@@ -299,4 +301,19 @@ func moeMatches(t *testing.T, b *gpu.Backend, c *cpu.Backend, f *gguf.File) {
 			}
 		}
 	}
+}
+
+// testOptions are the backend's options in tests: STRATA_CUDA_FATBIN names a freshly built
+// fatbin to run instead of the embedded one.
+func testOptions(t *testing.T) gpu.Options {
+	t.Helper()
+	var o gpu.Options
+	if p := os.Getenv("STRATA_CUDA_FATBIN"); p != "" {
+		img, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Kernels = img
+	}
+	return o
 }

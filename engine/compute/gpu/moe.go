@@ -6,6 +6,7 @@ import (
 
 	"strata/cuda"
 	"strata/engine/compute"
+	"strata/engine/quant"
 )
 
 // moeChunkTokens bounds the tokens of one grouped MoE pass, so slot counts stay within the
@@ -17,17 +18,18 @@ const moeChunkTokens = 4096
 // the router weights and the add into dst in another. A batch (prefill) groups its slots by
 // expert on the host and runs one grouped GEMM launch per matrix for all experts.
 func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, ffn *compute.ExpertFFN, r *compute.Routes) {
-	if ffn != nil {
-		b.err.Set(notBuilt("the MoE with expert biases and the clamped SwiGLU (gpt-oss) is"))
+	G, U, D := gate.(*Weight), up.(*Weight), down.(*Weight)
+	fb, err := ffnOf(ffn, G.exps, G.rows, D.rows)
+	if err != nil {
+		b.err.Set(err)
 		return
 	}
-	G, U, D := gate.(*Weight), up.(*Weight), down.(*Weight)
 	defer b.q8.dropIfOverlaps(dev(dst), 4*r.N*D.rows)
 	if r.N <= 0 || r.K <= 0 {
 		return
 	}
 	if r.N == 1 {
-		b.moeDecode(dev(dst), dev(x), G, U, D, r)
+		b.moeDecode(dev(dst), dev(x), G, U, D, fb, r)
 		return
 	}
 	b.step.brk() // batches are prefill: no graph
@@ -44,8 +46,68 @@ func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, ffn *co
 	for t0 := 0; t0 < r.N; t0 += step {
 		n := min(step, r.N-t0)
 		lo, hi := t0*r.K, (t0+n)*r.K
-		b.moePrefill(dev(dst).Add(4*t0*H), dev(x).Add(4*t0*H), G, U, D, n, r.K, r.IDs[lo:hi], r.Weights[lo:hi])
+		b.moePrefill(dev(dst).Add(4*t0*H), dev(x).Add(4*t0*H), G, U, D, fb, n, r.K, r.IDs[lo:hi], r.Weights[lo:hi])
 	}
+}
+
+// expertFFN is a compute.ExpertFFN on this backend: each bias as a float32 stack in VRAM
+// (0: none) with its floats from one expert to the next.
+type expertFFN struct {
+	gate, up, down                   cuda.DevicePtr
+	gateStride, upStride, downStride int
+	limit, alpha                     float32
+}
+
+// ffnOf checks ffn's biases against experts of f hidden and h output values; nil for nil.
+func ffnOf(ffn *compute.ExpertFFN, experts, f, h int) (*expertFFN, error) {
+	if ffn == nil {
+		return nil, nil
+	}
+	e := &expertFFN{limit: ffn.Limit, alpha: ffn.Alpha}
+	for _, p := range []struct {
+		w      compute.Weight
+		dst    *cuda.DevicePtr
+		stride *int
+		n      int
+	}{{ffn.GateBias, &e.gate, &e.gateStride, f}, {ffn.UpBias, &e.up, &e.upStride, f}, {ffn.DownBias, &e.down, &e.downStride, h}} {
+		if p.w == nil {
+			continue
+		}
+		w := p.w.(*Weight)
+		if w.rows != 1 || w.cols != p.n || w.exps != experts || w.typ != quant.F32 {
+			return nil, fmt.Errorf("gpu: expert bias %q is %d x %d x %d %s, want %d experts of %d float32", w.name, w.exps, w.rows, w.cols, w.typ, experts, p.n)
+		}
+		*p.dst, *p.stride = w.p, w.stride/4
+	}
+	return e, nil
+}
+
+// activate adds the gate and up biases to gp and up [rows][f] (row r of expert ids[r]) and
+// applies the activation into gp: plain SwiGLU without ffn, else the clamped one when
+// ffn.limit > 0.
+func (b *Backend) activate(ffn *expertFFN, gp, up, ids cuda.DevicePtr, rows, f int) {
+	if ffn == nil {
+		b.do(func() error { return b.k.SwiGLU(b.s, gp, up, gp, rows*f) }, opSwiGLU, u(gp), u(up), uint64(rows*f))
+		return
+	}
+	b.expertBias(gp, ffn.gate, ffn.gateStride, ids, rows, f)
+	b.expertBias(up, ffn.up, ffn.upStride, ids, rows, f)
+	if ffn.limit <= 0 {
+		b.do(func() error { return b.k.SwiGLU(b.s, gp, up, gp, rows*f) }, opSwiGLU, u(gp), u(up), uint64(rows*f))
+		return
+	}
+	limit, alpha := ffn.limit, ffn.alpha
+	b.do(func() error { return b.k.SwiGLUClamped(b.s, gp, up, gp, rows*f, limit, alpha) },
+		opSwiGLU, u(gp), u(up), uint64(rows*f), uint64(math.Float32bits(limit)), uint64(math.Float32bits(alpha)))
+}
+
+// expertBias adds expert ids[r]'s bias (0: none) to row r of x [rows][n].
+func (b *Backend) expertBias(x, bias cuda.DevicePtr, stride int, ids cuda.DevicePtr, rows, n int) {
+	if bias == 0 {
+		return
+	}
+	b.do(func() error { return b.k.ExpertBias(b.s, x, bias, ids, rows, n, stride) },
+		opExpertBias, u(x), u(bias), uint64(stride), u(ids), uint64(rows), uint64(n))
 }
 
 // fusedGateUp reports whether gate and up can share the fused 8-bit kernel.
@@ -54,7 +116,7 @@ func fusedGateUp(G, U *Weight) bool {
 }
 
 // moeDecode runs one token's k experts.
-func (b *Backend) moeDecode(dst, x cuda.DevicePtr, G, U, D *Weight, r *compute.Routes) {
+func (b *Backend) moeDecode(dst, x cuda.DevicePtr, G, U, D *Weight, ffn *expertFFN, r *compute.Routes) {
 	H, F, K := G.cols, G.rows, r.K
 	ids, weights := b.deviceRoutes(r, G.exps)
 	h := b.scratchBuf("moe gate", 4*K*F)
@@ -62,7 +124,7 @@ func (b *Backend) moeDecode(dst, x cuda.DevicePtr, G, U, D *Weight, r *compute.R
 		return // the error is recorded
 	}
 	gs, us, ds := G.stride, U.stride, D.stride
-	if fusedGateUp(G, U) {
+	if ffn == nil && fusedGateUp(G, U) { // the fused kernel has no room for biases
 		xq := b.quantized(x, 1, H)
 		if xq == 0 {
 			return
@@ -77,10 +139,10 @@ func (b *Backend) moeDecode(dst, x cuda.DevicePtr, G, U, D *Weight, r *compute.R
 		}
 		b.matVecExperts(G, gs, ids, K, x, false, h)
 		b.matVecExperts(U, us, ids, K, x, false, up)
-		b.do(func() error { return b.k.SwiGLU(b.s, h, up, h, K*F) }, opSwiGLU, u(h), u(up), uint64(K*F))
+		b.activate(ffn, h, up, ids, K, F)
 	}
 	// h [K][F] -> dst [H]: the down projection, weighted by the router and added into dst.
-	if q8Capable(D) {
+	if ffn == nil && q8Capable(D) {
 		hq := b.scratchBuf("q8 h", K*cuda.Q8RowBytes(F))
 		if hq == 0 {
 			return
@@ -96,6 +158,9 @@ func (b *Backend) moeDecode(dst, x cuda.DevicePtr, G, U, D *Weight, r *compute.R
 		return
 	}
 	b.matVecExperts(D, ds, ids, K, h, true, out)
+	if ffn != nil {
+		b.expertBias(out, ffn.down, ffn.downStride, ids, K, H)
+	}
 	b.do(func() error { return b.k.MoECombine(b.s, out, weights, dst, 1, K, H, true) },
 		opMoECombine, u(out), u(weights), u(dst), uint64(K), uint64(H))
 }
@@ -114,14 +179,15 @@ func (b *Backend) matVecExperts(w *Weight, stride int, ids cuda.DevicePtr, k int
 // moePrefill runs n tokens' k experts each: the n*k slots sorted by expert, one grouped
 // GEMM launch per matrix over every routed expert, the outputs gathered back into slot
 // order and summed with the router weights into dst.
-func (b *Backend) moePrefill(dst, x cuda.DevicePtr, G, U, D *Weight, n, K int, ids []int32, weights []float32) {
+func (b *Backend) moePrefill(dst, x cuda.DevicePtr, G, U, D *Weight, ffn *expertFFN, n, K int, ids []int32, weights []float32) {
 	H, F := G.cols, G.rows
 	plan := groupByExpert(ids, G.exps)
 	slots, groups := len(ids), len(plan.experts)
 
 	// One upload: expert of each group, group offsets, token of each sorted row, sorted
-	// row identity (down reads its own rows), sorted row of each slot, router weights.
-	idx := make([]uint32, 0, groups+(groups+1)+4*slots)
+	// row identity (down reads its own rows), sorted row of each slot, router weights,
+	// expert of each sorted row (for the biases).
+	idx := make([]uint32, 0, groups+(groups+1)+5*slots)
 	for _, e := range plan.experts {
 		idx = append(idx, uint32(e))
 	}
@@ -139,6 +205,9 @@ func (b *Backend) moePrefill(dst, x cuda.DevicePtr, G, U, D *Weight, n, K int, i
 	}
 	for _, w := range weights {
 		idx = append(idx, math.Float32bits(w))
+	}
+	for _, s := range plan.order {
+		idx = append(idx, uint32(ids[s]))
 	}
 	ib := b.scratchBuf("moe index", 4*len(idx))
 	g := b.scratchBuf("moe gate", 4*slots*F)
@@ -158,12 +227,18 @@ func (b *Backend) moePrefill(dst, x cuda.DevicePtr, G, U, D *Weight, n, K int, i
 	rowSelf := rowTok.Add(4 * slots)
 	rowOfSlot := rowSelf.Add(4 * slots)
 	wts := rowOfSlot.Add(4 * slots)
+	rowExpert := wts.Add(4 * slots)
 
 	gs, us, ds := G.stride, U.stride, D.stride
 	b.err.Set(b.k.GemmExperts(b.s, cuda.QuantType(G.typ), G.p, gs, slotExpert, slotOff, rowTok, groups, plan.maxRows, x, g, F, H))
 	b.err.Set(b.k.GemmExperts(b.s, cuda.QuantType(U.typ), U.p, us, slotExpert, slotOff, rowTok, groups, plan.maxRows, x, u, F, H))
-	b.err.Set(b.k.SwiGLU(b.s, g, u, g, slots*F))
+	b.activate(ffn, g, u, rowExpert, slots, F)
+	b.step.brk() // activate's ops go through the step recorder; run them before the direct launches
 	b.err.Set(b.k.GemmExperts(b.s, cuda.QuantType(D.typ), D.p, ds, slotExpert, slotOff, rowSelf, groups, plan.maxRows, g, sorted, H, F))
+	if ffn != nil {
+		b.expertBias(sorted, ffn.down, ffn.downStride, rowExpert, slots, H)
+		b.step.brk()
+	}
 	b.err.Set(b.k.GetRows(b.s, cuda.F32, sorted, rowOfSlot, slots, out, H))
 	b.err.Set(b.k.MoECombine(b.s, out, wts, dst, n, K, H, true))
 }

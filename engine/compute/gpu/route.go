@@ -40,12 +40,10 @@ func routerTopKFits(experts, k int) bool {
 	return k > 0 && k <= 32 && k <= experts && experts*4 <= 48*1024
 }
 
-// RouteTopK downloads the logits and routes on the host (top k, then a softmax over them).
+// RouteTopK is Route with renormalisation: the top k of a softmax over all experts,
+// renormalised, are a softmax over the k largest logits (the same order, the same ties).
 func (b *Backend) RouteTopK(logits compute.Buf, n, experts, k int) *compute.Routes {
-	b.step.brk()
-	host := make([]float32, n*experts)
-	b.err.Set(cuda.Download(b.s, host, dev(logits)))
-	return compute.RouteHostTopK(host, n, experts, k)
+	return b.Route(logits, n, experts, k, true)
 }
 
 // Route runs the router on the device. A single token's ids and weights stay in VRAM for

@@ -140,7 +140,9 @@ func TestDecodeMatchesPrefill(t *testing.T) {
 // and on one that replays decode steps as CUDA graphs: logits and routes must agree.
 func TestDecodeGraphMatchesEager(t *testing.T) {
 	graphs := newGPU(t)
-	eager, err := gpu.New(gpu.Options{Eager: true})
+	o := testOptions(t)
+	o.Eager = true
+	eager, err := gpu.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
