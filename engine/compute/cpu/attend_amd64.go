@@ -34,3 +34,16 @@ func attendF16(q []float32, qs int, k, v []uint16, stride, n, t, g, d int, scale
 		(*C.uint16_t)(unsafe.Pointer(&v[0])), C.long(stride), C.int(n), C.int(t), C.int(d), C.int(g), C.float(scale),
 		(*C.float)(unsafe.Pointer(&scores[0])), (*C.float)(unsafe.Pointer(&out[0])), mlp)
 }
+
+// attendQ8 is attendF16 over an int8 cache: k and v from a head's row start, ks and vs their
+// scales from the same row's first (one per kv.Int8Block values; d a multiple of it).
+func attendQ8(q []float32, qs int, k, v []int8, ks, vs []float32, stride, n, t, g, d int, scale float32, scores, out, ml []float32) {
+	var mlp *C.float
+	if ml != nil {
+		mlp = (*C.float)(unsafe.Pointer(&ml[0]))
+	}
+	C.strata_attend_q8_avx2((*C.float)(unsafe.Pointer(&q[0])), C.long(qs), (*C.int8_t)(unsafe.Pointer(&k[0])),
+		(*C.int8_t)(unsafe.Pointer(&v[0])), (*C.float)(unsafe.Pointer(&ks[0])), (*C.float)(unsafe.Pointer(&vs[0])),
+		C.long(stride), C.int(n), C.int(t), C.int(d), C.int(g), C.float(scale),
+		(*C.float)(unsafe.Pointer(&scores[0])), (*C.float)(unsafe.Pointer(&out[0])), mlp)
+}

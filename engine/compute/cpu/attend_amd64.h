@@ -13,3 +13,8 @@
 // ml[2h+1] head h's max score and sum(e^(score - max)), for the caller to merge the parts.
 void strata_attend_f16_avx2(const float *q, long qs, const uint16_t *k, const uint16_t *v, long stride, int n, int t,
                             int d, int g, float scale, float *scores, float *out, float *ml);
+
+// The same over an int8 cache: k, v rows of d int8 values, stride values apart, and ks, vs
+// one float32 scale per 32 values (value i of k has scale ks[i/32]); d a multiple of 32.
+void strata_attend_q8_avx2(const float *q, long qs, const int8_t *k, const int8_t *v, const float *ks, const float *vs,
+                           long stride, int n, int t, int d, int g, float scale, float *scores, float *out, float *ml);

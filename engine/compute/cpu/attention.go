@@ -9,7 +9,7 @@ import (
 )
 
 // Attention is causal grouped-query attention over the host cache; query head h reads kv
-// head h / (heads/kvHeads). With the vector kernel a task is the heads of one kv head for
+// head h / (heads/kvHeads). With the vector kernel (float16 or int8 caches) a task is the heads of one kv head for
 // up to attendTokens tokens (or, when threads would idle, a part of one token's positions:
 // attendInParts); with sinks, a window or a ring layer, one (token, KV head) per task
 // (attendRuns); without the kernel, one (token, head) pair.
@@ -19,10 +19,10 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 	D, group := s.HeadDim, s.Heads/s.KVHeads
 	stride := D // a KV head's positions follow one another (see kv.Cache)
 	plain := s.Sinks == nil && s.Window == 0 && cache.Kept(s.Layer) == cache.Capacity()
-	if cache.Type() == kv.F16 && plain && attendF16Fast(D) {
-		keys16, vals16 := cache.Keys16(s.Layer), cache.Values16(s.Layer)
+	rows, fast := vectorRows(cache, s.Layer, D)
+	if fast && plain {
 		if parts := attentionParts(s.N*s.KVHeads, s.Pos0+s.N, b.pool.Size()); parts > 1 {
-			b.attendInParts(out, qs, cache, keys16, vals16, s, parts)
+			b.attendInParts(out, qs, cache, rows, s, parts)
 			return
 		}
 		// One task per (block of tokens, KV head): the query heads sharing a KV head, of
@@ -40,25 +40,55 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 				tn := min(attendTokens, s.N-t0)
 				at := t0*tokenStride + g*group*D
 				kv0 := cache.HeadOffset(s.Layer, g)
-				attendF16(qs[at:], tokenStride, keys16[kv0:], vals16[kv0:], stride, s.Pos0+t0+1, tn, group, D, s.Scale, scores, out[at:], nil)
+				rows.attend(qs[at:], tokenStride, kv0, stride, s.Pos0+t0+1, tn, group, D, s.Scale, scores, out[at:], nil)
 			}
 		})
 		return
 	}
-	if cache.Type() == kv.F16 && attendF16Fast(D) {
-		b.attendRuns(out, qs, cache, s)
+	if fast {
+		b.attendRuns(out, qs, cache, rows, s)
 		return
 	}
 	b.attendGeneric(out, qs, cache, s)
+}
+
+// cacheRows is one layer's storage as the vector kernel reads it: float16, or int8 values
+// with a float32 scale per kv.Int8Block.
+type cacheRows struct {
+	k16, v16 []uint16
+	k8, v8   []int8
+	ks, vs   []float32
+}
+
+// vectorRows is the layer's storage and whether the vector kernel reads it here: a float16
+// cache, or an int8 one of whole 32-value blocks, with heads of d dims the kernel takes.
+func vectorRows(c *kv.Cache, layer, d int) (cacheRows, bool) {
+	switch {
+	case c.Type() == kv.F16 && attendF16Fast(d):
+		return cacheRows{k16: c.Keys16(layer), v16: c.Values16(layer)}, true
+	case c.Type() == kv.Int8 && c.Block() == kv.Int8Block && attendF16Fast(d):
+		return cacheRows{k8: c.Keys8(layer), v8: c.Values8(layer), ks: c.KeyScales(layer), vs: c.ValueScales(layer)}, true
+	}
+	return cacheRows{}, false
+}
+
+// attend runs the vector kernel (see attendF16) over the rows from value offset off (a
+// multiple of the head size, so of the int8 block).
+func (r cacheRows) attend(q []float32, qs, off, stride, n, t, g, d int, scale float32, scores, out, ml []float32) {
+	if r.k8 != nil {
+		blk := off / kv.Int8Block
+		attendQ8(q, qs, r.k8[off:], r.v8[off:], r.ks[blk:], r.vs[blk:], stride, n, t, g, d, scale, scores, out, ml)
+		return
+	}
+	attendF16(q, qs, r.k16[off:], r.v16[off:], stride, n, t, g, d, scale, scores, out, ml)
 }
 
 // attendRuns is the vector kernel's attention with sinks, a window or a ring layer: a task is
 // one (token, KV head); the positions it sees are at most two runs of consecutive slots (a
 // ring wraps once), each attended as a part (unnormalised sums, max score, weight sum) and
 // merged with the head's sink, which joins the denominator only.
-func (b *Backend) attendRuns(out, qs []float32, cache *kv.Cache, s compute.AttentionSpec) {
+func (b *Backend) attendRuns(out, qs []float32, cache *kv.Cache, rows cacheRows, s compute.AttentionSpec) {
 	D, group := s.HeadDim, s.Heads/s.KVHeads
-	keys16, vals16 := cache.Keys16(s.Layer), cache.Values16(s.Layer)
 	kept := cache.Kept(s.Layer)
 	var sinks []float32
 	if s.Sinks != nil {
@@ -93,7 +123,7 @@ func (b *Backend) attendRuns(out, qs []float32, cache *kv.Cache, s compute.Atten
 					continue
 				}
 				at := off + run[0]*D
-				attendF16(heads, width, keys16[at:], vals16[at:], D, run[1], 1, group, D, s.Scale, scores, parts[r], mls[r])
+				rows.attend(heads, width, at, D, run[1], 1, group, D, s.Scale, scores, parts[r], mls[r])
 				used = r + 1
 			}
 			for h := range group {
@@ -262,7 +292,7 @@ func attentionParts(tasks, positions, threads int) int {
 // attendInParts is the vector kernel's attention with each task's positions cut into parts
 // run in parallel, each giving its unnormalised sums, max score and weight sum; the parts
 // are then merged per head (flash-decoding).
-func (b *Backend) attendInParts(out, qs []float32, cache *kv.Cache, keys16, vals16 []uint16, s compute.AttentionSpec, parts int) {
+func (b *Backend) attendInParts(out, qs []float32, cache *kv.Cache, rows cacheRows, s compute.AttentionSpec, parts int) {
 	D, group := s.HeadDim, s.Heads/s.KVHeads
 	stride := D
 	tasks := s.N * s.KVHeads
@@ -293,7 +323,7 @@ func (b *Backend) attendInParts(out, qs []float32, cache *kv.Cache, keys16, vals
 			}
 			heads := qs[(t*s.Heads+g*group)*D : (t*s.Heads+(g+1)*group)*D]
 			off := cache.HeadOffset(s.Layer, g) + p0*stride
-			attendF16(heads, width, keys16[off:], vals16[off:], stride, p1-p0, 1, group, D, s.Scale, scores, o, m)
+			rows.attend(heads, width, off, stride, p1-p0, 1, group, D, s.Scale, scores, o, m)
 		}
 	})
 	// The merge, one (task, head) pair at a time, in parallel: left to the caller alone, the
