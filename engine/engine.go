@@ -79,7 +79,7 @@ func open(ctx context.Context, f *gguf.File, cfg Config, report func(Progress)) 
 	b, net := pl.backend, pl.net
 	if _, ok := b.(*gpu.Backend); ok && kvType(cfg) == kv.Int8 {
 		pl.close()
-		return nil, &ConfigError{Flag: "kv", Msg: "the int8 KV cache is built for the CPU backend only (--backend cpu); the GPU backend keeps f16", NotBuilt: true}
+		return nil, int8KVOnGPU()
 	}
 	if err := ctx.Err(); err != nil {
 		pl.close()

@@ -14,3 +14,8 @@ func refuseUnbuilt(cfg Config) error {
 	}
 	return errors.Join(errs...)
 }
+
+// int8KVOnGPU refuses --kv int8 where the GPU would hold the cache: its kernels read f16.
+func int8KVOnGPU() error {
+	return &ConfigError{Flag: "kv", Msg: "the int8 KV cache is built for the CPU backend only (--backend cpu); the GPU backend keeps f16", NotBuilt: true}
+}

@@ -167,7 +167,8 @@ func TestPlanCommand(t *testing.T) {
 }
 
 // TestPlanCountsInt8KV: --kv int8 plans a byte per value and a float32 scale per block of
-// kv.BlockSize, against f16's two bytes, for every layer that grows with the context.
+// kv.BlockSize, against f16's two bytes, for every layer that grows with the context; a plan
+// with a GPU refuses it by name (the GPU kernels read f16).
 func TestPlanCountsInt8KV(t *testing.T) {
 	path := synthPlanModel(t)
 	info, err := engine.Inspect(context.Background(), path)
@@ -192,5 +193,8 @@ func TestPlanCountsInt8KV(t *testing.T) {
 		if p.KVBytesPerToken != c.want || p.KVBytes != p.KVBytesPerToken*int64(p.Context) {
 			t.Errorf("plan --kv %s: %d KV bytes per token (want %d), %d for %d tokens", c.kv, p.KVBytesPerToken, c.want, p.KVBytes, p.Context)
 		}
+	}
+	if _, code, errs := planCLI(t, "-m", path, "--gpu-free-mib", "4000", "--kv", "int8"); code == 0 || !strings.Contains(errs, "--kv") || !strings.Contains(errs, "CPU backend") {
+		t.Errorf("plan --kv int8 with a GPU: exit %d, stderr %q; want a refusal naming --kv and the CPU backend", code, errs)
 	}
 }
