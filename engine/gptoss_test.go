@@ -163,14 +163,15 @@ func TestGptOssTiersOnTheCPU(t *testing.T) {
 }
 
 // TestGptOssRefusedWhereNotBuilt: what does not run gpt-oss yet says so at Open, by name:
-// the CUDA backend.
+// the CUDA backend with its expert tiers (all in VRAM it runs; without a GPU the backend
+// itself is refused).
 func TestGptOssRefusedWhereNotBuilt(t *testing.T) {
 	path := fixtures.Path(t, "gptoss-tiny", "model-f32.gguf")
 	for _, c := range []struct {
 		name, want string
 		set        func(*engine.Config)
 	}{
-		{"cuda", "--backend cuda", func(c *engine.Config) { c.Backend = "cuda" }},
+		{"cuda tiered", "--backend cuda", func(c *engine.Config) { c.Backend, c.TieredExperts = "cuda", true }},
 	} {
 		cfg := engine.DefaultConfig()
 		cfg.Threads, cfg.MaxContext = 2, 128

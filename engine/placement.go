@@ -317,14 +317,26 @@ func (p *placement) verifyChecksums() {
 }
 
 // GPULacks says what of the model the CUDA backend cannot run yet ("" when it runs it all),
-// for callers that choose a backend (the wizard).
-func GPULacks(info ModelInfo) string { return gpuLacks(info) }
+// for callers that choose a backend (the wizard): its GPU plans tier the experts, so a model
+// that runs on the GPU only all in VRAM is reported too.
+func GPULacks(info ModelInfo) string {
+	if why := gpuLacks(info); why != "" {
+		return why
+	}
+	return gpuTiersLack(info)
+}
+
+// gpuTiersLack says what of the model the GPU's expert tiers cannot run yet ("" when they
+// run it): gpt-oss runs on the GPU all in VRAM only.
+func gpuTiersLack(info ModelInfo) string {
+	if info.Architecture == "gpt-oss" {
+		return "the GPU expert tiers do not run gpt-oss's expert biases yet (gpt-oss runs on the GPU only all in VRAM, with --backend cuda; else on the CPU)"
+	}
+	return ""
+}
 
 // gpuLacks says what of the model the CUDA backend cannot run yet ("" when it runs it all).
 func gpuLacks(info ModelInfo) string {
-	if info.Architecture == "gpt-oss" {
-		return "the CUDA backend has no attention sinks, sliding windows, YaRN RoPE or expert biases yet (gpt-oss runs on the CPU)"
-	}
 	if info.RecurrentLayers > 0 {
 		return fmt.Sprintf("the CUDA backend has no Gated DeltaNet kernels (conv, delta rule, gated norm) yet (%s runs on the CPU)", info.Architecture)
 	}
@@ -375,6 +387,14 @@ func newBackend(cfg Config, info ModelInfo) (b compute.Backend, whole bool, err 
 		room = min(room, int64(cfg.VRAMBudgetMiB)<<20)
 	}
 	fits := need <= room
+	if why := gpuTiersLack(info); why != "" && (tierKnobsSet(cfg) || (!fits && mode != "cuda")) {
+		g.Close()
+		if mode == "cuda" {
+			return nil, false, fmt.Errorf("engine: --backend cuda: %s; drop the tier knobs or use --backend cpu", why)
+		}
+		slog.Info("engine: using the CPU", "reason", why)
+		return cpuBackend(), true, nil
+	}
 	if !fits {
 		slog.Info("engine: the model does not fit in VRAM: tiering the experts", "need_mib", need>>20, "room_mib", room>>20)
 	}

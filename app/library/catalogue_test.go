@@ -49,7 +49,7 @@ func TestCatalogue(t *testing.T) {
 			t.Errorf("%s: verdict %+v", e.ID, v)
 		}
 	}
-	// On this PC: gpt-oss runs on the CPU (the GPU backend lacks its sinks and windows, as
+	// On this PC: gpt-oss runs on the CPU (the GPU's expert tiers lack its expert biases, as
 	// the wizard says), the 30B on the GPU and RAM, the largest reads the SSD.
 	if v := verdicts["gpt-oss-20b"]; v.Mode != wizard.ModeCPUOnly || v.Words != "On the CPU" || v.TooBig {
 		t.Errorf("gpt-oss-20b: %+v", v)

@@ -420,8 +420,8 @@ func TestRecommendRandomMachines(t *testing.T) {
 	}
 }
 
-// TestRecommendModelTheGPUCannotRun: a model the GPU backend does not run yet (gpt-oss, the
-// hybrids) gets the CPU-only mode on a machine with a GPU, with the reason said.
+// TestRecommendModelTheGPUCannotRun: a model the GPU's plans do not run yet (gpt-oss, whose
+// expert biases the GPU tiers lack; the hybrids) gets the CPU-only mode on a machine with a GPU, with the reason said.
 func TestRecommendModelTheGPUCannotRun(t *testing.T) {
 	info := engine.ModelInfo{Architecture: "gpt-oss", FileBytes: gb(12.1), ExpertBytes: gb(10.9), NonExpertBytes: gb(1.2),
 		Layers: 24, Experts: 32, ExpertsUsed: 4, KVHeads: 8, HeadDim: 64, ContextLength: 131072, RingLayers: 12, RingKeep: 639}
@@ -436,7 +436,7 @@ func TestRecommendModelTheGPUCannotRun(t *testing.T) {
 	if r.Mode != ModeCPUOnly || r.Config.Backend != "cpu" || r.Config.ExpertCache != 0 {
 		t.Errorf("mode %s backend %s expert cache %d, want the CPU", r.Mode, r.Config.Backend, r.Config.ExpertCache)
 	}
-	if !strings.Contains(strings.Join(r.Reasons, " "), "sinks") {
+	if !strings.Contains(strings.Join(r.Reasons, " "), "expert biases") {
 		t.Errorf("reasons %q do not say why", r.Reasons)
 	}
 	info.Architecture, info.RingLayers = "qwen3moe", 0

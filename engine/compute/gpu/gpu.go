@@ -512,12 +512,6 @@ func (b *Backend) RoPENeoX(x compute.Buf, n, heads, headDim int, positions []int
 		opRope, u(xp), u(pos), uint64(n), uint64(heads), uint64(headDim), uint64(math.Float32bits(base)))
 }
 
-// notBuilt is the error of an operation the CUDA backend does not have yet; the model runs
-// on the CPU backend instead.
-func notBuilt(what string) error {
-	return fmt.Errorf("gpu: %s not built for the CUDA backend yet; run this model with --backend cpu", what)
-}
-
 // RoPE rotates every head by r's frequency table, uploaded once per table.
 func (b *Backend) RoPE(x compute.Buf, n, heads, headDim int, positions []int, r *compute.Rope) {
 	half := len(r.InvFreq)
