@@ -276,13 +276,13 @@ func BenchmarkMoEFused(b *testing.B) {
 				if err := g.k.QuantizeQ8(g.s, x, xq, 1, hidden); err != nil {
 					return err
 				}
-				if err := g.k.MoEGateUp(g.s, typ, wg, wu, len(rawG)/nExp, ids, topK, xq, h, ffn, hidden); err != nil {
+				if err := g.k.MoEGateUp(g.s, typ, wg, wu, len(rawG)/nExp, ids, topK, xq, h, ffn, hidden, cuda.MoEExtras{}); err != nil {
 					return err
 				}
 				if err := g.k.QuantizeQ8(g.s, h, hq, topK, ffn); err != nil {
 					return err
 				}
-				return g.k.MoEDown(g.s, typ, wd, len(rawD)/nExp, ids, wts, topK, hq, y, hidden, ffn)
+				return g.k.MoEDown(g.s, typ, wd, len(rawD)/nExp, ids, wts, topK, hq, y, hidden, ffn, cuda.MoEExtras{})
 			})
 			bytes := 3 * topK * len(rawD) / nExp
 			b.ReportMetric(float64(bytes)/per.Seconds()/1e9, "GB/s")

@@ -199,23 +199,41 @@ func (k *Kernels) matVecQ8(s *Stream, t QuantType, w DevicePtr, expertStride int
 // slots e, h[e] = silu(Wg[ids[e]] x) * (Wu[ids[e]] x), h [n][rows] f32. Wg and Wu are the
 // gate and up tensors (same type t and expert stride); xq is x quantised by QuantizeQ8.
 func (k *Kernels) MoEGateUp(s *Stream, t QuantType, wg, wu DevicePtr, expertStride int, ids DevicePtr, n int,
-	xq, h DevicePtr, rows, cols int) error {
+	xq, h DevicePtr, rows, cols int, x MoEExtras) error {
 	if err := checkMoE(t, ids, n, rows, cols); err != nil {
 		return err
 	}
-	a := new(Args).Ptr(wg).Ptr(wu).Int64(int64(expertStride)).Ptr(ids).Ptr(xq).Ptr(h).Int(rows).Int(cols)
+	if (x.Gate != 0 || x.Up != 0) && x.Stride < rows {
+		return fmt.Errorf("cuda: moe_gate_up: bias stride %d below %d rows", x.Stride, rows)
+	}
+	a := new(Args).Ptr(wg).Ptr(wu).Int64(int64(expertStride)).Ptr(ids).Ptr(xq).Ptr(h).Int(rows).Int(cols).
+		Ptr(x.Gate).Ptr(x.Up).Int64(int64(x.Stride)).Float(x.Limit).Float(x.Alpha)
 	return k.launch("moe_gate_up_q8_"+t.String(), s, Dim3{X: ceilDiv(rows, mmvqWarps), Y: n}, Dim3{X: mmvqWarps * 32}, 0, a)
+}
+
+// MoEExtras are what gpt-oss's experts add to the fused MoE kernels (the zero value: none):
+// for MoEGateUp, per-expert f32 bias stacks (0: none) for the gate and up products, Stride
+// floats from one expert to the next, and the clamped SwiGLU when Limit > 0; for MoEDown,
+// the down product's bias stack in Down (Stride its own).
+type MoEExtras struct {
+	Gate, Up, Down DevicePtr
+	Stride         int
+	Limit, Alpha   float32
 }
 
 // MoEDown is the fused second half: y[r] += sum over the n slots of weights[e] *
 // (Wd[ids[e]] h[e])[r], with hq the n rows of h quantised by QuantizeQ8 and weights the n
 // router weights (f32 on the device). Adding into y makes it the residual add as well.
 func (k *Kernels) MoEDown(s *Stream, t QuantType, wd DevicePtr, expertStride int, ids, weights DevicePtr, n int,
-	hq, y DevicePtr, rows, cols int) error {
+	hq, y DevicePtr, rows, cols int, x MoEExtras) error {
 	if err := checkMoE(t, ids, n, rows, cols); err != nil {
 		return err
 	}
-	a := new(Args).Ptr(wd).Int64(int64(expertStride)).Ptr(ids).Ptr(weights).Ptr(hq).Int64(int64(Q8RowBytes(cols))).Ptr(y).Int(rows).Int(cols).Int(n)
+	if x.Down != 0 && x.Stride < rows {
+		return fmt.Errorf("cuda: moe_down: bias stride %d below %d rows", x.Stride, rows)
+	}
+	a := new(Args).Ptr(wd).Int64(int64(expertStride)).Ptr(ids).Ptr(weights).Ptr(hq).Int64(int64(Q8RowBytes(cols))).Ptr(y).Int(rows).Int(cols).Int(n).
+		Ptr(x.Down).Int64(int64(x.Stride))
 	return k.launch("moe_down_q8_"+t.String(), s, Dim3{X: ceilDiv(rows, mmvqWarps)}, Dim3{X: mmvqWarps * 32}, 0, a)
 }
 

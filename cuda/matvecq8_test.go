@@ -130,44 +130,71 @@ func TestMoEFused(t *testing.T) {
 				dq, xh := quantizedX(t, g, randFloats(r, hidden, 1), 1, hidden)
 				dg, du, dd := upload(t, g, rawG), upload(t, g, rawU), upload(t, g, rawD)
 				dids, dwts := upload(t, g, ids), upload(t, g, wts)
-				dh := g.buf(t, 4*len(ids)*ffnCols)
-				if err := g.k.MoEGateUp(g.s, typ, dg, du, len(rawG)/nExp, dids, len(ids), dq, dh, ffnCols, hidden); err != nil {
-					t.Fatal(err)
-				}
-				h := download[float32](t, g, dh, len(ids)*ffnCols)
-				for e, id := range ids {
-					we := func(w []float32) []float32 { return w[int(id)*ffnCols*hidden : (int(id)+1)*ffnCols*hidden] }
-					gr, ur := refMatVec(we(wG), xh, ffnCols, hidden), refMatVec(we(wU), xh, ffnCols, hidden)
-					for i := 0; i < ffnCols; i++ {
-						want := gr[i] / (1 + math.Exp(-gr[i])) * ur[i]
-						scale := norm(we(wG)[i*hidden:(i+1)*hidden])*norm(xh)*(math.Abs(ur[i])+1) + norm(we(wU)[i*hidden:(i+1)*hidden])*norm(xh)*(math.Abs(gr[i])+1)
-						if d := math.Abs(float64(h[e*ffnCols+i]) - want); d > 1e-5*scale {
-							t.Fatalf("gate/up slot %d row %d: got %g want %g", e, i, h[e*ffnCols+i], want)
-						}
+				// plain, then with gpt-oss's extras: biases on all three products and the
+				// clamped SwiGLU (a limit the products cross)
+				for _, extra := range []bool{false, true} {
+					var x cuda.MoEExtras
+					var bg, bu, bd []float32
+					limit, alpha := 0.0, 1.0
+					if extra {
+						bg, bu, bd = randFloats(r, nExp*ffnCols, 1), randFloats(r, nExp*ffnCols, 1), randFloats(r, nExp*hidden, 1)
+						limit, alpha = 0.5, 1.702
+						x = cuda.MoEExtras{Gate: upload(t, g, bg), Up: upload(t, g, bu), Stride: ffnCols, Limit: float32(limit), Alpha: float32(alpha)}
 					}
-				}
-				// down + combine + residual, on h quantised per slot
-				dhq, hh := quantizedX(t, g, h, len(ids), ffnCols)
-				resid := randFloats(r, hidden, 1)
-				dy := upload(t, g, resid)
-				if err := g.k.MoEDown(g.s, typ, dd, len(rawD)/nExp, dids, dwts, len(ids), dhq, dy, hidden, ffnCols); err != nil {
-					t.Fatal(err)
-				}
-				got := download[float32](t, g, dy, hidden)
-				for i := 0; i < hidden; i++ {
-					want, scale := float64(resid[i]), 0.0
+					bias := func(b []float32, id, i, stride int) float64 {
+						if b == nil {
+							return 0
+						}
+						return float64(b[id*stride+i])
+					}
+					dh := g.buf(t, 4*len(ids)*ffnCols)
+					if err := g.k.MoEGateUp(g.s, typ, dg, du, len(rawG)/nExp, dids, len(ids), dq, dh, ffnCols, hidden, x); err != nil {
+						t.Fatal(err)
+					}
+					h := download[float32](t, g, dh, len(ids)*ffnCols)
 					for e, id := range ids {
-						row := wD[(int(id)*hidden+i)*ffnCols : (int(id)*hidden+i+1)*ffnCols]
-						he := hh[e*ffnCols : (e+1)*ffnCols]
-						s := 0.0
-						for c := range row {
-							s += float64(row[c]) * float64(he[c])
+						we := func(w []float32) []float32 { return w[int(id)*ffnCols*hidden : (int(id)+1)*ffnCols*hidden] }
+						gr, ur := refMatVec(we(wG), xh, ffnCols, hidden), refMatVec(we(wU), xh, ffnCols, hidden)
+						for i := 0; i < ffnCols; i++ {
+							gv, uv := gr[i]+bias(bg, int(id), i, ffnCols), ur[i]+bias(bu, int(id), i, ffnCols)
+							want := gv / (1 + math.Exp(-gv)) * uv
+							if extra {
+								gv, uv = math.Min(gv, limit), math.Max(math.Min(uv, limit), -limit)
+								want = gv / (1 + math.Exp(-alpha*gv)) * (uv + 1)
+							}
+							scale := norm(we(wG)[i*hidden:(i+1)*hidden])*norm(xh)*(math.Abs(uv)+1) + norm(we(wU)[i*hidden:(i+1)*hidden])*norm(xh)*(math.Abs(gv)+1)
+							if d := math.Abs(float64(h[e*ffnCols+i]) - want); d > 1e-5*scale {
+								t.Fatalf("extras %v: gate/up slot %d row %d: got %g want %g", extra, e, i, h[e*ffnCols+i], want)
+							}
 						}
-						want += float64(wts[e]) * s
-						scale += norm(row) * norm(he)
 					}
-					if d := math.Abs(float64(got[i]) - want); d > 1e-5*scale+1e-6 {
-						t.Fatalf("down row %d: got %g want %g", i, got[i], want)
+					// down + combine + residual, on h quantised per slot
+					dhq, hh := quantizedX(t, g, h, len(ids), ffnCols)
+					resid := randFloats(r, hidden, 1)
+					dy := upload(t, g, resid)
+					xd := cuda.MoEExtras{}
+					if extra {
+						xd = cuda.MoEExtras{Down: upload(t, g, bd), Stride: hidden}
+					}
+					if err := g.k.MoEDown(g.s, typ, dd, len(rawD)/nExp, dids, dwts, len(ids), dhq, dy, hidden, ffnCols, xd); err != nil {
+						t.Fatal(err)
+					}
+					got := download[float32](t, g, dy, hidden)
+					for i := 0; i < hidden; i++ {
+						want, scale := float64(resid[i]), 0.0
+						for e, id := range ids {
+							row := wD[(int(id)*hidden+i)*ffnCols : (int(id)*hidden+i+1)*ffnCols]
+							he := hh[e*ffnCols : (e+1)*ffnCols]
+							s := bias(bd, int(id), i, hidden)
+							for c := range row {
+								s += float64(row[c]) * float64(he[c])
+							}
+							want += float64(wts[e]) * s
+							scale += norm(row) * norm(he)
+						}
+						if d := math.Abs(float64(got[i]) - want); d > 1e-5*scale+1e-6 {
+							t.Fatalf("extras %v: down row %d: got %g want %g", extra, i, got[i], want)
+						}
 					}
 				}
 			})

@@ -250,10 +250,14 @@ MMVQ_KERNEL(q6_K, T_Q6_K)
 // type, same expert stride). moe_down_q8: y[r] += sum_e w[e] * (Wd[ids[e]] h[e])[r], one warp
 // per row over all k slots, with h quantised per slot (rows xq_stride bytes apart): the
 // down projection, the router-weighted sum and the residual add in one launch.
+// gpt-oss's extras (null / 0: none): per-expert bias stacks (b_stride floats from one expert
+// to the next) added to the gate and up products and, weighted, to the down product; and the
+// clamped SwiGLU when limit > 0 (g = min(g, limit), u = clamp(u, +-limit),
+// h = g * sigmoid(alpha*g) * (u + 1)).
 template <int T>
 static __device__ __forceinline__ void moe_gate_up_body(const uint8_t *__restrict__ Wg, const uint8_t *__restrict__ Wu,
 	long long expert_stride, const int *__restrict__ ids, const int8_t *__restrict__ xq, float *__restrict__ h,
-	int rows, int cols) {
+	int rows, int cols, const float *__restrict__ bg, const float *__restrict__ bu, long long b_stride, float limit, float alpha) {
 	typedef TypeInfo<T> TI;
 	typedef Q8Dot<T> D;
 	const int e = blockIdx.y;
@@ -276,13 +280,22 @@ static __device__ __forceinline__ void moe_gate_up_body(const uint8_t *__restric
 	}
 	ag = warp_sum(ag);
 	au = warp_sum(au);
-	if (lane == 0) h[(long long)e * rows + row] = ag / (1.f + expf(-ag)) * au;
+	if (lane != 0) return;
+	if (bg != nullptr) ag += bg[(long long)ids[e] * b_stride + row];
+	if (bu != nullptr) au += bu[(long long)ids[e] * b_stride + row];
+	if (limit > 0.f) {
+		ag = fminf(ag, limit);
+		au = fmaxf(fminf(au, limit), -limit);
+		h[(long long)e * rows + row] = ag / (1.f + expf(-alpha * ag)) * (au + 1.f);
+	} else {
+		h[(long long)e * rows + row] = ag / (1.f + expf(-ag)) * au;
+	}
 }
 
 template <int T>
 static __device__ __forceinline__ void moe_down_body(const uint8_t *__restrict__ Wd, long long expert_stride,
 	const int *__restrict__ ids, const float *__restrict__ wts, const int8_t *__restrict__ hq, long long hq_stride,
-	float *__restrict__ y, int rows, int cols, int k) {
+	float *__restrict__ y, int rows, int cols, int k, const float *__restrict__ bd, long long b_stride) {
 	typedef TypeInfo<T> TI;
 	typedef Q8Dot<T> D;
 	const int row = blockIdx.x * MMVQ_WARPS + (threadIdx.x >> 5);
@@ -301,19 +314,22 @@ static __device__ __forceinline__ void moe_down_body(const uint8_t *__restrict__
 		acc += wts[e] * D::dot(w + (long long)blk * TI::BYTES, u, x + blk * TI::QK, (const float *)(x + cols) + blk * (TI::QK / 32));
 	}
 	acc = warp_sum(acc);
-	if (lane == 0) y[row] += acc;
+	if (lane != 0) return;
+	if (bd != nullptr)
+		for (int e = 0; e < k; e++) acc += wts[e] * bd[(long long)ids[e] * b_stride + row];
+	y[row] += acc;
 }
 
 #define MOE_KERNELS(name, t)                                                                                   \
 	extern "C" __global__ void __launch_bounds__(MMVQ_WARPS * 32) moe_gate_up_q8_##name(const uint8_t *Wg,     \
 		const uint8_t *Wu, long long expert_stride, const int *ids, const int8_t *xq, float *h, int rows,     \
-		int cols) {                                                                                            \
-		moe_gate_up_body<t>(Wg, Wu, expert_stride, ids, xq, h, rows, cols);                                    \
+		int cols, const float *bg, const float *bu, long long b_stride, float limit, float alpha) {            \
+		moe_gate_up_body<t>(Wg, Wu, expert_stride, ids, xq, h, rows, cols, bg, bu, b_stride, limit, alpha);    \
 	}                                                                                                          \
 	extern "C" __global__ void __launch_bounds__(MMVQ_WARPS * 32) moe_down_q8_##name(const uint8_t *Wd,        \
 		long long expert_stride, const int *ids, const float *wts, const int8_t *hq, long long hq_stride,     \
-		float *y, int rows, int cols, int k) {                                                                 \
-		moe_down_body<t>(Wd, expert_stride, ids, wts, hq, hq_stride, y, rows, cols, k);                        \
+		float *y, int rows, int cols, int k, const float *bd, long long b_stride) {                            \
+		moe_down_body<t>(Wd, expert_stride, ids, wts, hq, hq_stride, y, rows, cols, k, bd, b_stride);          \
 	}
 MOE_KERNELS(q4_0, T_Q4_0)
 MOE_KERNELS(q8_0, T_Q8_0)

@@ -124,14 +124,25 @@ func (b *Backend) moeDecode(dst, x cuda.DevicePtr, G, U, D *Weight, ffn *expertF
 		return // the error is recorded
 	}
 	gs, us, ds := G.stride, U.stride, D.stride
-	if ffn == nil && fusedGateUp(G, U) { // the fused kernel has no room for biases
+	var gx, dx cuda.MoEExtras // gpt-oss's biases and clamped SwiGLU, in the fused kernels
+	if ffn != nil {
+		gx = cuda.MoEExtras{Gate: ffn.gate, Up: ffn.up, Stride: max(ffn.gateStride, ffn.upStride), Limit: ffn.limit, Alpha: ffn.alpha}
+		if ffn.limit <= 0 {
+			gx.Alpha = 1
+		}
+		dx = cuda.MoEExtras{Down: ffn.down, Stride: ffn.downStride}
+	}
+	// the fused kernel reads both bias stacks with one stride
+	sameStride := ffn == nil || ffn.gate == 0 || ffn.up == 0 || ffn.gateStride == ffn.upStride
+	if fusedGateUp(G, U) && sameStride {
 		xq := b.quantized(x, 1, H)
 		if xq == 0 {
 			return
 		}
 		t := cuda.QuantType(G.typ)
-		b.do(func() error { return b.k.MoEGateUp(b.s, t, G.p, U.p, gs, ids, K, xq, h, F, H) },
-			opGateUp, uint64(t), u(G.p), u(U.p), uint64(gs), u(ids), uint64(K), u(xq), u(h), uint64(F), uint64(H))
+		b.do(func() error { return b.k.MoEGateUp(b.s, t, G.p, U.p, gs, ids, K, xq, h, F, H, gx) },
+			opGateUp, uint64(t), u(G.p), u(U.p), uint64(gs), u(ids), uint64(K), u(xq), u(h), uint64(F), uint64(H),
+			u(gx.Gate), u(gx.Up), uint64(gx.Stride), uint64(math.Float32bits(gx.Limit)), uint64(math.Float32bits(gx.Alpha)))
 	} else {
 		up := b.scratchBuf("moe up", 4*K*F)
 		if up == 0 {
@@ -142,15 +153,15 @@ func (b *Backend) moeDecode(dst, x cuda.DevicePtr, G, U, D *Weight, ffn *expertF
 		b.activate(ffn, h, up, ids, K, F)
 	}
 	// h [K][F] -> dst [H]: the down projection, weighted by the router and added into dst.
-	if ffn == nil && q8Capable(D) {
+	if q8Capable(D) {
 		hq := b.scratchBuf("q8 h", K*cuda.Q8RowBytes(F))
 		if hq == 0 {
 			return
 		}
 		b.quantize(h, hq, K, F)
 		t := cuda.QuantType(D.typ)
-		b.do(func() error { return b.k.MoEDown(b.s, t, D.p, ds, ids, weights, K, hq, dst, H, F) },
-			opMoEDown, uint64(t), u(D.p), uint64(ds), u(ids), u(weights), uint64(K), u(hq), u(dst), uint64(H), uint64(F))
+		b.do(func() error { return b.k.MoEDown(b.s, t, D.p, ds, ids, weights, K, hq, dst, H, F, dx) },
+			opMoEDown, uint64(t), u(D.p), uint64(ds), u(ids), u(weights), uint64(K), u(hq), u(dst), uint64(H), uint64(F), u(dx.Down), uint64(dx.Stride))
 		return
 	}
 	out := b.scratchBuf("moe out", 4*K*H)
