@@ -6,7 +6,7 @@
 set -eu
 bin=$1
 out=$2
-screens=${SCREENS:-welcome wizard picker loading chat tiers settings}
+screens=${SCREENS:-welcome wizard picker library loading chat tiers settings}
 mkdir -p "$out"
 tmp=$(mktemp -d)
 disp=:${SCREENSHOT_DISPLAY:-87}

@@ -40,6 +40,9 @@ type chatView struct {
 	advanced   advancedForm
 }
 
+// readingWidth is the widest the conversation's text runs (about 100 characters a line).
+const readingWidth = 880
+
 // advancedForm holds the advanced sampling section's entries.
 type advancedForm struct {
 	temperature, topK, topP, minP, repeat, maxTokens, seed *widget.Entry
@@ -100,7 +103,8 @@ func (v *chatView) sidebar() fyne.CanvasObject {
 	rename := widget.NewButtonWithIcon("Rename", theme.DocumentCreateIcon(), v.renameDialog)
 	del := widget.NewButtonWithIcon("Delete", theme.DeleteIcon(), v.deleteDialog)
 	model := widget.NewButtonWithIcon("Models", theme.FolderOpenIcon(), func() { v.a.Show(ScreenPicker) })
-	return container.NewBorder(newChat, container.NewVBox(container.NewGridWithColumns(2, rename, del), model), nil, nil, v.list)
+	// The buttons wrap, so a narrow sidebar leaves the conversation its room.
+	return container.NewBorder(newChat, newFlow(flowLeading, rename, del, model), nil, nil, v.list)
 }
 
 // renameDialog asks for the open chat's new name: the name is selected and has the focus,
@@ -155,7 +159,8 @@ func (v *chatView) conversation() fyne.CanvasObject {
 	v.errText.Importance = widget.DangerImportance
 	v.errText.Hide()
 	v.messages = container.NewVBox()
-	v.scroll = container.NewVScroll(v.messages)
+	// Answers keep a readable line length on a wide screen.
+	v.scroll = container.NewVScroll(capWidth(readingWidth, v.messages))
 
 	v.input = newPromptEntry(v.sendInput, v.a.ctl.Stop)
 	v.input.SetMinRowsVisible(3)
@@ -207,7 +212,9 @@ func (v *chatView) conversation() fyne.CanvasObject {
 		widget.NewAccordionItem("System prompt", v.system),
 		widget.NewAccordionItem("Advanced sampling", container.NewVBox(adv, container.NewHBox(layoutSpacer(), apply))),
 	)
-	buttons := container.NewHBox(widget.NewLabel("Sampling"), v.presetSel, layoutSpacer(), v.edit, v.regenerate, v.stop, v.send)
+	// The actions wrap under the sampling choice in a narrow window, Send staying last.
+	buttons := newFlow(flowSpread, container.NewHBox(widget.NewLabel("Sampling"), v.presetSel),
+		container.NewHBox(v.edit, v.regenerate, v.stop, v.send))
 	bottom := container.NewVBox(options, v.input, buttons)
 	return container.NewBorder(container.NewVBox(v.banner, v.errText), bottom, nil, nil, v.scroll)
 }

@@ -29,7 +29,7 @@ type libraryView struct {
 	client *library.Client
 
 	folder    *widget.Entry
-	hwNote    *widget.Label
+	hwNote    *widget.RichText
 	catalogue *fyne.Container
 	query     *widget.Entry
 	results   *fyne.Container
@@ -76,9 +76,7 @@ func (a *App) newLibraryView() *libraryView {
 	useFolder := widget.NewButton("Use this folder", v.setFolder)
 	folderRow := container.NewBorder(nil, nil, widget.NewLabel("Models folder"), useFolder, v.folder)
 
-	v.hwNote = widget.NewLabel("Checking this PC…")
-	v.hwNote.Importance = widget.LowImportance
-	v.hwNote.Wrapping = fyne.TextWrapWord
+	v.hwNote = secondaryText("Checking this PC…")
 	v.catalogue = container.NewVBox()
 
 	v.query = widget.NewEntry()
@@ -136,11 +134,11 @@ func (v *libraryView) setFolder() {
 func (v *libraryView) fillCatalogue(hw *wizard.Hardware) {
 	entries, err := library.Catalogue()
 	if err != nil {
-		v.hwNote.SetText(err.Error())
+		setSecondaryText(v.hwNote, err.Error())
 		return
 	}
 	if hw != nil {
-		v.hwNote.SetText(fmt.Sprintf("Verdicts for this PC: %s of RAM, %s. Speeds are rough classes; the tier map shows the real numbers once a model runs.",
+		setSecondaryText(v.hwNote, fmt.Sprintf("Verdicts for this PC: %s of RAM, %s. Speeds are rough classes; the tier map shows the real numbers once a model runs.",
 			humanBytes(hw.RAMTotal), gpuWords(*hw)))
 	}
 	v.catalogue.RemoveAll()
@@ -308,6 +306,7 @@ func (v *libraryView) addRow(j *library.Job) {
 		v.downloads.RemoveAll() // the "Nothing downloading" note
 	}
 	name := widget.NewLabelWithStyle(j.Model.Name+"  ·  "+j.Repo, fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	name.Wrapping = fyne.TextWrapWord
 	r.box = container.NewVBox(name, r.bar, container.NewBorder(nil, nil, nil, container.NewHBox(r.pause, r.resume, r.cancel), r.status))
 	v.rows[j] = r
 	v.downloads.Add(r.box)
@@ -355,9 +354,7 @@ func (v *libraryView) updateDownloadsNote() {
 		return
 	}
 	if len(v.downloads.Objects) == 0 {
-		l := widget.NewLabel("Nothing downloading.")
-		l.Importance = widget.LowImportance
-		v.downloads.Add(l)
+		v.downloads.Add(secondaryText("Nothing downloading."))
 	}
 }
 
@@ -377,9 +374,7 @@ func (v *libraryView) drawLocal(dir string, models []library.LocalModel, err err
 	case err != nil:
 		v.local.Add(errorLabel(err))
 	case len(models) == 0:
-		l := widget.NewLabel("No models in " + dir + " yet.")
-		l.Importance = widget.LowImportance
-		v.local.Add(l)
+		v.local.Add(secondaryText("No models in " + dir + " yet."))
 	}
 	for _, m := range models {
 		m := m
@@ -406,7 +401,10 @@ func (v *libraryView) drawLocal(dir string, models []library.LocalModel, err err
 			}
 		})
 		del := widget.NewButtonWithIcon("Delete", theme.DeleteIcon(), func() { v.confirmDelete(m) })
-		v.local.Add(container.NewBorder(nil, nil, nil, container.NewHBox(open, reveal, del), widget.NewLabel(text)))
+		// The words wrap and the buttons go under them, so a long name never widens the window.
+		about := widget.NewLabel(text)
+		about.Wrapping = fyne.TextWrapWord
+		v.local.Add(container.NewVBox(about, newFlow(flowLeading, open, reveal, del)))
 	}
 	v.local.Refresh()
 }

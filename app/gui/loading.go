@@ -46,8 +46,8 @@ func (a *App) newLoadingView() *loadingView {
 	v.settings = widget.NewButtonWithIcon("Open settings", theme.SettingsIcon(), a.showSettingsAlone)
 	v.settings.Hide()
 	body := container.NewVBox(title, v.phase, container.NewStack(v.bar, v.wait), v.detail, v.history, v.errText,
-		container.NewHBox(layoutSpacer(), v.back, v.settings, v.cancel))
-	v.root = container.NewCenter(container.NewGridWrap(fyne.NewSize(600, 300), body))
+		newFlow(flowSpread, layoutSpacer(), container.NewHBox(v.back, v.settings, v.cancel)))
+	v.root = container.NewVScroll(container.NewPadded(capWidth(600, body)))
 	return v
 }
 

@@ -39,13 +39,15 @@ func (a *App) newPickerView() *pickerView {
 	recent := a.ctl.Settings().RecentModels
 	var recentList fyne.CanvasObject
 	if len(recent) == 0 {
-		l := widget.NewLabel("No recent models. Open a .gguf file, or try the demo.")
-		l.Importance = widget.LowImportance
-		recentList = l
+		recentList = secondaryText("No recent models. Open a .gguf file, or try the demo.")
 	} else {
 		list := widget.NewList(
 			func() int { return len(recent) },
-			func() fyne.CanvasObject { return widget.NewLabel("model.gguf") },
+			func() fyne.CanvasObject {
+				l := widget.NewLabel("model.gguf")
+				l.Truncation = fyne.TextTruncateEllipsis
+				return l
+			},
 			func(i widget.ListItemID, o fyne.CanvasObject) {
 				o.(*widget.Label).SetText(filepath.Base(recent[i]) + "  —  " + filepath.Dir(recent[i]))
 			})
@@ -60,7 +62,7 @@ func (a *App) newPickerView() *pickerView {
 	v.load.Disable()
 
 	left := container.NewBorder(
-		container.NewVBox(title, container.NewHBox(open, get, demo, server, settings), widget.NewLabelWithStyle("Recent models", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})),
+		container.NewVBox(title, newFlow(flowLeading, open, get, demo, server, settings), widget.NewLabelWithStyle("Recent models", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})),
 		nil, nil, nil, recentList)
 	right := container.NewBorder(widget.NewLabelWithStyle("Model card", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}),
 		container.NewHBox(layoutSpacer(), v.load), nil, nil, container.NewVScroll(v.card))

@@ -81,7 +81,7 @@ func driveTo(a *App, screen string) {
 		show(screen)
 		ready()
 		return
-	case ScreenWizard:
+	case ScreenWizard, ScreenLibrary:
 		show(screen)
 		time.Sleep(3 * time.Second) // the hardware probe
 		ready()

@@ -70,15 +70,12 @@ func (a *App) newSettingsView() *settingsView {
 		}
 	}
 
-	hint := func(obj fyne.CanvasObject, text string) *widget.FormItem {
-		item := widget.NewFormItem("", obj)
-		item.HintText = text
-		return item
-	}
+	// Each setting's hint wraps under it (a form's own hint text does not wrap, and the
+	// longest set the window's minimum width).
 	item := func(label string, obj fyne.CanvasObject, text string) *widget.FormItem {
-		it := hint(obj, text)
-		it.Text = label
-		return it
+		hint := secondaryText(text)
+		hint.Segments[0].(*widget.TextSegment).Style.SizeName = theme.SizeNameCaptionText
+		return widget.NewFormItem(label, container.NewVBox(obj, hint))
 	}
 	form := widget.NewForm(
 		item("Mode", v.mode, "auto: GPU cache when there is a GPU · tiered: VRAM, RAM, SSD · resident: VRAM + RAM arena · cpu: no GPU"),

@@ -164,8 +164,9 @@ func (t *TierMap) SetSnapshot(s engine.TierSnapshot) {
 	t.raster.Refresh()
 }
 
-// MinSize keeps a few pixels per cell.
-func (t *TierMap) MinSize() fyne.Size { return fyne.NewSize(320, 200) }
+// MinSize keeps a pixel per cell of a 256-expert model, and leaves the window narrow
+// enough for half a small screen.
+func (t *TierMap) MinSize() fyne.Size { return fyne.NewSize(256, 160) }
 
 // CreateRenderer implements fyne.Widget.
 func (t *TierMap) CreateRenderer() fyne.WidgetRenderer {

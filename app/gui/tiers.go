@@ -41,23 +41,18 @@ func (a *App) newTiersView() *tiersView {
 	v.rates = widget.NewLabel("")
 	v.speed = widget.NewLabel("")
 	v.empty = widget.NewLabel("Load a model to see where its experts live.")
-	legend := container.NewHBox()
+	legend := newFlow(flowLeading) // wraps in a narrow window
 	for _, t := range []engine.Tier{engine.TierVRAM, engine.TierHelper, engine.TierPinned, engine.TierCold, engine.TierCPU} {
-		legend.Add(swatch(tierColor(t)))
-		legend.Add(widget.NewLabel(tierTitle(t)))
+		legend.Add(container.NewHBox(swatch(tierColor(t)), widget.NewLabel(tierTitle(t))))
 	}
-	note := widget.NewLabel("Rows are layers, columns are experts. Brighter = routed more often; flashes = routed since the last refresh.")
-	note.Wrapping = fyne.TextWrapWord
-	note.Importance = widget.LowImportance
+	note := secondaryText("Rows are layers, columns are experts. Brighter = routed more often; flashes = routed since the last refresh.")
 	side := container.NewVBox(
 		widget.NewLabelWithStyle("Memory", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), v.memory,
 		widget.NewLabelWithStyle("Where routed experts ran", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), v.rates,
 		v.speed)
 	top := container.NewVBox(legend, note, v.empty)
 	// The side panel keeps its width and scrolls when the window is too short for it.
-	width := canvas.NewRectangle(color.Transparent)
-	width.SetMinSize(fyne.NewSize(340, 0))
-	v.root = container.NewBorder(top, nil, nil, container.NewStack(width, container.NewVScroll(side)), v.grid)
+	v.root = container.NewBorder(top, nil, nil, container.NewStack(fixedWidth(280), container.NewVScroll(side)), v.grid)
 	return v
 }
 

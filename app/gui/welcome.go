@@ -21,13 +21,12 @@ func (a *App) welcomeScreen() fyne.CanvasObject {
 	demo := widget.NewButtonWithIcon("Try the demo", theme.MediaPlayIcon(), a.startDemo)
 	setup := widget.NewButtonWithIcon("Set up this PC", theme.ComputerIcon(), func() { a.Show(ScreenWizard) })
 	open := widget.NewButtonWithIcon("I have a model", theme.FolderOpenIcon(), func() { a.Show(ScreenPicker) })
-	demoNote := widget.NewLabel("Get a model lists models that suit this PC and downloads one from Hugging Face. The demo makes a tiny model with random weights on the spot: no download, but its answers are noise.")
-	demoNote.Wrapping = fyne.TextWrapWord
-	demoNote.Alignment = fyne.TextAlignCenter
-	demoNote.Importance = widget.LowImportance
+	demoNote := secondaryText("Get a model lists models that suit this PC and downloads one from Hugging Face. The demo makes a tiny model with random weights on the spot: no download, but its answers are noise.")
+	demoNote.Segments[0].(*widget.TextSegment).Style.Alignment = fyne.TextAlignCenter
 
-	body := container.NewVBox(title, intro, container.NewCenter(container.NewHBox(get, demo, setup, open)), demoNote)
-	return container.NewCenter(container.NewGridWrap(fyne.NewSize(640, body.MinSize().Height+40), body))
+	// The buttons wrap and the text narrows with the window (half a small screen is enough).
+	body := container.NewVBox(title, intro, newFlow(flowCenter, get, demo, setup, open), demoNote)
+	return container.NewVScroll(container.NewVBox(layoutSpacer(), container.NewPadded(capWidth(640, body)), layoutSpacer()))
 }
 
 // startDemo makes and loads the demo model, showing the loading screen.

@@ -64,8 +64,8 @@ func (a *App) wizardScreen() fyne.CanvasObject {
 	}()
 
 	body := container.NewVBox(title, machine, widget.NewSeparator(), mode, reason, warnings,
-		container.NewHBox(back, layoutSpacer(), settings, accept))
-	return container.NewCenter(container.NewGridWrap(fyne.NewSize(640, 420), body))
+		newFlow(flowSpread, back, container.NewHBox(settings, accept)))
+	return container.NewVScroll(container.NewPadded(capWidth(640, body)))
 }
 
 // modeTitle names a mode for people.
