@@ -351,10 +351,7 @@ func (v *chatView) messageView(m store.Message, writing bool) fyne.CanvasObject 
 	}
 	box.Add(widget.NewLabelWithStyle(who, fyne.TextAlignLeading, fyne.TextStyle{Bold: true}))
 	if m.Thinking != "" {
-		t := widget.NewLabel(m.Thinking)
-		t.Wrapping = fyne.TextWrapWord
-		t.Importance = widget.LowImportance
-		box.Add(widget.NewAccordion(widget.NewAccordionItem("Thinking", t)))
+		box.Add(widget.NewAccordion(widget.NewAccordionItem("Thinking", secondaryText(m.Thinking))))
 	}
 	for _, b := range splitBlocks(m.Content) {
 		box.Add(v.blockView(b))
@@ -363,9 +360,7 @@ func (v *chatView) messageView(m store.Message, writing bool) fyne.CanvasObject 
 		box.Add(widget.NewProgressBarInfinite())
 	}
 	if s := tokensPerSecLabel(m); s != "" {
-		l := widget.NewLabel(s)
-		l.Importance = widget.LowImportance
-		box.Add(l)
+		box.Add(secondaryText(s))
 	}
 	if m.Role == string(engine.RoleUser) {
 		return widget.NewCard("", "", box)
@@ -384,8 +379,8 @@ func (v *chatView) blockView(b block) fyne.CanvasObject {
 	copyBtn := widget.NewButtonWithIcon("Copy", theme.ContentCopyIcon(), func() {
 		v.a.fy.Clipboard().SetContent(text)
 	})
-	lang := widget.NewLabel(b.Lang)
-	lang.Importance = widget.LowImportance
+	lang := secondaryText(b.Lang)
+	lang.Wrapping = fyne.TextWrapOff
 	return widget.NewCard("", "", container.NewBorder(container.NewHBox(lang, layoutSpacer(), copyBtn), nil, nil, nil, container.NewHScroll(code)))
 }
 

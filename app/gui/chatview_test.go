@@ -33,8 +33,8 @@ func TestCodeBlockCopyAndFoldedThinking(t *testing.T) {
 			switch x := o.(type) {
 			case *widget.Accordion:
 				folded = len(x.Items) == 1 && x.Items[0].Title == "Thinking" && !x.Items[0].Open
-			case *widget.Label:
-				hasSpeed = hasSpeed || x.Text == "12.5 tokens/s"
+			case *widget.RichText:
+				hasSpeed = hasSpeed || x.String() == "12.5 tokens/s"
 			}
 		})
 	})

@@ -8,6 +8,7 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
 
 	"strata/app/store"
 )
@@ -17,8 +18,9 @@ import (
 var maxMinSize = fyne.NewSize(640, 480)
 
 // TestScreensFitHalfAScreen: every screen's minimum size (with a loaded model, a chat
-// holding long text and code, a recent model, a download) fits in 640x480, so the window
-// can be tiled to half of a 1280-wide screen.
+// holding long text, thinking and code, a downloaded model) fits in 640x480, so the
+// window can be tiled to half of a 1280-wide screen; and no screen draws text in the
+// disabled colour.
 func TestScreensFitHalfAScreen(t *testing.T) {
 	test.NewTempApp(t)
 	dir := t.TempDir()
@@ -29,14 +31,24 @@ func TestScreensFitHalfAScreen(t *testing.T) {
 	measure := func(screen string, show func()) {
 		t.Helper()
 		var got fyne.Size
+		var faint string
 		g.ui.do(func() {
 			show()
 			got = w.Canvas().Content().MinSize()
+			faint = ""
+			objects(w.Canvas().Content(), func(o fyne.CanvasObject) {
+				if l, ok := o.(*widget.Label); ok && l.Visible() && l.Importance == widget.LowImportance && l.Text != "" {
+					faint = l.Text
+				}
+			})
 			if w.Padded() {
 				got = got.AddWidthHeight(2*theme.Padding(), 2*theme.Padding())
 			}
 		})
 		t.Logf("%-16s min %4.0f x %4.0f", screen, got.Width, got.Height)
+		if faint != "" {
+			t.Errorf("%s shows %q in the disabled colour (LowImportance), which is barely readable", screen, faint)
+		}
 		if got.Width > maxMinSize.Width || got.Height > maxMinSize.Height {
 			t.Errorf("%s needs at least %.0f x %.0f, more than %.0f x %.0f", screen, got.Width, got.Height, maxMinSize.Width, maxMinSize.Height)
 		}
@@ -73,7 +85,7 @@ func TestScreensFitHalfAScreen(t *testing.T) {
 	long := "A long answer with a path /usr/local/share/strata/models/some-very-long-model-name-Q4_K_M.gguf and `inline code` in it. "
 	msgs := []store.Message{
 		{Role: "user", Content: "Explain the tiers, please, in one long paragraph that runs on and on."},
-		{Role: "assistant", Content: long + long + "\n\n```go\nfunc main() { fmt.Println(\"a long line of code that does not wrap at all, since code keeps its lines\") }\n```\n", TokensPerSec: 42},
+		{Role: "assistant", Thinking: "first the tiers", Content: long + long + "\n\n```go\nfunc main() { fmt.Println(\"a long line of code that does not wrap at all, since code keeps its lines\") }\n```\n", TokensPerSec: 42},
 	}
 	measure(ScreenChat, func() {
 		a.Show(ScreenChat)

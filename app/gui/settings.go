@@ -3,6 +3,7 @@ package gui
 import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
@@ -75,7 +76,9 @@ func (a *App) newSettingsView() *settingsView {
 	item := func(label string, obj fyne.CanvasObject, text string) *widget.FormItem {
 		hint := secondaryText(text)
 		hint.Segments[0].(*widget.TextSegment).Style.SizeName = theme.SizeNameCaptionText
-		return widget.NewFormItem(label, container.NewVBox(obj, hint))
+		// Pulled up under its box, as a form's own hint sits.
+		tight := container.New(layout.NewCustomPaddedLayout(-2*theme.Padding(), -theme.Padding(), 0, 0), hint)
+		return widget.NewFormItem(label, container.NewVBox(obj, tight))
 	}
 	form := widget.NewForm(
 		item("Mode", v.mode, "auto: GPU cache when there is a GPU · tiered: VRAM, RAM, SSD · resident: VRAM + RAM arena · cpu: no GPU"),
