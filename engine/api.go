@@ -226,6 +226,12 @@ type CacheActivity struct {
 	ArenaLocked     bool // page-locked (registered with the GPU, or locked by the OS)
 	ArenaFromPack   bool // read from experts.bin rather than the GGUF
 	ArenaUnmapped   bool // filled before the model file was mapped (no page-cache copy)
+	// ArenaNotPinned says why the pinned expert tier stayed in plain RAM ("" when the
+	// pinned budget held it): the tier map and bench show it as "not pinned".
+	ArenaNotPinned string
+	// PinnedBudget and PinnedUsed are the page-locked host memory cap (0: none) and what
+	// Open counted against it.
+	PinnedBudget, PinnedUsed int64
 
 	Notes  []string // what the tiers could not do as planned
 	Verify []string // checksums of the VRAM slots and the arena, with --verify
@@ -234,6 +240,7 @@ type CacheActivity struct {
 // MemoryUse is one bar segment of the tier map: what uses how much of which memory.
 type MemoryUse struct {
 	Device string // "vram", "ram"
-	Kind   string // "weights", "expert cache", "kv cache", "recurrent state", "pinned", "other"
-	Bytes  int64
+	Kind   string // "weights", "expert cache", "kv cache", "recurrent state", "pinned", "not pinned" (the
+	// pinned tier in plain RAM: the pinned budget could not hold it), "other"
+	Bytes int64
 }

@@ -34,6 +34,10 @@ type Config struct {
 	Spec               int     // tokens drafted per step by multi-token prediction; 0 = off
 	SpecMinP           float64 // minimum draft probability to keep drafting
 	Verify             bool    // print checksums of filled VRAM slots and the RAM arena
+	// PinnedBudgetMiB caps the page-locked host memory Open allocates (the pinned expert
+	// tier, the GPU's staging buffers); what does not fit falls back with a log line. 0 =
+	// the driver's budget under WSL2 (about 1 GiB for the whole VM), no cap elsewhere.
+	PinnedBudgetMiB int
 
 	// LearnProfile adds the routing counts of a tiered run to the model's expert profile
 	// when the model is closed, so the next start places the experts the user routes to.
@@ -111,6 +115,9 @@ func (c Config) Validate() error {
 	}
 	if c.HostReserveGiB < 0 {
 		bad("host-reserve-gib", "%g is negative", c.HostReserveGiB)
+	}
+	if c.PinnedBudgetMiB < 0 {
+		bad("pinned-budget-mib", "%d is negative", c.PinnedBudgetMiB)
 	}
 	if c.ResidentBudgetGiB < 0 {
 		bad("resident-budget-gib", "%g is negative", c.ResidentBudgetGiB)

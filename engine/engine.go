@@ -76,6 +76,12 @@ func open(ctx context.Context, f *gguf.File, cfg Config, report func(Progress)) 
 	if err != nil {
 		return nil, err
 	}
+	return openPlaced(ctx, f, cfg, info, pl)
+}
+
+// openPlaced finishes open once the weights are placed (tests place them on a stand-in
+// device); it closes pl on failure.
+func openPlaced(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, pl *placement) (*Model, error) {
 	b, net := pl.backend, pl.net
 	if _, ok := b.(*gpu.Backend); ok && kvType(cfg) == kv.Int8 {
 		pl.close()

@@ -36,9 +36,12 @@ type placement struct {
 	prefetch *experts.Prefetcher
 	cold     *experts.ColdReader // batches' cold experts, around the page cache (tiered)
 	fill     experts.FillStats
-	notes    []string // what the tiers could not do as planned (shown in the tier map)
-	verify   []string // checksums for --verify
-	warm     *warmer  // maps the file's pages after a CPU load; nil when not worth it
+	notes    []string  // what the tiers could not do as planned (shown in the tier map)
+	pins     pinBudget // page-locked host memory counted against --pinned-budget-mib / WSL2
+	// arenaNotPinned says why the pinned expert tier stayed in plain RAM ("" when it did not).
+	arenaNotPinned string
+	verify         []string // checksums for --verify
+	warm           *warmer  // maps the file's pages after a CPU load; nil when not worth it
 }
 
 func (p *placement) close() error {
@@ -99,12 +102,24 @@ func tierKnobsSet(cfg Config) bool {
 // into a page-locked RAM arena for the CPU. f may be unmapped (gguf.OpenUnmapped): place
 // maps it before anything reads through the mapping, after the arena fill when there is one.
 func place(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, report func(Progress)) (*placement, error) {
+	// The order matters under WSL2, where the driver pins or maps about 1 GiB of host memory
+	// for the whole VM: the GPU context is created here, first, before any weight, staging
+	// buffer, arena registration or file mapping is allocated (Open has only read the
+	// header), so the context's own pinned memory is never the allocation that fails.
 	b, whole, err := newBackend(cfg, info)
 	if err != nil {
 		return nil, err
 	}
 	g, isGPU := b.(*gpu.Backend)
-	p := &placement{backend: b}
+	p := &placement{backend: b, pins: newPinBudget(cfg, platform.DetectWSL(), isGPU)}
+	if p.pins.capped() {
+		slog.Info("engine: pinned host memory is capped", "budget", p.pins.String())
+	}
+	if isGPU && !p.pins.take(stepInputPinBytes) {
+		err = p.pins.tooSmall("the GPU backend's step inputs", stepInputPinBytes)
+		p.close()
+		return nil, err
+	}
 	switch {
 	case isGPU && !whole:
 		err = p.tiered(ctx, f, cfg, info, g, g.FreeBytes(), report)
@@ -177,6 +192,20 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 		}
 	}
 	cold := s.Count() - len(pinned) - len(vram)
+	if onGPU {
+		// The staging ring the VRAM fill and streamed experts pass through comes out of the
+		// pinned budget before the arena: it is small, and the GPU cannot upload without it.
+		bufs, size, fallback, err := stagingFor(&p.pins)
+		if err != nil {
+			return err
+		}
+		if st, ok := dev.(interface{ SetStaging(bufs, bufBytes int) }); ok {
+			st.SetStaging(bufs, size)
+		}
+		if fallback != "" {
+			p.note("the pinned budget of %s holds %s", p.pins.String(), fallback)
+		}
+	}
 
 	var host *cpu.Backend
 	if hd, ok := dev.(experts.HostDevice); ok {
@@ -262,8 +291,17 @@ func (p *placement) fillArena(ctx context.Context, f *gguf.File, cfg Config, dev
 	if pk, ok := experts.FindPack(f); ok {
 		p.pack, src = pk, pk
 	}
+	// The pinned expert tier is the largest page-locked allocation: it is pinned only when
+	// all of it fits the budget left, else it stays in plain RAM, where the CPU computes its
+	// experts (the GPU cannot read unpinned memory over PCIe).
+	want := experts.ArenaBytes(src.Shape, len(ids))
+	pin := p.pins.take(want)
+	if !pin {
+		p.arenaNotPinned = fmt.Sprintf("its %.0f MiB do not fit the pinned budget of %s (%.0f MiB left)", mib(want), p.pins.String(), mib(max(p.pins.left(), 0)))
+		p.note("the pinned expert tier is not pinned: %s; the CPU computes its experts from plain RAM (raise --pinned-budget-mib to pin it)", p.arenaNotPinned)
+	}
 	o := experts.DefaultFillOptions()
-	o.Lock = !onGPU
+	o.Lock = !onGPU && pin
 	if os.Getenv("STRATA_FILL_MAPPED") == "1" {
 		o.Unbuffered = false // for start-up comparisons: copy through the page cache
 	}
@@ -283,14 +321,16 @@ func (p *placement) fillArena(ctx context.Context, f *gguf.File, cfg Config, dev
 	case !o.Unbuffered:
 		p.note("the RAM arena was filled through the mapping (STRATA_FILL_MAPPED=1)")
 	}
-	if onGPU {
+	if onGPU && pin {
 		if err := dev.RegisterHost(a.Bytes()); err != nil {
+			p.pins.give(want)
 			p.note("the RAM arena is not page-locked (%v): the CPU computes its experts and the GPU cannot read them over PCIe", err)
 			p.fill.Locked, p.fill.LockError = false, err.Error()
 		} else {
 			p.fill.Locked = true
 		}
-	} else if o.Lock && !st.Locked {
+	} else if !onGPU && o.Lock && !st.Locked {
+		p.pins.give(want)
 		p.note("the RAM arena is not page-locked (%s): the OS may page it out", st.LockError)
 	}
 	if cfg.PCIeFrac > 0 && !p.fill.Locked {

@@ -84,7 +84,9 @@ func (m *Model) Tiers() TierSnapshot {
 			snap.Cache.ArenaBytes, snap.Cache.ArenaFill = pl.fill.Bytes, pl.fill.Duration
 			snap.Cache.ArenaUnbuffered, snap.Cache.ArenaLocked = pl.fill.Unbuffered, pl.fill.Locked
 			snap.Cache.ArenaFromPack, snap.Cache.ArenaUnmapped = pl.pack != nil, pl.fill.Unmapped
+			snap.Cache.ArenaNotPinned = pl.arenaNotPinned
 		}
+		snap.Cache.PinnedBudget, snap.Cache.PinnedUsed = pl.pins.limit, pl.pins.used
 		snap.Cache.Notes = slices.Clone(pl.notes)
 		snap.Cache.Verify = slices.Clone(pl.verify)
 	}
@@ -111,9 +113,13 @@ func (m *Model) Tiers() TierSnapshot {
 	if tiers == nil {
 		snap.Memory = append(snap.Memory, MemoryUse{Device: dev, Kind: "experts", Bytes: m.info.ExpertBytes})
 	} else {
+		pinned := "pinned"
+		if m.place.arenaNotPinned != "" {
+			pinned = "not pinned" // the pinned budget could not hold the arena
+		}
 		snap.Memory = append(snap.Memory,
 			MemoryUse{Device: "vram", Kind: "expert cache", Bytes: snap.BytesPerTier[TierVRAM]},
-			MemoryUse{Device: "ram", Kind: "pinned", Bytes: snap.BytesPerTier[TierPinned]})
+			MemoryUse{Device: "ram", Kind: pinned, Bytes: snap.BytesPerTier[TierPinned]})
 	}
 	kvb := kvBytes(m.info, m.cfg.MaxContext, kvType(m.cfg))
 	snap.Memory = append(snap.Memory, MemoryUse{Device: dev, Kind: "kv cache", Bytes: kvb})

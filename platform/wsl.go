@@ -42,3 +42,7 @@ func detectWSL(osrelease string, getenv func(string) string, dxg bool) WSL {
 	}
 	return w
 }
+
+// DetectWSL says whether this process runs inside WSL2, without probing anything else of the
+// host (Probe also finds the GPUs, which takes longer).
+func DetectWSL() WSL { return probeWSL() }

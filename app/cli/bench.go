@@ -176,8 +176,9 @@ func runBench(ctx context.Context, args []string, io IO) error {
 			WaitRoutesSeconds: c.WaitRoutes.Seconds(), CPUMissSeconds: c.CPUMisses.Seconds(), UploadSeconds: c.Uploads.Seconds(),
 			ArenaGB: float64(c.ArenaBytes) / 1e9, ArenaSeconds: c.ArenaFill.Seconds(),
 			ArenaUnbuffered: c.ArenaUnbuffered, ArenaLocked: c.ArenaLocked, ArenaFromPack: c.ArenaFromPack,
-			ArenaUnmapped: c.ArenaUnmapped,
-			Notes:         c.Notes, Verify: c.Verify,
+			ArenaUnmapped: c.ArenaUnmapped, ArenaNotPinned: c.ArenaNotPinned,
+			PinnedBudgetMiB: float64(c.PinnedBudget) / (1 << 20), PinnedUsedMiB: float64(c.PinnedUsed) / (1 << 20),
+			Notes: c.Notes, Verify: c.Verify,
 		}
 	}
 	if *asJSON {
@@ -202,6 +203,9 @@ func runBench(ctx context.Context, args []string, io IO) error {
 		if c.ArenaGB > 0 {
 			fmt.Fprintf(io.Out, "RAM arena %.2f GB in %.2f s (unbuffered %v, before the file was mapped %v, page-locked %v, from experts.bin %v)\n",
 				c.ArenaGB, c.ArenaSeconds, c.ArenaUnbuffered, c.ArenaUnmapped, c.ArenaLocked, c.ArenaFromPack)
+		}
+		if c.ArenaNotPinned != "" {
+			fmt.Fprintf(io.Out, "pinned    not pinned: %s\n", c.ArenaNotPinned)
 		}
 		for _, n := range c.Notes {
 			fmt.Fprintf(io.Out, "note      %s\n", n)
@@ -238,25 +242,29 @@ func formatRates(xs []float64) string {
 
 // cacheReport is the expert cache's part of the bench report.
 type cacheReport struct {
-	VRAMSlots         int      `json:"vram_slots"`
-	PinnedSlots       int      `json:"pinned_slots"`
-	Swaps             uint64   `json:"swaps"`
-	PCIeReads         uint64   `json:"pcie_reads"`
-	Streamed          uint64   `json:"streamed_experts"`
-	ColdReads         uint64   `json:"cold_unbuffered_reads"`
-	FillGB            float64  `json:"fill_gb"`
-	FillSeconds       float64  `json:"fill_s"`
-	WaitRoutesSeconds float64  `json:"wait_routes_s"`
-	CPUMissSeconds    float64  `json:"cpu_miss_s"`
-	UploadSeconds     float64  `json:"upload_s"`
-	ArenaGB           float64  `json:"arena_gb"`
-	ArenaSeconds      float64  `json:"arena_fill_s"`
-	ArenaUnbuffered   bool     `json:"arena_unbuffered"`
-	ArenaLocked       bool     `json:"arena_locked"`
-	ArenaFromPack     bool     `json:"arena_from_pack"`
-	ArenaUnmapped     bool     `json:"arena_filled_unmapped"`
-	Notes             []string `json:"notes,omitempty"`
-	Verify            []string `json:"verify,omitempty"`
+	VRAMSlots         int     `json:"vram_slots"`
+	PinnedSlots       int     `json:"pinned_slots"`
+	Swaps             uint64  `json:"swaps"`
+	PCIeReads         uint64  `json:"pcie_reads"`
+	Streamed          uint64  `json:"streamed_experts"`
+	ColdReads         uint64  `json:"cold_unbuffered_reads"`
+	FillGB            float64 `json:"fill_gb"`
+	FillSeconds       float64 `json:"fill_s"`
+	WaitRoutesSeconds float64 `json:"wait_routes_s"`
+	CPUMissSeconds    float64 `json:"cpu_miss_s"`
+	UploadSeconds     float64 `json:"upload_s"`
+	ArenaGB           float64 `json:"arena_gb"`
+	ArenaSeconds      float64 `json:"arena_fill_s"`
+	ArenaUnbuffered   bool    `json:"arena_unbuffered"`
+	ArenaLocked       bool    `json:"arena_locked"`
+	ArenaFromPack     bool    `json:"arena_from_pack"`
+	ArenaUnmapped     bool    `json:"arena_filled_unmapped"`
+	// ArenaNotPinned: "not pinned: why" when the pinned budget could not hold the arena.
+	ArenaNotPinned  string   `json:"arena_not_pinned,omitempty"`
+	PinnedBudgetMiB float64  `json:"pinned_budget_mib,omitempty"` // 0: no cap
+	PinnedUsedMiB   float64  `json:"pinned_used_mib"`
+	Notes           []string `json:"notes,omitempty"`
+	Verify          []string `json:"verify,omitempty"`
 }
 
 // watchAvailableRAM samples the available RAM every 20 ms until the returned function is

@@ -122,3 +122,31 @@ func TestMedian(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchSaysNotPinned: a pinned budget smaller than the resident arena keeps the arena
+// in plain RAM, and bench --json says so with the budget.
+func TestBenchSaysNotPinned(t *testing.T) {
+	model := filepath.Join(t.TempDir(), "tiny.gguf")
+	if stderr, err := synthCLI(t, "--preset", "tiny", "--quant", "q8_0", "-o", model); err != nil {
+		t.Fatalf("synth: %v\n%s", err, stderr)
+	}
+	args := []string{"-m", model, "--backend", "cpu", "--threads", "2", "--prompt", "4", "--decode", "2", "--json", "--resident-experts"}
+	for _, budget := range []string{"0", "1"} {
+		out, err := benchCLI(t, append(args, "--pinned-budget-mib", budget)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep benchReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		c := rep.Cache
+		if c == nil || c.ArenaGB*1e9 <= 1<<20 {
+			t.Fatalf("budget %s: cache report %+v: want a resident arena over 1 MiB", budget, c)
+		}
+		notPinned := c.ArenaNotPinned != ""
+		if notPinned != (budget == "1") || (notPinned && (!strings.Contains(c.ArenaNotPinned, "1 MiB (--pinned-budget-mib)") || c.ArenaLocked || c.PinnedBudgetMiB != 1)) {
+			t.Errorf("budget %s MiB: arena_not_pinned %q, locked %v, pinned_budget_mib %v", budget, c.ArenaNotPinned, c.ArenaLocked, c.PinnedBudgetMiB)
+		}
+	}
+}

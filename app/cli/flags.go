@@ -50,6 +50,7 @@ func addEngineFlags(fs *flag.FlagSet, cfg *engine.Config) {
 	fs.BoolVar(&cfg.TieredExperts, "tiered-experts", cfg.TieredExperts, "VRAM, then pinned RAM, then SSD tiers for experts")
 	fs.Float64Var(&cfg.HostBudgetGiB, "host-budget-gib", cfg.HostBudgetGiB, "pinned RAM tier size (GiB, 0 = auto)")
 	fs.Float64Var(&cfg.HostReserveGiB, "host-reserve-gib", cfg.HostReserveGiB, "RAM kept free for the rest of the PC (GiB)")
+	fs.IntVar(&cfg.PinnedBudgetMiB, "pinned-budget-mib", cfg.PinnedBudgetMiB, "cap on page-locked host memory (MiB, 0 = about 1 GiB under WSL2, no cap elsewhere)")
 	fs.BoolVar(&cfg.ResidentExperts, "resident-experts", cfg.ResidentExperts, "copy the experts the GPU does not hold into RAM")
 	fs.Float64Var(&cfg.ResidentBudgetGiB, "resident-budget-gib", cfg.ResidentBudgetGiB, "cap on the resident RAM arena (GiB, 0 = none)")
 	fs.IntVar(&cfg.AdaptEvery, "adapt-every", cfg.AdaptEvery, "tokens between adaptive expert swaps (0 = off)")

@@ -196,7 +196,7 @@ func segmentColor(u engine.MemoryUse) color.NRGBA {
 	switch u.Kind {
 	case "expert cache":
 		return tierColor(engine.TierVRAM)
-	case "pinned":
+	case "pinned", "not pinned": // the pinned tier's experts, page-locked or not
 		return tierColor(engine.TierPinned)
 	case "experts": // the whole model's experts, read by the backend that holds them
 		if u.Device == "vram" {

@@ -77,8 +77,9 @@ type Recommendation struct {
 	// stands on its own.
 	Reasons  []string `json:"reasons"`
 	Warnings []string `json:"warnings"`
-	// WSL2Adjustments are what the engine must do differently under WSL2; engine.Config has
-	// no fields for them, so the engine applies them when it finds itself in WSL2.
+	// WSL2Adjustments say in plain words what Config does differently under WSL2 (the
+	// pinned budget, the PCIe share) and what the engine does there by itself (GPU contexts
+	// first).
 	WSL2Adjustments []string `json:"wsl2_adjustments,omitempty"`
 }
 
@@ -388,18 +389,20 @@ func recommendCPU(r *Recommendation, hw Hardware, m Model, why string) {
 	r.Warnings = append(r.Warnings, wslDriveWarning(hw)...)
 }
 
-// applyWSL2 records what the engine must do differently under WSL2.
+// applyWSL2 sets the engine.Config fields WSL2 needs: the pinned budget the driver grants
+// (the engine counts every page-locked allocation against it and falls back, with a log
+// line, where one does not fit) and no PCIe reads of experts.
 func applyWSL2(r *Recommendation, hw Hardware) {
 	budget := hw.PinnedBudget
 	if budget <= 0 {
 		budget = platform.WSLPinnedBudgetBytes
 	}
+	r.Config.PinnedBudgetMiB = int(budget >> 20)
 	r.Config.PCIeFrac = 0 // the GPU can only read pinned RAM over PCIe, and there is almost none
 	r.WSL2Adjustments = []string{
-		"create every GPU context before pinning any memory",
-		fmt.Sprintf("no large pinned allocations: the driver grants all of WSL2 about %s of pinned RAM", gibStr(budget)),
-		"keep the embeddings in VRAM when pinning them fails",
-		"the GPU does not read experts from RAM over PCIe (PCIe share 0)",
+		fmt.Sprintf("pinned RAM capped at %d MiB (--pinned-budget-mib %d): the driver grants all of WSL2 about %s; staging buffers shrink and the pinned expert tier stays in plain RAM when they do not fit", r.Config.PinnedBudgetMiB, r.Config.PinnedBudgetMiB, gibStr(budget)),
+		"the GPU does not read experts from RAM over PCIe (--pcie-frac 0)",
+		"every GPU context is created before any weight, buffer or pinned memory (the engine always starts in this order)",
 	}
 	r.Reasons = append(r.Reasons, fmt.Sprintf("Running under WSL2, where the NVIDIA driver lets the whole VM pin only about %s of RAM: GPU contexts are created first, large pinned buffers are avoided, and the GPU does not read RAM directly.",
 		gibStr(budget)))

@@ -261,6 +261,13 @@ func TestRecommend(t *testing.T) {
 			check("wsl2 adjustments", len(r.WSL2Adjustments) > 0, tc.hw.WSL2 && w.mode != ModeCPUOnly)
 			if tc.hw.WSL2 && w.mode != ModeCPUOnly {
 				check("pcie share under WSL2", c.PCIeFrac, 0.0)
+				check("pinned budget under WSL2", c.PinnedBudgetMiB, int(tc.hw.PinnedBudget>>20))
+				if r.Mode == ModeTiered {
+					// The pinned tier and the staging ring fit the budget the engine enforces.
+					check("pinned tier within the budget", r.Budget.PinnedTier+wslStaging <= tc.hw.PinnedBudget, true)
+				}
+			} else {
+				check("pinned budget outside WSL2", c.PinnedBudgetMiB, 0)
 			}
 			if err := c.Validate(); err != nil {
 				t.Errorf("config does not validate: %v", err)

@@ -191,6 +191,10 @@ func (f *filler) mapped(ctx context.Context, pieces []piece, workers int) error 
 }
 
 // newArena allocates room for ids' blobs; ids must be distinct experts of s.
+// ArenaBytes is the size of the arena FillArena allocates for n experts of shape s (blobs
+// with their alignment padding), so a caller can budget it before the fill.
+func ArenaBytes(s Shape, n int) int64 { return int64(n) * packStride(s) }
+
 func newArena(l *Layout, ids []ID) (*Arena, error) {
 	s := l.Shape
 	a := &Arena{shape: s, offsets: make([]int64, s.Count()), ids: slices.Clone(ids)}
@@ -216,7 +220,7 @@ func newArena(l *Layout, ids []ID) (*Arena, error) {
 			a.parts[s.Index(id)][p] = e.Len
 		}
 	}
-	n := int64(len(a.ids)) * stride
+	n := ArenaBytes(s, len(a.ids))
 	if n == 0 {
 		return a, nil
 	}

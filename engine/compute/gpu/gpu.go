@@ -69,6 +69,8 @@ type Backend struct {
 	// Expert slots: pinned host stacks (freed at Close) and the upload stager.
 	hostBufs []*cuda.HostBuffer
 	stage    *stager
+	// the staging ring's shape (SetStaging)
+	stagingBufs, stagingBufBytes int
 
 	// ropes holds each frequency table RoPE was given, in VRAM (a model keeps one Rope).
 	ropes map[*compute.Rope]cuda.DevicePtr
@@ -121,7 +123,8 @@ func New(o Options) (*Backend, error) {
 		drv.Close()
 		return nil, fmt.Errorf("gpu: %w", err)
 	}
-	b := &Backend{drv: drv, ctx: ctx, k: k, s: s, info: info, budget: o.BudgetBytes, scratch: map[string]devScratch{}}
+	b := &Backend{drv: drv, ctx: ctx, k: k, s: s, info: info, budget: o.BudgetBytes, scratch: map[string]devScratch{},
+		stagingBufs: stagingBufs, stagingBufBytes: stagingBufBytes}
 	b.step = stepGraph{
 		enabled: !o.Eager && os.Getenv("STRATA_CUDA_GRAPHS") != "0",
 		capture: b.captureStep,

@@ -14,8 +14,9 @@ import (
 // contents the expert code writes (WriteSlots) and rewrites (adaptive swaps). MoE runs on
 // them like on any stacked tensor, with slot numbers as expert ids.
 
-// stagingBufBytes and stagingBufs size the pinned buffers that uploads pass through:
-// several readers copy from the model file into them while earlier ones are in flight.
+// stagingBufBytes and stagingBufs size the pinned buffers that uploads pass through by
+// default (Options may shrink them): several readers copy from the model file into them
+// while earlier ones are in flight.
 const (
 	stagingBufBytes = 8 << 20
 	stagingBufs     = 6
@@ -145,10 +146,11 @@ func (b *Backend) HostRoutes(r *compute.Routes) {
 
 // stager uploads through a ring of pinned buffers, each reused once its copy is done.
 type stager struct {
-	s    *cuda.Stream
-	bufs []stagingBuf
-	free chan int
-	mu   sync.Mutex // one goroutine queues copies at a time
+	s        *cuda.Stream
+	bufs     []stagingBuf
+	bufBytes int
+	free     chan int
+	mu       sync.Mutex // one goroutine queues copies at a time
 }
 
 type stagingBuf struct {
@@ -157,13 +159,28 @@ type stagingBuf struct {
 	used bool
 }
 
+// SetStaging shapes the ring of pinned staging buffers (bufs of bufBytes each) before the
+// first upload allocates it: the engine shrinks it to fit a pinned-memory budget (WSL2).
+// Values below 1 keep the defaults; once the ring exists it is not resized.
+func (b *Backend) SetStaging(bufs, bufBytes int) {
+	if b.stage != nil {
+		return
+	}
+	if bufs > 0 {
+		b.stagingBufs = bufs
+	}
+	if bufBytes > 0 {
+		b.stagingBufBytes = bufBytes
+	}
+}
+
 func (b *Backend) stagerFor() (*stager, error) {
 	if b.stage != nil {
 		return b.stage, nil
 	}
-	st := &stager{s: b.s, free: make(chan int, stagingBufs)}
-	for i := range stagingBufs {
-		hb, err := b.ctx.HostAlloc(stagingBufBytes)
+	st := &stager{s: b.s, free: make(chan int, b.stagingBufs), bufBytes: b.stagingBufBytes}
+	for i := range b.stagingBufs {
+		hb, err := b.ctx.HostAlloc(b.stagingBufBytes)
 		if err != nil {
 			st.close()
 			return nil, fmt.Errorf("gpu: pinned staging buffers: %w", err)
@@ -189,8 +206,8 @@ func (st *stager) upload(name string, dst cuda.DevicePtr, per int, writes []comp
 	}
 	var pieces []piece
 	for _, w := range writes {
-		for off := 0; off < len(w.Data); off += stagingBufBytes {
-			end := min(off+stagingBufBytes, len(w.Data))
+		for off := 0; off < len(w.Data); off += st.bufBytes {
+			end := min(off+st.bufBytes, len(w.Data))
 			pieces = append(pieces, piece{dst.Add(w.Slot*per + off), w.Data[off:end]})
 		}
 	}
