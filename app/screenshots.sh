@@ -2,7 +2,8 @@
 # screenshots.sh BIN OUTDIR: runs the real Strata app under Xvfb (Mesa software GL) once per
 # screen, with STRATA_SCREENSHOT=<screen> driving it there on the demo model, and saves
 # OUTDIR/<screen>.png with ImageMagick's import. SIZE=WxH (default 1100x720) is the screen
-# and the window's size. Used by `make screenshots`.
+# and the window's size. COLORS=N (default 256, 0 keeps every colour) reduces each picture to
+# a palette, which keeps docs/*.png small. Used by `make screenshots`.
 set -eu
 bin=$1
 out=$2
@@ -11,6 +12,7 @@ mkdir -p "$out"
 tmp=$(mktemp -d)
 disp=:${SCREENSHOT_DISPLAY:-87}
 size=${SIZE:-1100x720}
+colors=${COLORS:-256}
 Xvfb "$disp" -screen 0 "${size}x24" -nolisten tcp >"$tmp/xvfb.log" 2>&1 &
 xvfb=$!
 trap 'kill $xvfb 2>/dev/null || true; rm -rf "$tmp"' EXIT
@@ -37,6 +39,7 @@ for s in $screens; do
 		sleep 0.2
 	done
 	import -display "$disp" -window root "$out/$s.png"
+	[ "$colors" != 0 ] && convert "$out/$s.png" +dither -colors "$colors" "$out/$s.png"
 	kill $app 2>/dev/null || true
 	wait $app 2>/dev/null || true
 	echo "screenshots: $out/$s.png"

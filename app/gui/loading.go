@@ -47,7 +47,7 @@ func (a *App) newLoadingView() *loadingView {
 	v.settings.Hide()
 	body := container.NewVBox(title, v.phase, container.NewStack(v.bar, v.wait), v.detail, v.history, v.errText,
 		newFlow(flowSpread, layoutSpacer(), container.NewHBox(v.back, v.settings, v.cancel)))
-	v.root = container.NewVScroll(container.NewPadded(capWidth(600, body)))
+	v.root = container.NewVScroll(container.NewVBox(layoutSpacer(), container.NewPadded(capWidth(600, body)), layoutSpacer()))
 	return v
 }
 

@@ -65,7 +65,7 @@ func (a *App) wizardScreen() fyne.CanvasObject {
 
 	body := container.NewVBox(title, machine, widget.NewSeparator(), mode, reason, warnings,
 		newFlow(flowSpread, back, container.NewHBox(settings, accept)))
-	return container.NewVScroll(container.NewPadded(capWidth(640, body)))
+	return container.NewVScroll(container.NewVBox(layoutSpacer(), container.NewPadded(capWidth(640, body)), layoutSpacer()))
 }
 
 // modeTitle names a mode for people.
