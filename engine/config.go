@@ -19,21 +19,26 @@ type Config struct {
 	KVType     string // "f16" or "int8"
 	Prefill    int    // tokens per prefill step; Auto = chosen by the engine
 
-	ExpertCache        int     // VRAM expert slots on the main GPU; Auto = as many as fit
-	ExpertCacheDevice1 int     // slots on helper GPU 1 (0 = unused)
-	ExpertCacheDevice2 int     // slots on helper GPU 2 (0 = unused)
-	VRAMReserveMiB     int     // VRAM left free for the desktop and other apps
-	VRAMBudgetMiB      int     // cap on what Strata takes of a card; 0 = no cap
-	TieredExperts      bool    // VRAM, then pinned RAM, then cold on the SSD
-	HostBudgetGiB      float64 // pinned tier size; 0 = auto (available RAM - HostReserveGiB)
-	HostReserveGiB     float64 // RAM kept free for the rest of the PC
-	ResidentExperts    bool    // copy the complement of the GPU cache into one RAM arena
-	ResidentBudgetGiB  float64 // cap on that arena; 0 = no cap
-	AdaptEvery         int     // tokens between adaptive cache swaps; 0 = off
-	PCIeFrac           float64 // share of misses the GPU reads over PCIe instead of the CPU
-	Spec               int     // tokens drafted per step by multi-token prediction; 0 = off
-	SpecMinP           float64 // minimum draft probability to keep drafting
-	Verify             bool    // print checksums of filled VRAM slots and the RAM arena
+	ExpertCache        int // VRAM expert slots on the main GPU; Auto = as many as fit
+	ExpertCacheDevice1 int // slots on helper GPU 1 (0 = unused)
+	ExpertCacheDevice2 int // slots on helper GPU 2 (0 = unused)
+	// MainGPU is the card that runs the model: Auto = the one with the most free VRAM;
+	// N = CUDA device N (CUDA orders cards fastest first; set CUDA_DEVICE_ORDER=PCI_BUS_ID
+	// for the order `strata hw` lists them in). The other cards are the helpers, the one
+	// with the most free VRAM first.
+	MainGPU           int
+	VRAMReserveMiB    int     // VRAM left free for the desktop and other apps
+	VRAMBudgetMiB     int     // cap on what Strata takes of a card; 0 = no cap
+	TieredExperts     bool    // VRAM, then pinned RAM, then cold on the SSD
+	HostBudgetGiB     float64 // pinned tier size; 0 = auto (available RAM - HostReserveGiB)
+	HostReserveGiB    float64 // RAM kept free for the rest of the PC
+	ResidentExperts   bool    // copy the complement of the GPU cache into one RAM arena
+	ResidentBudgetGiB float64 // cap on that arena; 0 = no cap
+	AdaptEvery        int     // tokens between adaptive cache swaps; 0 = off
+	PCIeFrac          float64 // share of misses the GPU reads over PCIe instead of the CPU
+	Spec              int     // tokens drafted per step by multi-token prediction; 0 = off
+	SpecMinP          float64 // minimum draft probability to keep drafting
+	Verify            bool    // print checksums of filled VRAM slots and the RAM arena
 	// PinnedBudgetMiB caps the page-locked host memory Open allocates (the pinned expert
 	// tier, the GPU's staging buffers); what does not fit falls back with a log line. 0 =
 	// the driver's budget under WSL2 (about 1 GiB for the whole VM), no cap elsewhere.
@@ -56,6 +61,7 @@ func DefaultConfig() Config {
 		KVType:         "f16",
 		Prefill:        Auto,
 		ExpertCache:    Auto,
+		MainGPU:        Auto,
 		VRAMReserveMiB: 1024,
 		HostReserveGiB: 8,
 		SpecMinP:       0.75,
@@ -100,6 +106,9 @@ func (c Config) Validate() error {
 	}
 	if c.ExpertCache < Auto {
 		bad("expert-cache", "%d: give a slot count or auto", c.ExpertCache)
+	}
+	if c.MainGPU < Auto {
+		bad("main-gpu", "%d: give a GPU index or auto", c.MainGPU)
 	}
 	if c.ExpertCacheDevice1 < 0 || c.ExpertCacheDevice2 < 0 {
 		bad("expert-cache-device1/2", "slot counts cannot be negative")

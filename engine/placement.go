@@ -405,7 +405,11 @@ func newBackend(cfg Config, info ModelInfo) (b compute.Backend, whole bool, err 
 		slog.Info("engine: using the CPU", "reason", why)
 		return cpuBackend(), true, nil
 	}
-	g, err := gpu.New(gpu.Options{BudgetBytes: int64(cfg.VRAMBudgetMiB) << 20})
+	dev := cfg.MainGPU
+	if dev == Auto {
+		dev = gpu.AutoDevice
+	}
+	g, err := gpu.New(gpu.Options{Device: dev, BudgetBytes: int64(cfg.VRAMBudgetMiB) << 20})
 	if err != nil {
 		if mode == "cuda" {
 			return nil, false, fmt.Errorf("engine: --backend cuda: %w", err)

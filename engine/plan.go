@@ -1,9 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"strata/engine/compute/gpu"
@@ -34,17 +35,17 @@ func PlanFor(ctx context.Context, path string, cfg Config) (experts.Plan, ModelI
 // Machine stands in for what PlanFor probes, to plan for another machine than this one (a
 // card you are thinking of buying, a laptop). Zero fields are probed.
 type Machine struct {
-	GPUFreeBytes   int64 // free VRAM on the main GPU
-	HostAvailBytes int64 // available RAM
+	GPUFreeBytes int64 // free VRAM on the main GPU
+	// HelperFreeBytes is the free VRAM of helper GPUs 1 and 2, read only with GPUFreeBytes
+	// given (0: not known, the helper slots are planned unchecked).
+	HelperFreeBytes [2]int64
+	HostAvailBytes  int64 // available RAM
 }
 
 // PlanForMachine is PlanFor with the machine's numbers given instead of probed.
 func PlanForMachine(ctx context.Context, path string, cfg Config, mc Machine) (experts.Plan, ModelInfo, error) {
 	if err := cfg.Validate(); err != nil {
 		return experts.Plan{}, ModelInfo{}, err
-	}
-	if cfg.ExpertCacheDevice1 != 0 || cfg.ExpertCacheDevice2 != 0 {
-		return experts.Plan{}, ModelInfo{}, errors.New("--expert-cache-device1/2: the planner does not place experts on helper GPUs yet")
 	}
 	f, err := gguf.Open(path)
 	if err != nil {
@@ -75,6 +76,7 @@ func PlanForMachine(ctx context.Context, path string, cfg Config, mc Machine) (e
 		notes = append(notes, "no expert profile: the neutral order (record one with strata profile; the engine also learns one from use)")
 	}
 	in := planInput(info, s, hw.gpuFree, hw.hostAvail, cfg, rank)
+	in.HelperFreeBytes = hw.helperFree
 	if hw.gpuFree > 0 {
 		in.ActivationBytes += int64(streamRingSlots(s)) * s.BlobBytes()
 	}
@@ -128,6 +130,8 @@ func planInput(info ModelInfo, s experts.Shape, gpuFree, hostAvail int64, cfg Co
 		Resident:            cfg.ResidentExperts,
 		ResidentBudgetBytes: gib(cfg.ResidentBudgetGiB),
 
+		HelperSlots: [2]int{cfg.ExpertCacheDevice1, cfg.ExpertCacheDevice2},
+
 		Rank: rank,
 	}
 }
@@ -160,13 +164,14 @@ func expertShape(f *gguf.File, info ModelInfo) (experts.Shape, error) {
 // planHardware is what the planner needs of the machine.
 type planHardware struct {
 	gpuFree, hostAvail int64
+	helperFree         [2]int64 // helper GPUs 1 and 2 (0: none, or not known)
 	notes              []string
 }
 
 // probePlanHardware finds the main GPU's free VRAM (none with --backend cpu, or when the
 // engine could not use it) and the available RAM; what mc gives is not probed.
 func probePlanHardware(ctx context.Context, cfg Config, info ModelInfo, mc Machine) (planHardware, error) {
-	hw := planHardware{gpuFree: mc.GPUFreeBytes, hostAvail: mc.HostAvailBytes}
+	hw := planHardware{gpuFree: mc.GPUFreeBytes, hostAvail: mc.HostAvailBytes, helperFree: mc.HelperFreeBytes}
 	probeRAM := func() {
 		if hw.hostAvail <= 0 {
 			hw.hostAvail = platform.ProbeMemory(ctx).AvailableBytes
@@ -207,8 +212,43 @@ func probePlanHardware(ctx context.Context, cfg Config, info ModelInfo, mc Machi
 		}
 		return hw, noGPU(why)
 	}
-	g := h.GPUs.Devices[0]
+	g, helpers, err := chooseGPUs(h.GPUs.Devices, cfg.MainGPU)
+	if err != nil {
+		return hw, err
+	}
 	hw.gpuFree = g.VRAMFreeBytes
 	hw.notes = append(hw.notes, fmt.Sprintf("GPU %d: %s, %d MiB free of %d MiB", g.Index, g.Name, g.VRAMFreeBytes>>20, g.VRAMTotalBytes>>20))
+	for i, slots := range [2]int{cfg.ExpertCacheDevice1, cfg.ExpertCacheDevice2} {
+		if slots == 0 {
+			continue
+		}
+		if i >= len(helpers) {
+			return hw, fmt.Errorf("engine: --expert-cache-device%d %d: there is no helper GPU %d (%d GPUs found, GPU %d is the main one)", i+1, slots, i+1, len(h.GPUs.Devices), g.Index)
+		}
+		hg := helpers[i]
+		hw.helperFree[i] = hg.VRAMFreeBytes
+		hw.notes = append(hw.notes, fmt.Sprintf("helper GPU %d: GPU %d, %s, %d MiB free of %d MiB", i+1, hg.Index, hg.Name, hg.VRAMFreeBytes>>20, hg.VRAMTotalBytes>>20))
+	}
 	return hw, nil
+}
+
+// chooseGPUs picks the main GPU (mainGPU, or Auto: the one with the most free VRAM) and
+// orders the others as helpers, the most free VRAM first.
+func chooseGPUs(devs []platform.GPU, mainGPU int) (main platform.GPU, helpers []platform.GPU, err error) {
+	at := -1
+	for i, d := range devs {
+		if (mainGPU == Auto && (at < 0 || d.VRAMFreeBytes > devs[at].VRAMFreeBytes)) || (mainGPU != Auto && d.Index == mainGPU) {
+			at = i
+		}
+	}
+	if at < 0 {
+		return main, nil, &ConfigError{Flag: "main-gpu", Msg: fmt.Sprintf("there is no GPU %d (%d found; strata hw lists them)", mainGPU, len(devs))}
+	}
+	for i, d := range devs {
+		if i != at {
+			helpers = append(helpers, d)
+		}
+	}
+	slices.SortStableFunc(helpers, func(a, b platform.GPU) int { return cmp.Compare(b.VRAMFreeBytes, a.VRAMFreeBytes) })
+	return devs[at], helpers, nil
 }

@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,6 +17,7 @@ import (
 	"strata/engine/gguf"
 	"strata/engine/quant"
 	"strata/engine/synth"
+	"strata/platform"
 )
 
 func TestPlanInput(t *testing.T) {
@@ -457,5 +460,76 @@ func TestProfileModel(t *testing.T) {
 	dummy := openCPU(t, smallestVariant(t))
 	if _, err := ProfileModel(context.Background(), dummy, prompts, nil); err == nil || !strings.Contains(err.Error(), "gave no tokens") {
 		t.Errorf("dummy tokenizer: %v", err)
+	}
+}
+
+// TestPlanPlacesHelpers: the experts ranked after the main GPU's slots go to helper 1, then
+// helper 2, and the plan counts their bytes; a helper without the room fails by its flag.
+func TestPlanPlacesHelpers(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	path := synthModel(t)
+	cfg := DefaultConfig()
+	cfg.ExpertCache, cfg.ExpertCacheDevice1, cfg.ExpertCacheDevice2 = 4, 3, 2
+	mc := Machine{GPUFreeBytes: 4 << 30, HostAvailBytes: 16 << 30, HelperFreeBytes: [2]int64{1 << 30, 1 << 30}}
+	p, _, err := PlanForMachine(context.Background(), path, cfg, mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := p.Shape.BlobBytes()
+	if p.Slots != 4 || p.HelperSlots != [2]int{3, 2} || p.Counts()[experts.TierHelper] != 5 || p.Bytes[experts.TierHelper] != 5*blob {
+		t.Fatalf("slots %d, helper slots %v, tiers %v, helper bytes %d (one expert %d)", p.Slots, p.HelperSlots, p.Counts(), p.Bytes[experts.TierHelper], blob)
+	}
+	for i, id := range p.Rank {
+		want := experts.TierCold
+		switch {
+		case i < 4:
+			want = experts.TierVRAM
+		case i < 9:
+			want = experts.TierHelper
+		}
+		if got := p.Tier[p.Shape.Index(id)]; got != want {
+			t.Errorf("rank %d (%v): %s, want %s", i, id, got, want)
+		}
+	}
+	if s := p.Summary(); !strings.Contains(s, "helper GPU 1: 3 slots") || !strings.Contains(s, "helper GPU 2: 2 slots") {
+		t.Errorf("summary does not show the helpers:\n%s", s)
+	}
+
+	mc.HelperFreeBytes[1] = 512<<20 + blob
+	if _, _, err := PlanForMachine(context.Background(), path, cfg, mc); !errors.Is(err, ErrBudgetTooSmall) || !strings.Contains(err.Error(), "--expert-cache-device2 2") {
+		t.Errorf("helper 2 with room for one slot: %v", err)
+	}
+	if _, err := Open(context.Background(), path, cfg, nil); err == nil || !strings.Contains(err.Error(), "expert-cache-device1/2") {
+		t.Errorf("Open with helper slots: %v, want a refusal by name", err)
+	}
+}
+
+// TestChooseGPUs: auto takes the card with the most free VRAM, an index takes that card,
+// the helpers follow by free VRAM, and a missing index is refused by its flag.
+func TestChooseGPUs(t *testing.T) {
+	devs := []platform.GPU{{Index: 0, VRAMFreeBytes: 6 << 30}, {Index: 1, VRAMFreeBytes: 22 << 30}, {Index: 2, VRAMFreeBytes: 10 << 30}}
+	order := func(gs []platform.GPU) []int {
+		var out []int
+		for _, g := range gs {
+			out = append(out, g.Index)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		main, want int
+		helpers    []int
+	}{
+		{Auto, 1, []int{2, 0}},
+		{0, 0, []int{1, 2}},
+		{2, 2, []int{1, 0}},
+	} {
+		m, h, err := chooseGPUs(devs, tc.main)
+		if err != nil || m.Index != tc.want || !slices.Equal(order(h), tc.helpers) {
+			t.Errorf("main %d: got GPU %d with helpers %v (%v), want %d with %v", tc.main, m.Index, order(h), err, tc.want, tc.helpers)
+		}
+	}
+	var ce *ConfigError
+	if _, _, err := chooseGPUs(devs, 3); !errors.As(err, &ce) || ce.Flag != "main-gpu" {
+		t.Errorf("main 3 of 3 GPUs: %v", err)
 	}
 }

@@ -43,6 +43,7 @@ func addEngineFlags(fs *flag.FlagSet, cfg *engine.Config) {
 	fs.StringVar(&cfg.KVType, "kv", cfg.KVType, "KV cache type: f16 or int8")
 	fs.Var(autoInt{&cfg.Prefill}, "prefill", "prompt tokens per prefill step, or auto")
 	fs.Var(autoInt{&cfg.ExpertCache}, "expert-cache", "VRAM expert slots on the main GPU, or auto")
+	fs.Var(autoInt{&cfg.MainGPU}, "main-gpu", "the GPU that runs the model (CUDA index), or auto: the one with the most free VRAM")
 	fs.IntVar(&cfg.ExpertCacheDevice1, "expert-cache-device1", cfg.ExpertCacheDevice1, "expert slots on helper GPU 1")
 	fs.IntVar(&cfg.ExpertCacheDevice2, "expert-cache-device2", cfg.ExpertCacheDevice2, "expert slots on helper GPU 2")
 	fs.IntVar(&cfg.VRAMReserveMiB, "vram-reserve-mib", cfg.VRAMReserveMiB, "VRAM left free for other apps (MiB)")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -128,12 +129,29 @@ func TestPlanCommand(t *testing.T) {
 		t.Errorf("tiered plan: tiers %v", p.Tiers)
 	}
 
+	// Helper GPUs: the experts after the main GPU's slots, helper 1 first; the plan shows
+	// their bytes.
+	p, code, errs = planCLI(t, "-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", fmt.Sprint(budget),
+		"--expert-cache-device1", "2", "--device1-free-mib", "1024", "--expert-cache-device2", "1")
+	if code != 0 {
+		t.Fatalf("helper plan: exit %d: %s", code, errs)
+	}
+	if !slices.Equal(p.HelperSlots, []int{2, 1}) || p.Tiers["helper"] != 3 || p.Bytes["helper"] != 3*p.ExpertBytes || p.Tiers["vram"] != fit {
+		t.Errorf("helper plan: helper slots %v, tiers %v, bytes %v", p.HelperSlots, p.Tiers, p.Bytes)
+	}
+	if !strings.Contains(strings.Join(p.Notes, "\n"), "helper GPU 2's free VRAM is not known") {
+		t.Errorf("helper plan: notes %q do not say helper 2 is unchecked", p.Notes)
+	}
+
 	for _, tc := range []struct {
 		name string
 		args []string
 		code int
 		want []string
 	}{
+		{"helper without room", []string{"-m", model, "--gpu-free-mib", "2000", "--expert-cache-device1", "2", "--device1-free-mib", "100"}, 1,
+			[]string{"--expert-cache-device1 2", "helper GPU 1 has 100 MiB free", "lower --expert-cache-device1"}},
+		{"helper room without the main GPU", []string{"-m", model, "--device1-free-mib", "100"}, 2, []string{"--gpu-free-mib too"}},
 		{"budget too small", []string{"-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", "100"}, 1,
 			[]string{"100 MiB for Strata", "needs " + mibText(need), mibText(p.NonExpertBytes) + " of non-expert weights", "raise --vram-budget-mib", "--backend cpu"}},
 		{"slots without a GPU", []string{"-m", model, "--backend", "cpu", "--expert-cache", "3"}, 1, []string{"no usable GPU"}},

@@ -20,6 +20,11 @@ type PlanInput struct {
 	VRAMReserveBytes int64 // left free for other apps
 	VRAMBudgetBytes  int64 // cap on what Strata takes; 0 = no cap
 	ExpertCache      int   // VRAM slots asked for; -1 = auto (as many as fit)
+	// HelperSlots are the expert slots asked for on helper GPUs 1 and 2
+	// (--expert-cache-device1/2); HelperFreeBytes their free VRAM (0 = not known: the
+	// slots are planned unchecked, with a note).
+	HelperSlots     [2]int
+	HelperFreeBytes [2]int64
 
 	HostAvailBytes   int64 // RAM available now
 	HostBudgetBytes  int64 // pinned tier in tiered mode; 0 = auto (HostAvailBytes - HostReserveBytes)
@@ -37,9 +42,12 @@ const AutoSlots = -1
 // Plan is the tier of every expert and what it costs.
 type Plan struct {
 	Shape Shape
-	Slots int    // VRAM expert cache slots on the main GPU
-	Tier  []Tier // [layer*Experts + expert]
-	Rank  []ID   // the order the tiers were given in, hottest first
+	Slots int // VRAM expert cache slots on the main GPU
+	// HelperSlots are the slots on helper GPUs 1 and 2: the experts ranked right after the
+	// main GPU's, helper 1's first (all TierHelper).
+	HelperSlots [2]int
+	Tier        []Tier // [layer*Experts + expert]
+	Rank        []ID   // the order the tiers were given in, hottest first
 
 	Bytes           map[Tier]int64 // expert bytes per tier
 	NonExpertBytes  int64
@@ -107,6 +115,9 @@ func MakePlan(in PlanInput) (Plan, error) {
 	if in.GPUFreeBytes <= 0 {
 		if in.ExpertCache > 0 {
 			return Plan{}, fmt.Errorf("plan: --expert-cache %d asks for VRAM slots but there is no usable GPU; use --expert-cache auto (or 0) to run on the CPU", in.ExpertCache)
+		}
+		if in.HelperSlots != [2]int{} {
+			return Plan{}, errors.New("plan: --expert-cache-device1/2 ask for slots on helper GPUs, but there is no usable main GPU; leave them at 0 to run on the CPU")
 		}
 		for i := range p.Tier {
 			p.Tier[i] = TierCPU
@@ -194,6 +205,22 @@ func MakePlan(in PlanInput) (Plan, error) {
 		p.Tier[s.Index(id)] = TierVRAM
 	}
 	rest := rank[p.Slots:]
+	for h, n := range in.HelperSlots {
+		if n == 0 {
+			continue
+		}
+		if err := checkHelper(in, h, n, blob, note); err != nil {
+			return Plan{}, err
+		}
+		if n > len(rest) {
+			note("--expert-cache-device%d %d: only %d experts are left after the GPUs before it; helper GPU %d gets %d slots", h+1, n, len(rest), h+1, len(rest))
+			n = len(rest)
+		}
+		for _, id := range rest[:n] {
+			p.Tier[s.Index(id)] = TierHelper
+		}
+		p.HelperSlots[h], rest = n, rest[n:]
+	}
 	hostRoom := in.HostAvailBytes - in.HostReserveBytes
 	switch {
 	case in.Tiered:
@@ -246,6 +273,27 @@ func residentBudget(in PlanInput, n int, blob int64, note func(string, ...any)) 
 		}
 	}
 	return budget
+}
+
+// HelperOverheadBytes is what a helper GPU needs beside its expert slots: its CUDA context,
+// kernels, the hidden state it is sent and the rows its results come back in.
+const HelperOverheadBytes = 512 * mib
+
+// checkHelper refuses n slots on helper h (0 or 1) that its free VRAM cannot hold; with the
+// free VRAM unknown it notes that the slots are unchecked.
+func checkHelper(in PlanInput, h, n int, blob int64, note func(string, ...any)) error {
+	flag := fmt.Sprintf("--expert-cache-device%d", h+1)
+	free := in.HelperFreeBytes[h]
+	if free <= 0 {
+		note("%s %d: helper GPU %d's free VRAM is not known; its %s of slots are not checked against it", flag, n, h+1, humanBytes(int64(n)*blob))
+		return nil
+	}
+	fit := max(free-HelperOverheadBytes, 0) / blob
+	if int64(n) > fit {
+		return fmt.Errorf("plan: %w: %s %d: helper GPU %d has %s free, which holds at most %d slots of %.1f MiB beside its %s of context and buffers; lower %s",
+			ErrBudgetTooSmall, flag, n, h+1, mibs(free), fit, float64(blob)/mib, mibs(HelperOverheadBytes), flag)
+	}
+	return nil
 }
 
 // pinFirst makes the first experts of ids pinned while they fit in budget and returns how
@@ -302,6 +350,11 @@ func checkInput(in PlanInput) error {
 	if in.ExpertCache < AutoSlots {
 		errs = append(errs, fmt.Errorf("--expert-cache %d: give a slot count or auto", in.ExpertCache))
 	}
+	for h, n := range in.HelperSlots {
+		if n < 0 || in.HelperFreeBytes[h] < 0 {
+			errs = append(errs, fmt.Errorf("--expert-cache-device%d %d with %d bytes free: negative", h+1, n, in.HelperFreeBytes[h]))
+		}
+	}
 	if in.Tiered && in.Resident {
 		errs = append(errs, errors.New("--tiered-experts and --resident-experts cannot be combined; pick one"))
 	}
@@ -337,6 +390,11 @@ func (p Plan) Summary() string {
 	fmt.Fprintf(&b, "experts: %d layers x %d experts = %d, %.1f MiB each\n", p.Shape.Layers, p.Shape.Experts, total, float64(p.Shape.BlobBytes())/mib)
 	if p.VRAMLimit > 0 {
 		fmt.Fprintf(&b, "VRAM expert cache: %d slots\n", p.Slots)
+	}
+	for h, n := range p.HelperSlots {
+		if n > 0 {
+			fmt.Fprintf(&b, "helper GPU %d: %d slots, %s\n", h+1, n, humanBytes(int64(n)*p.Shape.BlobBytes()))
+		}
 	}
 	fmt.Fprintf(&b, "\n%-8s %8s %7s %12s\n", "tier", "experts", "share", "bytes")
 	for _, t := range []Tier{TierVRAM, TierHelper, TierPinned, TierCold, TierCPU} {

@@ -80,6 +80,14 @@ func TestMakePlan(t *testing.T) {
 		{"host budget without tiered", func(in *PlanInput) { in.VRAMBudgetBytes, in.HostBudgetBytes = 115<<20, 1<<30 }, "VVVCCCCC", 3, 2048, "without it the budget is unused"},
 		{"resident budget without resident", func(in *PlanInput) { in.ResidentBudgetBytes = 1 << 30 }, "VVVVVVVV", 8, 4096, "without it the budget is unused"},
 		{"model context below the minimum", func(in *PlanInput) { in.ModelContext, in.VRAMBudgetBytes = 1024, 113<<20 }, "VVCCCCCC", 2, 1024, ""},
+		{"helpers take the next by rank", func(in *PlanInput) {
+			in.VRAMBudgetBytes, in.Tiered, in.HelperSlots, in.HelperFreeBytes = 115<<20, true, [2]int{2, 1}, [2]int64{600 << 20, 600 << 20}
+		}, "VVVHHHPP", 3, 2048, ""},
+		{"helper 2 alone", func(in *PlanInput) {
+			in.VRAMBudgetBytes, in.HelperSlots, in.HelperFreeBytes = 115<<20, [2]int{0, 2}, [2]int64{0, 600 << 20}
+		}, "VVVHHCCC", 3, 2048, ""},
+		{"helper VRAM not known", func(in *PlanInput) { in.VRAMBudgetBytes, in.HelperSlots = 115<<20, [2]int{1, 0} }, "VVVHCCCC", 3, 2048, "helper GPU 1's free VRAM is not known"},
+		{"helpers ask for more than is left", func(in *PlanInput) { in.VRAMBudgetBytes, in.HelperSlots = 115<<20, [2]int{4, 3} }, "VVVHHHHH", 3, 2048, "helper GPU 2 gets 1 slots"},
 	} {
 		in := basePlanInput()
 		tc.edit(&in)
@@ -90,6 +98,13 @@ func TestMakePlan(t *testing.T) {
 		}
 		if got := tierLetters(p); got != tc.tiers {
 			t.Errorf("%s: tiers %s, want %s", tc.name, got, tc.tiers)
+		}
+		helpers := 0
+		for _, n := range p.HelperSlots {
+			helpers += n
+		}
+		if helpers != p.Counts()[TierHelper] || (helpers > 0) != strings.Contains(p.Summary(), "helper GPU") {
+			t.Errorf("%s: helper slots %v for %d helper-tier experts", tc.name, p.HelperSlots, p.Counts()[TierHelper])
 		}
 		if p.Slots != tc.slots || p.Context != tc.context {
 			t.Errorf("%s: %d slots and %d tokens of context, want %d and %d", tc.name, p.Slots, p.Context, tc.slots, tc.context)
@@ -135,6 +150,9 @@ func TestMakePlanErrors(t *testing.T) {
 			[]string{"--expert-cache 4", "at most 3 slots fit", "3 MiB left", "lower --expert-cache"}},
 		{"more slots than experts do not fit", func(in *PlanInput) { in.VRAMBudgetBytes, in.ExpertCache = 115<<20, 20 }, []string{"--expert-cache 20", "at most 3 slots fit"}},
 		{"tiered and resident", func(in *PlanInput) { in.Tiered, in.Resident = true, true }, []string{"pick one"}},
+		{"helper slots without GPU", func(in *PlanInput) { in.GPUFreeBytes, in.HelperSlots = 0, [2]int{1, 0} }, []string{"--expert-cache-device1/2", "no usable main GPU"}},
+		{"helper slots do not fit", func(in *PlanInput) { in.HelperSlots, in.HelperFreeBytes = [2]int{0, 90}, [2]int64{0, 514 << 20} },
+			[]string{"--expert-cache-device2 90", "helper GPU 2 has 514 MiB free", "at most 2 slots", "lower --expert-cache-device2"}},
 		{"negative numbers", func(in *PlanInput) { in.HostReserveBytes, in.NonExpertBytes = -1, -2 }, []string{"--host-reserve-gib is negative", "non-expert bytes is negative"}},
 		{"bad slot count", func(in *PlanInput) { in.ExpertCache = -2 }, []string{"--expert-cache -2"}},
 		{"no experts", func(in *PlanInput) { in.Shape.Experts, in.Rank = 0, nil }, []string{"2 layers x 0 experts"}},

@@ -22,7 +22,7 @@ var ErrNoGPU = errors.New("no usable NVIDIA GPU")
 
 // Options of the GPU backend.
 type Options struct {
-	Device int // CUDA ordinal
+	Device int // CUDA ordinal, or AutoDevice: the device with the most free memory
 	// BudgetBytes caps the VRAM the backend allocates; 0 = no cap.
 	BudgetBytes int64
 	// Eager launches every op by itself instead of replaying decode steps as CUDA graphs
@@ -88,7 +88,13 @@ func New(o Options) (*Backend, error) {
 		return nil, fmt.Errorf("gpu: %w: %w", ErrNoGPU, err)
 	}
 	n, err := drv.DeviceCount()
-	if err != nil || n <= o.Device {
+	if err == nil && o.Device == AutoDevice {
+		o.Device = 0
+		if n > 1 {
+			o.Device = max(MostFree(freeVRAM(drv, n)), 0)
+		}
+	}
+	if err != nil || n <= o.Device || o.Device < 0 {
 		drv.Close()
 		if err == nil {
 			err = fmt.Errorf("device %d requested, %d present", o.Device, n)
