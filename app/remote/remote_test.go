@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,6 +109,13 @@ func exercise(t *testing.T, baseURL, key, model string) {
 	m, err := Connect(ctx, c, model)
 	if err != nil {
 		t.Fatalf("connect (models %q): %v", ids, err)
+	}
+	// The errors a user sees when connecting, in the server's own words.
+	if _, err := mustClient(t, baseURL, key+"-wrong").Models(ctx); !errors.Is(err, ErrKey) || !strings.Contains(err.Error(), "refused the API key") {
+		t.Errorf("wrong key: %v, want ErrKey", err)
+	}
+	if _, err := Connect(ctx, c, model+"-absent"); !errors.Is(err, ErrModelGone) || !strings.Contains(err.Error(), model) {
+		t.Errorf("unknown model: %v, want ErrModelGone naming %q", err, model)
 	}
 	msgs := []engine.Message{{Role: engine.RoleSystem, Content: "Be brief."}, {Role: engine.RoleUser, Content: "Hello there"}}
 	sp := engine.Sampling{Temperature: 0, MaxTokens: 16, Seed: 1}
@@ -225,8 +233,28 @@ func TestPlainWordErrors(t *testing.T) {
 	}
 }
 
+// lockedLog collects a child process's output while the test may read it.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // TestAgainstLlamaServer runs the same checks against llama.cpp's server when
 // STRATA_LLAMA_SERVER names its binary (built from ../shared/peer; too slow to build in CI).
+// llama-server answers a chat with the model it has loaded whatever name the request gives,
+// so "model gone" shows there only when connecting (the model list), not mid-conversation.
 func TestAgainstLlamaServer(t *testing.T) {
 	bin := os.Getenv("STRATA_LLAMA_SERVER")
 	if bin == "" {
@@ -242,8 +270,8 @@ func TestAgainstLlamaServer(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "-m", tinyModelFile(t), "--alias", "tiny", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
 		"-c", "1024", "-t", "1", "--api-key", "sk-llama", "--jinja")
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	logs := &lockedLog{}
+	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -261,4 +289,7 @@ func TestAgainstLlamaServer(t *testing.T) {
 		}
 	}
 	exercise(t, url, "sk-llama", "tiny")
+	if t.Failed() {
+		t.Logf("llama-server's log:\n%s", logs.String())
+	}
 }
