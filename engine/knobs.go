@@ -7,7 +7,7 @@ func refuseUnbuilt(cfg Config) error {
 	var errs []error
 	no := func(flag, why string) { errs = append(errs, &ConfigError{Flag: flag, Msg: why, NotBuilt: true}) }
 	if cfg.ExpertCacheDevice1 != 0 || cfg.ExpertCacheDevice2 != 0 {
-		no("expert-cache-device1/2", "helper GPUs cannot compute yet: strata plan shows where their experts would go, but the engine runs the expert cache on the main GPU only; leave them at 0")
+		no("expert-cache-device1/2", "the engine does not open helper GPUs yet (strata plan shows where their experts would go); leave them at 0")
 	}
 	if cfg.Spec != 0 {
 		no("spec", "multi-token-prediction drafting is not built yet")

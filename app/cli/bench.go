@@ -174,6 +174,7 @@ func runBench(ctx context.Context, args []string, io IO) error {
 			PCIeReads: c.PCIeReads, Streamed: c.Streamed, ColdReads: c.ColdReads,
 			FillGB: float64(c.FillBytes) / 1e9, FillSeconds: c.FillTime.Seconds(),
 			WaitRoutesSeconds: c.WaitRoutes.Seconds(), CPUMissSeconds: c.CPUMisses.Seconds(), UploadSeconds: c.Uploads.Seconds(),
+			HelperSlots: c.HelperSlots[:], HelperHits: tiers.HitsPerTier[engine.TierHelper], HelperSeconds: c.Helpers.Seconds(),
 			ArenaGB: float64(c.ArenaBytes) / 1e9, ArenaSeconds: c.ArenaFill.Seconds(),
 			ArenaUnbuffered: c.ArenaUnbuffered, ArenaLocked: c.ArenaLocked, ArenaFromPack: c.ArenaFromPack,
 			ArenaUnmapped: c.ArenaUnmapped, ArenaNotPinned: c.ArenaNotPinned,
@@ -253,6 +254,9 @@ type cacheReport struct {
 	WaitRoutesSeconds float64 `json:"wait_routes_s"`
 	CPUMissSeconds    float64 `json:"cpu_miss_s"`
 	UploadSeconds     float64 `json:"upload_s"`
+	HelperSlots       []int   `json:"helper_slots"` // helper GPUs 1 and 2
+	HelperHits        uint64  `json:"helper_hits"`  // routed pairs the helpers computed
+	HelperSeconds     float64 `json:"helper_s"`     // host time sending them inputs and bringing results back
 	ArenaGB           float64 `json:"arena_gb"`
 	ArenaSeconds      float64 `json:"arena_fill_s"`
 	ArenaUnbuffered   bool    `json:"arena_unbuffered"`

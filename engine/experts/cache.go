@@ -69,6 +69,12 @@ type CacheConfig struct {
 	// Cold, when set, reads the cold experts a batch streams with unbuffered reads instead
 	// of through the mapping (the tiered mode: the page cache should not fill with them).
 	Cold *ColdReader
+	// Helpers are the helper GPUs (helper 1, then helper 2) and HelperOf says which of them
+	// holds each TierHelper expert ([layer*Experts+expert]: 0 or 1). A layer's helper hits
+	// run there on a copy of the layer's input; their sum comes back through host memory
+	// and is added on the main device.
+	Helpers  []Device
+	HelperOf []int8
 }
 
 // Cache places every layer's experts across VRAM slots, pinned host slots and the model
@@ -98,6 +104,10 @@ type Cache struct {
 	hostX, hostOut compute.Buf // host activations for misses
 	devOut         compute.Buf // their sum, uploaded
 	hostXs         []float32
+
+	helperX, helperOut [2]compute.Buf // each helper's copy of the input and its results
+	helperDevOut       [2]compute.Buf // those results on the main device
+	helperRes          []float32      // zeros going out, results coming back
 }
 
 // CacheStats is what the tier map and benchmarks show of the cache.
@@ -114,8 +124,10 @@ type CacheStats struct {
 	WaitRoutes     time.Duration // host waiting for the routing result and activations
 	CPUMisses      time.Duration // host computing misses
 	Uploads        time.Duration // host time uploading miss results and streamed experts
+	Helpers        time.Duration // host time sending inputs to the helper GPUs and their results back
 	DeviceSlots    int
 	PinnedSlots    int
+	HelperSlots    [2]int
 }
 
 // layerCache is one layer's share.
@@ -126,6 +138,7 @@ type layerCache struct {
 	vram    [3]compute.Weight     // device slot stacks (nil with no slots)
 	pinDev  [3]compute.Weight     // pinned slot stacks, device view
 	pinCPU  [3]compute.Weight     // the same bytes for the CPU
+	helper  [2][3]compute.Weight  // slot stacks on helper GPUs 1 and 2 (nil with no slots)
 	ffn     layerFFN              // biases and activation (gpt-oss); zero: plain SwiGLU
 }
 
@@ -154,6 +167,17 @@ func NewCache(dev Device, host *cpu.Backend, cfg CacheConfig) (*Cache, error) {
 	sh := cfg.Shape
 	if len(cfg.Tier) != sh.Count() {
 		return nil, fmt.Errorf("experts: plan has %d tiers for %d experts", len(cfg.Tier), sh.Count())
+	}
+	if len(cfg.Helpers) > 2 {
+		return nil, fmt.Errorf("experts: %d helper GPUs, at most 2", len(cfg.Helpers))
+	}
+	for i, t := range cfg.Tier {
+		if t != TierHelper {
+			continue
+		}
+		if i >= len(cfg.HelperOf) || cfg.HelperOf[i] < 0 || int(cfg.HelperOf[i]) >= len(cfg.Helpers) {
+			return nil, fmt.Errorf("experts: %s is planned on a helper GPU, but no helper holds it (%d helpers)", ID{i / sh.Experts, i % sh.Experts}, len(cfg.Helpers))
+		}
 	}
 	c := &Cache{
 		dev: dev, host: host, cfg: cfg, sh: sh,
@@ -186,11 +210,16 @@ func (c *Cache) Layer(l int, gate, up, down compute.WeightSpec) (compute.Experts
 		L.fileCPU[i] = w
 	}
 	var nv, np int
+	var nh [2]int
 	for e := range c.sh.Experts {
 		switch i := c.sh.Index(ID{l, e}); c.tier[i] {
 		case TierVRAM:
 			c.slot[i] = int32(nv)
 			nv++
+		case TierHelper:
+			h := c.cfg.HelperOf[i]
+			c.slot[i] = int32(nh[h])
+			nh[h]++
 		case TierPinned:
 			c.slot[i] = int32(np)
 			np++
@@ -213,6 +242,18 @@ func (c *Cache) Layer(l int, gate, up, down compute.WeightSpec) (compute.Experts
 			return nil, err
 		}
 	}
+	for h, n := range nh {
+		if n == 0 {
+			continue
+		}
+		for i, s := range L.file {
+			w, err := c.cfg.Helpers[h].NewSlots(s, n)
+			if err != nil {
+				return nil, fmt.Errorf("experts: helper GPU %d: %w", h+1, err)
+			}
+			L.helper[h][i] = w
+		}
+	}
 	if c.cfg.StreamSlots > 0 && nv < c.sh.Experts {
 		if _, ok := c.rings[keyOf(L.file)]; !ok {
 			rg := &ring{n: min(c.cfg.StreamSlots, c.sh.Experts)}
@@ -228,6 +269,8 @@ func (c *Cache) Layer(l int, gate, up, down compute.WeightSpec) (compute.Experts
 	}
 	c.lays[l] = L
 	c.stats.DeviceSlots += nv
+	c.stats.HelperSlots[0] += nh[0]
+	c.stats.HelperSlots[1] += nh[1]
 	c.stats.PinnedSlots += np
 	return &layerExperts{c: c, l: l}, nil
 }
@@ -321,12 +364,13 @@ func (c *Cache) Fill(ctx context.Context, progress func(done, total int64)) erro
 	}
 	var total, done int64
 	for _, id := range order {
-		if c.tier[c.sh.Index(id)] == TierVRAM {
+		if t := c.tier[c.sh.Index(id)]; t == TierVRAM || t == TierHelper {
 			total += c.sh.BlobBytes()
 		}
 	}
 	// Batches of experts in rank order; within a batch, one WriteSlots per stack.
 	type stackWrites struct {
+		dev    Device
 		w      compute.Weight
 		writes []compute.SlotWrite
 	}
@@ -337,13 +381,19 @@ func (c *Cache) Fill(ctx context.Context, progress func(done, total int64)) erro
 		for _, id := range order[lo:min(lo+batch, len(order))] {
 			i := c.sh.Index(id)
 			L := c.lays[id.Layer]
-			if c.tier[i] != TierVRAM {
+			dev, stacks := c.dev, L.vram
+			switch c.tier[i] {
+			case TierVRAM:
+			case TierHelper:
+				h := c.cfg.HelperOf[i]
+				dev, stacks = c.cfg.Helpers[h], L.helper[h]
+			default:
 				continue // pinned experts are in the arena already; cold ones stay in the file
 			}
-			for m, w := range L.vram {
+			for m, w := range stacks {
 				k := slices.IndexFunc(b, func(s stackWrites) bool { return s.w == w })
 				if k < 0 {
-					k, b = len(b), append(b, stackWrites{w: w})
+					k, b = len(b), append(b, stackWrites{dev: dev, w: w})
 				}
 				b[k].writes = append(b[k].writes, compute.SlotWrite{Slot: int(c.slot[i]), Data: L.matrix(m, id.Expert)})
 			}
@@ -369,7 +419,7 @@ func (c *Cache) Fill(ctx context.Context, progress func(done, total int64)) erro
 		}
 		advise(k + 1)
 		for _, s := range b {
-			if err := c.dev.WriteSlots(s.w, s.writes); err != nil {
+			if err := s.dev.WriteSlots(s.w, s.writes); err != nil {
 				return fmt.Errorf("experts: fill: %w", err)
 			}
 			for _, w := range s.writes {
@@ -422,6 +472,7 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 	}
 	stream := c.cfg.StreamSlots > 0 && n >= c.cfg.StreamMinTokens
 	var vram, pcie, pinCPU, cold, streamed []entry
+	var helper [2][]entry
 	c.mu.Lock()
 	for i, e := range r.IDs[:n*K] {
 		if e < 0 || int(e) >= c.sh.Experts {
@@ -440,6 +491,9 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 		switch {
 		case t == TierVRAM:
 			vram = append(vram, en)
+		case t == TierHelper:
+			h := c.cfg.HelperOf[idx]
+			helper[h] = append(helper[h], en)
 		case stream:
 			streamed = append(streamed, en)
 		case t == TierPinned && L.pinDev[0] != nil && c.pcie():
@@ -473,8 +527,14 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 	// The host's copy of x comes first, while the device is idle after the routes; then the
 	// device work is queued, and runs while the host computes the misses.
 	onHost := len(pinCPU)+len(cold) > 0
-	if onHost {
+	onHelpers := len(helper[0])+len(helper[1]) > 0
+	if onHost || onHelpers {
 		c.readX(x, n*H)
+	}
+	if onHelpers {
+		// The helpers start first: they work while the main device runs its hits and the
+		// host its misses.
+		c.sendToHelpers(L, helper, n, H)
 	}
 	c.runOn(c.dev, dst, x, L.vram, nil, vram, n)
 	c.runOn(c.dev, dst, x, L.pinDev, nil, pcie, n)
@@ -484,6 +544,9 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 	if onHost {
 		c.dev.Flush()
 		c.cpuMisses(L, dst, pinCPU, cold, n, H)
+	}
+	if onHelpers {
+		c.helperResults(dst, helper, n, H)
 	}
 	if l == c.sh.Layers-1 && c.cfg.AdaptEvery > 0 && c.tokens >= c.cfg.AdaptEvery {
 		c.adapt()
@@ -550,6 +613,51 @@ func (c *Cache) cpuMisses(L *layerCache, dst compute.Buf, pinCPU, cold []entry, 
 	c.mu.Lock()
 	c.stats.CPUMisses += t2.Sub(t1)
 	c.stats.Uploads += time.Since(t2)
+	c.mu.Unlock()
+}
+
+// sendToHelpers gives each helper with hits the layer's input (in hostXs, from readX) and
+// queues its hits there.
+func (c *Cache) sendToHelpers(L *layerCache, helper [2][]entry, n, H int) {
+	t0 := time.Now()
+	for h, es := range helper {
+		if len(es) == 0 {
+			continue
+		}
+		d := c.cfg.Helpers[h]
+		if c.helperX[h] == nil || c.helperX[h].Len() < n*H {
+			c.helperX[h], c.helperOut[h] = d.NewBuf(n*H), d.NewBuf(n*H)
+			c.helperDevOut[h] = c.dev.NewBuf(n * H)
+		}
+		if len(c.helperRes) < n*H {
+			c.helperRes = make([]float32, n*H)
+		}
+		d.Write(c.helperX[h], c.hostXs[:n*H])
+		clear(c.helperRes[:n*H])
+		d.Write(c.helperOut[h], c.helperRes[:n*H])
+		c.runOn(d, c.helperOut[h], c.helperX[h], L.helper[h], nil, es, n)
+		d.Flush()
+	}
+	c.mu.Lock()
+	c.stats.Helpers += time.Since(t0)
+	c.mu.Unlock()
+}
+
+// helperResults brings each helper's sum back through host memory and adds it to dst on
+// the main device.
+func (c *Cache) helperResults(dst compute.Buf, helper [2][]entry, n, H int) {
+	t0 := time.Now()
+	res := c.helperRes[:n*H] // sized by sendToHelpers
+	for h, es := range helper {
+		if len(es) == 0 {
+			continue
+		}
+		c.cfg.Helpers[h].Read(c.helperOut[h], res)
+		c.dev.Write(c.helperDevOut[h], res)
+		c.dev.Add(dst, c.helperDevOut[h], n*H)
+	}
+	c.mu.Lock()
+	c.stats.Helpers += time.Since(t0)
 	c.mu.Unlock()
 }
 
@@ -677,7 +785,7 @@ func (c *Cache) adapt() {
 		for e := range c.sh.Experts {
 			i := c.sh.Index(ID{l, e})
 			switch {
-			case c.tier[i] != TierVRAM && c.miss[i] >= 2:
+			case c.tier[i] != TierVRAM && c.tier[i] != TierHelper && c.miss[i] >= 2: // helpers keep theirs
 				cands = append(cands, int32(e))
 			case c.tier[i] == TierVRAM && c.slotUsed[i] == 0:
 				victims = append(victims, int32(e))

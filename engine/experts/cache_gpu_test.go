@@ -36,6 +36,9 @@ func TestCacheOnGPU(t *testing.T) {
 		}
 		ran++
 		for _, tc := range tierCases() {
+			if tc.helper > 0 {
+				continue // helper GPUs run on CPU stand-ins (TestCacheMatchesTransformers); a second context on this card is not wired yet
+			}
 			t.Run(name+"/"+tc.name, func(t *testing.T) {
 				dev, err := gpu.New(gpu.Options{})
 				if err != nil {
@@ -52,7 +55,7 @@ func TestCacheOnGPU(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				c, net := loadCached(t, f, dev, host, tc, sh, tiers, rank, arena)
+				c, net := loadCached(t, f, dev, host, tc, sh, tiers, rank, arena, nil)
 				for _, p := range v.Prompts {
 					pl, gl, gen := modeltest.Greedy(t, net, p.Tokens, len(p.Generated), "f16", nil)
 					want := append(modeltest.ReadF32(t, filepath.Join(dir, p.Files["logits"].File)), modeltest.ReadF32(t, filepath.Join(dir, p.Files["gen_logits"].File))...)

@@ -17,6 +17,7 @@ import (
 type tierCase struct {
 	name        string
 	vram, pin   float64 // shares of the experts (by neutral rank) in VRAM and pinned slots
+	helper      float64 // share after those on two CPU stand-in helper GPUs, half each
 	pcie        float64
 	adapt       int
 	streamSlots int
@@ -38,7 +39,28 @@ func tierCases() []tierCase {
 		{name: "streamed batches", vram: 0.25, pin: 0.25, streamSlots: 3},
 		{name: "streamed, ring holds all", vram: 0.5, streamSlots: 64},
 		{name: "streamed, cold read unbuffered", vram: 0.25, pin: 0.25, streamSlots: 3, coldDirect: true},
+		{name: "helpers", vram: 0.3, helper: 0.4},
+		{name: "helpers + pinned + adaptive swaps", vram: 0.2, pin: 0.2, helper: 0.3, adapt: 2},
+		{name: "all on helpers, streamed batches", helper: 1, streamSlots: 3},
 	}
+}
+
+// withHelpers moves the helper share of rank, after the VRAM and pinned experts, to the
+// helper tier: the first half on helper 0, the rest on helper 1. It returns HelperOf.
+func withHelpers(s experts.Shape, rank []experts.ID, tiers []experts.Tier, tc tierCase) []int8 {
+	first := int(tc.vram*float64(s.Count())) + int(tc.pin*float64(s.Count()))
+	nh := min(int(tc.helper*float64(s.Count())), s.Count()-first)
+	if nh <= 0 {
+		return nil
+	}
+	of := make([]int8, s.Count())
+	for k, id := range rank[first : first+nh] {
+		tiers[s.Index(id)] = experts.TierHelper
+		if k >= nh/2 {
+			of[s.Index(id)] = 1
+		}
+	}
+	return of
 }
 
 // plan gives the first vram share of rank to VRAM, the next pin share to pinned slots.
@@ -86,7 +108,8 @@ func TestCacheMatchesTransformers(t *testing.T) {
 				sh := experts.Shape{Layers: h.Layers, Experts: h.Experts}
 				rank := neutralRank(sh)
 				tiers := plan(sh, rank, tc.vram, tc.pin)
-				c, net := loadCached(t, f, dev, host, tc, sh, tiers, rank, pinnedArena(t, f, sh, tiers, tc.unbuffered))
+				helperOf := withHelpers(sh, rank, tiers, tc)
+				c, net := loadCached(t, f, dev, host, tc, sh, tiers, rank, pinnedArena(t, f, sh, tiers, tc.unbuffered), helperOf)
 				for _, p := range v.Prompts {
 					pl, gl, gen := modeltest.Greedy(t, net, p.Tokens, len(p.Generated), "f32", nil)
 					dp := modeltest.MaxAbsDiff(pl, modeltest.ReadF32(t, filepath.Join(dir, p.Files["logits"].File)))
@@ -107,6 +130,15 @@ func TestCacheMatchesTransformers(t *testing.T) {
 				if routed == 0 {
 					t.Fatal("no routed pairs counted")
 				}
+				nh := 0
+				for _, tier := range tiers {
+					if tier == experts.TierHelper {
+						nh++
+					}
+				}
+				if st.HelperSlots[0]+st.HelperSlots[1] != nh || (nh > 0 && (st.HelperSlots[0] == 0 || st.HelperSlots[1] == 0 || st.Routed[experts.TierHelper] == 0)) {
+					t.Errorf("%d experts on helpers: %v slots, %d pairs routed to them", nh, st.HelperSlots, st.Routed[experts.TierHelper])
+				}
 				if tc.vram == 1 && st.Routed[experts.TierVRAM] != routed {
 					t.Errorf("all experts in VRAM, but only %d of %d pairs hit it", st.Routed[experts.TierVRAM], routed)
 				}
@@ -122,7 +154,7 @@ func TestCacheMatchesTransformers(t *testing.T) {
 				if tc.adapt == 0 && st.Swaps != 0 {
 					t.Errorf("adaptive swaps off, yet %d happened", st.Swaps)
 				}
-				if tc.streamSlots > 0 && tc.vram < 1 && st.Streamed == 0 {
+				if tc.streamSlots > 0 && tc.vram+tc.helper < 1 && st.Streamed == 0 { // helpers serve batches themselves
 					t.Error("streaming on, yet no expert was streamed for a batch")
 				}
 				if tc.coldDirect && (st.ColdReads == 0 || st.ColdReadErrors != 0) {
@@ -161,12 +193,21 @@ func pinnedArena(t *testing.T, f *gguf.File, sh experts.Shape, tiers []experts.T
 }
 
 // loadCached loads f through a cache of the tiers on dev and fills it.
-func loadCached(t *testing.T, f *gguf.File, dev experts.Device, host *cpu.Backend, tc tierCase, sh experts.Shape, tiers []experts.Tier, rank []experts.ID, arena *experts.Arena) (*experts.Cache, *model.Model) {
+// helperOf (nil: no helpers) places the helper tier on two CPU stand-in helper GPUs.
+func loadCached(t *testing.T, f *gguf.File, dev experts.Device, host *cpu.Backend, tc tierCase, sh experts.Shape, tiers []experts.Tier, rank []experts.ID, arena *experts.Arena, helperOf []int8) (*experts.Cache, *model.Model) {
 	t.Helper()
 	cc := experts.CacheConfig{
 		Shape: sh, Tier: tiers, Rank: rank,
 		PCIeFrac: tc.pcie, AdaptEvery: tc.adapt, StreamSlots: tc.streamSlots, StreamMinTokens: 2,
 		Pinned: arena, PinnedMapped: true,
+	}
+	if helperOf != nil {
+		for range 2 {
+			h := experts.HostDevice{Backend: cpu.New(cpu.Options{Threads: 1, FloatPath: true})}
+			t.Cleanup(func() { h.Close() })
+			cc.Helpers = append(cc.Helpers, h)
+		}
+		cc.HelperOf = helperOf
 	}
 	if tc.coldDirect {
 		l, err := experts.GGUFLayout(f)

@@ -22,7 +22,7 @@ func (c *Cache) UseFFN(l int, ffn model.ExpertFFN) error {
 		return fmt.Errorf("experts: expert biases for layer %d, which is not placed", l)
 	}
 	L := c.lays[l]
-	if L.vram[0] != nil || L.pinDev[0] != nil || c.cfg.StreamSlots > 0 {
+	if L.vram[0] != nil || L.pinDev[0] != nil || L.helper[0][0] != nil || L.helper[1][0] != nil || c.cfg.StreamSlots > 0 {
 		return fmt.Errorf("experts: layer %d: the GPU expert cache does not run expert biases (gpt-oss) yet; keep the experts on the CPU", l)
 	}
 	file := &compute.ExpertFFN{Limit: ffn.Limit, Alpha: ffn.Alpha}
