@@ -149,10 +149,23 @@ func TestPinnedBudgetOnTheCPU(t *testing.T) {
 // (experts.HostDevice): a few VRAM slots, the rest of the experts in the pinned tier.
 func placeOnStandIn(t *testing.T, path string, budgetMiB int) (*Model, error) {
 	t.Helper()
+	return placeOnStandIns(t, path, func(c *Config) { c.PinnedBudgetMiB = budgetMiB }, 0)
+}
+
+// placeOnStandIns is placeOnStandIn with edit applied to the config and helpers CPU
+// stand-in helper GPUs.
+func placeOnStandIns(t *testing.T, path string, edit func(*Config), helpers int) (*Model, error) {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Threads, cfg.MaxContext, cfg.LearnProfile = 2, 64, false
 	cfg.TieredExperts, cfg.ExpertCache, cfg.HostBudgetGiB = true, 8, 1
-	cfg.PinnedBudgetMiB = budgetMiB
+	edit(&cfg)
+	var hs []experts.Device
+	for range helpers {
+		h := experts.HostDevice{Backend: cpu.New(cpu.Options{Threads: 1})}
+		t.Cleanup(func() { h.Close() })
+		hs = append(hs, h)
+	}
 	f, err := gguf.OpenUnmapped(path)
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +176,7 @@ func placeOnStandIn(t *testing.T, path string, budgetMiB int) (*Model, error) {
 	}
 	c := cpu.New(cpu.Options{Threads: 2})
 	p := &placement{backend: c, pins: newPinBudget(cfg, platform.WSL{}, true)}
-	if err := p.tiered(context.Background(), f, cfg, info, experts.HostDevice{Backend: c}, 8<<30, func(Progress) {}); err != nil {
+	if err := p.tiered(context.Background(), f, cfg, info, experts.HostDevice{Backend: c}, 8<<30, hs, func(Progress) {}); err != nil {
 		p.close()
 		f.Close()
 		return nil, err
@@ -267,5 +280,43 @@ func TestStagingForShrinks(t *testing.T) {
 	}
 	if b := newPinBudget(Config{PinnedBudgetMiB: 128}, wsl, true); b.limit != 128<<20 {
 		t.Errorf("WSL2 with --pinned-budget-mib 128: budget %d", b.limit)
+	}
+}
+
+// TestHelpersOnStandIns: with --expert-cache-device1/2 the plan's helper tier reaches the
+// expert cache on two CPU stand-in helper GPUs: the experts ranked after the main device's
+// slots sit there, the helpers compute their hits, and the greedy tokens are those of the
+// same start without helpers.
+func TestHelpersOnStandIns(t *testing.T) {
+	path, _ := bigArenaModel(t)
+	plain, err := placeOnStandIns(t, path, func(*Config) {}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := greedy(t, plain)
+	plain.Close()
+
+	m, err := placeOnStandIns(t, path, func(c *Config) { c.ExpertCacheDevice1, c.ExpertCacheDevice2 = 6, 4 }, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if got := greedy(t, m); !slices.Equal(got, want) {
+		t.Errorf("with helpers: tokens %v, without %v", got, want)
+	}
+	snap := m.Tiers()
+	on := 0
+	for _, row := range snap.Tier {
+		for _, tier := range row {
+			if tier == TierHelper {
+				on++
+			}
+		}
+	}
+	if c := snap.Cache; on != 10 || c.HelperSlots != [2]int{6, 4} || snap.HitsPerTier[TierHelper] == 0 || c.VRAMSlots != 8 {
+		t.Errorf("tier map: %d experts on helpers, helper slots %v, %d helper hits, %d VRAM slots", on, c.HelperSlots, snap.HitsPerTier[TierHelper], c.VRAMSlots)
+	}
+	if _, err := placeOnStandIns(t, path, func(c *Config) { c.ExpertCacheDevice2 = 2 }, 1); err == nil || !strings.Contains(err.Error(), "helper GPU 2 is not open") {
+		t.Errorf("helper 2 slots with one helper: %v", err)
 	}
 }

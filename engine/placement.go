@@ -122,10 +122,10 @@ func place(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, report
 	}
 	switch {
 	case isGPU && !whole:
-		err = p.tiered(ctx, f, cfg, info, g, g.FreeBytes(), report)
+		err = p.tiered(ctx, f, cfg, info, g, g.FreeBytes(), nil, report)
 	case !isGPU && cfg.ResidentExperts:
 		c := b.(*cpu.Backend)
-		err = p.tiered(ctx, f, cfg, info, experts.HostDevice{Backend: c}, 0, report)
+		err = p.tiered(ctx, f, cfg, info, experts.HostDevice{Backend: c}, 0, nil, report)
 	default:
 		if !isGPU && cfg.ExpertCache > 0 {
 			err = fmt.Errorf("engine: --expert-cache %d asks for VRAM slots, but the model runs on the CPU (%s); use --expert-cache auto", cfg.ExpertCache, b.Name())
@@ -156,8 +156,10 @@ func place(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, report
 }
 
 // tiered plans the experts' tiers, reads the pinned ones into the RAM arena, and loads the
-// model through the expert cache on dev (the GPU, or the CPU standing in for it).
-func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, dev experts.Device, gpuFree int64, report func(Progress)) error {
+// model through the expert cache on dev (the GPU, or the CPU standing in for it), with the
+// helper tier on helpers (helper GPU 1, 2: --expert-cache-device1/2; Open opens none yet,
+// tests pass CPU stand-ins).
+func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, dev experts.Device, gpuFree int64, helpers []experts.Device, report func(Progress)) error {
 	s, err := expertShape(f, info)
 	if err != nil {
 		return err
@@ -168,6 +170,17 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 	}
 	onGPU := gpuFree > 0
 	in := planInput(info, s, gpuFree, platform.ProbeMemory(ctx).AvailableBytes, cfg, rank)
+	for h, n := range in.HelperSlots {
+		if n == 0 {
+			continue
+		}
+		if h >= len(helpers) {
+			return fmt.Errorf("engine: --expert-cache-device%d %d: helper GPU %d is not open (%d helpers)", h+1, n, h+1, len(helpers))
+		}
+		if fb, ok := helpers[h].(interface{ FreeBytes() int64 }); ok {
+			in.HelperFreeBytes[h] = fb.FreeBytes()
+		}
+	}
 	ring := 0
 	if onGPU {
 		// The streaming ring (one layer's experts) comes out of the activations' share.
@@ -224,6 +237,7 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 		Shape: s, Tier: plan.Tier, Rank: plan.Rank,
 		PCIeFrac: cfg.PCIeFrac, AdaptEvery: cfg.AdaptEvery,
 		StreamSlots: ring, StreamMinTokens: streamMinTokens,
+		Helpers: helpers, HelperOf: plan.HelperOf(),
 	}
 	if len(pinned) > 0 {
 		if err := p.fillArena(ctx, f, cfg, dev, onGPU, pinned, report); err != nil {

@@ -58,6 +58,26 @@ type Plan struct {
 	Notes           []string
 }
 
+// HelperOf says which helper GPU holds each helper-tier expert ([layer*Experts+expert]; 0
+// for helper 1, 1 for helper 2): helper 1 takes the first HelperSlots[0] of them in rank
+// order, helper 2 the rest (CacheConfig.HelperOf). nil when no expert is on a helper.
+func (p Plan) HelperOf() []int8 {
+	if p.HelperSlots == [2]int{} {
+		return nil
+	}
+	of := make([]int8, len(p.Tier))
+	k := 0
+	for _, id := range p.Rank {
+		if i := p.Shape.Index(id); p.Tier[i] == TierHelper {
+			if k >= p.HelperSlots[0] {
+				of[i] = 1
+			}
+			k++
+		}
+	}
+	return of
+}
+
 // Counts is the number of experts in each tier.
 func (p Plan) Counts() map[Tier]int {
 	c := map[Tier]int{}

@@ -103,6 +103,19 @@ func TestMakePlan(t *testing.T) {
 		for _, n := range p.HelperSlots {
 			helpers += n
 		}
+		if of := p.HelperOf(); helpers > 0 {
+			var per [2]int
+			for i, t := range p.Tier {
+				if t == TierHelper {
+					per[of[i]]++
+				}
+			}
+			if per != p.HelperSlots {
+				t.Errorf("%s: HelperOf puts %v experts on the helpers, the plan %v", tc.name, per, p.HelperSlots)
+			}
+		} else if of != nil {
+			t.Errorf("%s: HelperOf without helper slots", tc.name)
+		}
 		if helpers != p.Counts()[TierHelper] || (helpers > 0) != strings.Contains(p.Summary(), "helper GPU") {
 			t.Errorf("%s: helper slots %v for %d helper-tier experts", tc.name, p.HelperSlots, p.Counts()[TierHelper])
 		}
