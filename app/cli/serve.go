@@ -20,12 +20,17 @@ func runServe(ctx context.Context, args []string, io IO) error {
 	host := fs.String("host", "127.0.0.1", "address to listen on (a non-loopback one needs --api-key)")
 	port := fs.Int("port", 8080, "TCP port (0 = any free port)")
 	apiKey := fs.String("api-key", "", "key clients must send as \"Authorization: Bearer KEY\" (default $STRATA_API_KEY)")
+	contextFull := fs.String("context-full", "stop", "a conversation longer than the context: stop (answer 400 context_length_exceeded) or drop-oldest (leave out the oldest turns, keeping the system prompt)")
 	addEngineFlags(fs, &cfg)
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
 	if *modelPath == "" {
 		return usagef("-m MODEL is required")
+	}
+	policy, err := engine.ParseContextPolicy(*contextFull)
+	if err != nil {
+		return usagef("--context-full: %v", err)
 	}
 	if *apiKey == "" {
 		*apiKey = os.Getenv("STRATA_API_KEY")
@@ -49,7 +54,7 @@ func runServe(ctx context.Context, args []string, io IO) error {
 	if err != nil {
 		return err
 	}
-	backend := serve.NewLocal(m)
+	backend := serve.NewLocal(m, policy)
 	srv := serve.HTTPServer(serve.New(func() serve.Backend { return backend }, serve.Options{APIKey: *apiKey}))
 	fmt.Fprintf(io.Err, "serving %s (%s) at %s\n", backend.ModelID(), m.Backend(), serve.URL(ln))
 	done := make(chan error, 1)

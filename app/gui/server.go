@@ -44,7 +44,7 @@ func (c *Controller) served() serve.Backend {
 		return nil
 	}
 	if c.server.model != c.model {
-		c.server.backend, c.server.model = serve.NewLocal(em.Model), c.model
+		c.server.backend, c.server.model = serve.NewLocal(em.Model, c.sessionOptionsLocked().ContextPolicy), c.model
 	}
 	return c.server.backend
 }

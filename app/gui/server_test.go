@@ -155,7 +155,7 @@ func TestConnectToServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	backend := serve.NewLocal(m)
+	backend := serve.NewLocal(m, engine.ContextStop)
 	srv := httptest.NewServer(serve.New(func() serve.Backend { return backend }, serve.Options{APIKey: "sk-far"}))
 	defer srv.Close()
 

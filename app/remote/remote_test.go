@@ -47,7 +47,7 @@ func strataServer(t *testing.T, key string) (url string, backend *serve.Local) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	backend = serve.NewLocal(m)
+	backend = serve.NewLocal(m, engine.ContextStop)
 	srv := httptest.NewServer(serve.New(func() serve.Backend { return backend }, serve.Options{APIKey: key}))
 	t.Cleanup(srv.Close)
 	return srv.URL, backend

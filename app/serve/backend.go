@@ -39,12 +39,15 @@ type ChatInput struct {
 type Local struct {
 	m        *engine.Model
 	id       string
+	policy   engine.ContextPolicy
 	sessions map[string]*engine.Session
 }
 
-// NewLocal serves m under the model id its file name gives ("qwen3-30b-a3b-q4_k_m").
-func NewLocal(m *engine.Model) *Local {
-	return &Local{m: m, id: ModelID(m.Info().Path), sessions: map[string]*engine.Session{}}
+// NewLocal serves m under the model id its file name gives ("qwen3-30b-a3b-q4_k_m");
+// policy is what a conversation longer than the context gets (the app's and strata chat's
+// setting): stop answers 400 context_length_exceeded, drop-oldest leaves out the oldest turns.
+func NewLocal(m *engine.Model, policy engine.ContextPolicy) *Local {
+	return &Local{m: m, id: ModelID(m.Info().Path), policy: policy, sessions: map[string]*engine.Session{}}
 }
 
 func (l *Local) session(thinking *bool) *engine.Session {
@@ -54,7 +57,7 @@ func (l *Local) session(thinking *bool) *engine.Session {
 	}
 	s := l.sessions[key]
 	if s == nil {
-		s = l.m.NewSession(engine.SessionOptions{EnableThinking: thinking})
+		s = l.m.NewSession(engine.SessionOptions{EnableThinking: thinking, ContextPolicy: l.policy})
 		l.sessions[key] = s
 	}
 	return s

@@ -392,7 +392,7 @@ func classify(err error) (status int, typ, code string) {
 	switch {
 	case errors.Is(err, errInterrupted):
 		return http.StatusServiceUnavailable, "server_error", "model_unloaded"
-	case strings.Contains(msg, "but the context holds"):
+	case errors.Is(err, engine.ErrContextFull), strings.Contains(msg, "but the context holds"):
 		return http.StatusBadRequest, "invalid_request_error", "context_length_exceeded"
 	case strings.Contains(msg, "chat template"), strings.Contains(msg, "engine: message "), strings.Contains(msg, "engine: tool "), err == errNoTokens:
 		return http.StatusBadRequest, "invalid_request_error", "invalid_value"

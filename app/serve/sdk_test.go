@@ -26,6 +26,12 @@ import (
 // answers' quality, is under test.
 func tinyModel(t *testing.T) *engine.Model {
 	t.Helper()
+	return tinyModelWithContext(t, 2048)
+}
+
+// tinyModelWithContext is tinyModel with a context of maxContext tokens.
+func tinyModelWithContext(t *testing.T, maxContext int) *engine.Model {
+	t.Helper()
 	spec, err := synth.Preset("tiny")
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +42,7 @@ func tinyModel(t *testing.T) *engine.Model {
 		t.Fatal(err)
 	}
 	cfg := engine.DefaultConfig()
-	cfg.Backend, cfg.Threads, cfg.MaxContext = "cpu", 1, 2048
+	cfg.Backend, cfg.Threads, cfg.MaxContext = "cpu", 1, maxContext
 	m, err := engine.Open(context.Background(), path, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +86,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, key string) *fixture {
 	t.Helper()
-	b := &watched{Local: serve.NewLocal(tinyModel(t)), results: make(chan engine.Result, 16)}
+	b := &watched{Local: serve.NewLocal(tinyModel(t), engine.ContextStop), results: make(chan engine.Result, 16)}
 	api := serve.New(func() serve.Backend { return b }, serve.Options{APIKey: key, MaxBodyBytes: 64 << 10})
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
@@ -356,7 +362,7 @@ func TestIdle(t *testing.T) {
 // A request that waited while the app swapped its model is refused, not run on the old one.
 func TestModelSwappedWhileWaiting(t *testing.T) {
 	m := tinyModel(t)
-	first, second := serve.NewLocal(m), serve.NewLocal(m)
+	first, second := serve.NewLocal(m, engine.ContextStop), serve.NewLocal(m, engine.ContextStop)
 	var cur atomic.Pointer[serve.Local]
 	cur.Store(first)
 	asked := make(chan struct{}, 8)
