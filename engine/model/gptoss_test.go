@@ -1,12 +1,9 @@
 package model_test
 
 import (
-	"math"
 	"path/filepath"
-	"slices"
 	"testing"
 
-	"strata/engine/compute"
 	"strata/engine/fixtures"
 	"strata/engine/model/modeltest"
 	"strata/engine/sample"
@@ -32,74 +29,10 @@ func (r *hiddenRecorder) Hidden(stage int, x []float32) {
 }
 
 // TestGptOssFloatPathMatchesTransformers: every variant x prompt x position of gptoss-tiny on
-// the float path with a float32 cache within reference.json's float-path bounds (prompt and
-// every decode step, router weights, the hidden states where the reference has them), router
-// ids and the greedy continuation identical; with an f16 cache within the f16-cache bound and
-// the same continuation.
+// the float path, as for qwen3moe (floatPathMatches): logits, routes, hidden states and the
+// greedy continuation within reference.json's float-path bounds, and with an f16 cache.
 func TestGptOssFloatPathMatchesTransformers(t *testing.T) {
-	dir := fixtures.Path(t, "gptoss-tiny")
-	ref := loadReference(t, dir)
-	tol := ref.Tolerances
-	for name, v := range ref.Variants {
-		t.Run(name, func(t *testing.T) {
-			e := open(t, filepath.Join(dir, v.File), true)
-			for _, p := range v.Prompts {
-				rec := &hiddenRecorder{routeRecorder: routeRecorder{byLayer: map[int]compute.Routes{}}, stages: map[int][]float32{}}
-				pl, gl, gen := e.run(t, p.Tokens, len(p.Generated), "f32", rec)
-				if hf, ok := p.Files["hidden"]; ok {
-					want := modeltest.ReadF32(t, filepath.Join(dir, hf.File))
-					stages, per := hf.Shape[0], hf.Shape[1]*hf.Shape[2]
-					if len(rec.stages) != stages || len(want) != stages*per {
-						t.Fatalf("%s: %d hidden stages seen, reference %v", p.Name, len(rec.stages), hf.Shape)
-					}
-					var worst float64
-					for st := range stages {
-						worst = math.Max(worst, modeltest.MaxAbsDiff(rec.stages[st], want[st*per:(st+1)*per]))
-					}
-					t.Logf("%s: hidden states within %.2g", p.Name, worst)
-					if worst > tol.FloatPath.HiddenMaxAbs {
-						t.Errorf("%s: hidden states differ by %.3g (limit %g)", p.Name, worst, tol.FloatPath.HiddenMaxAbs)
-					}
-				}
-				dp := modeltest.MaxAbsDiff(pl, modeltest.ReadF32(t, filepath.Join(dir, p.Files["logits"].File)))
-				dg := modeltest.MaxAbsDiff(gl, modeltest.ReadF32(t, filepath.Join(dir, p.Files["gen_logits"].File)))
-				t.Logf("%s: max |Δlogit| prompt %.2g, decode %.2g", p.Name, dp, dg)
-				if lim := tol.FloatPath.MaxAbsLogit; dp > lim || dg > lim {
-					t.Errorf("%s: logits differ by %.3g (prompt) / %.3g (decode), limit %g", p.Name, dp, dg, lim)
-				}
-				if !slices.Equal(gen, p.Generated) {
-					t.Errorf("%s: greedy tokens %v, want %v", p.Name, gen, p.Generated)
-				}
-				idFile, wFile := p.Files["router_ids"], p.Files["router_weights"]
-				ids := modeltest.ReadI32(t, filepath.Join(dir, idFile.File))
-				ws := modeltest.ReadF32(t, filepath.Join(dir, wFile.File))
-				layers, n, k := idFile.Shape[0], idFile.Shape[1], idFile.Shape[2]
-				if layers != e.net.H.Layers || n != len(p.Tokens) || k != e.net.H.ExpertsUsed || len(ids) != layers*n*k {
-					t.Fatalf("%s: router_ids shape %v does not match the model (%d layers, %d tokens, top %d)", p.Name, idFile.Shape, e.net.H.Layers, len(p.Tokens), e.net.H.ExpertsUsed)
-				}
-				for l := range layers {
-					r := rec.byLayer[l]
-					for i := range n * k {
-						if r.IDs[i] != ids[l*n*k+i] {
-							t.Fatalf("%s: layer %d route %d: expert %d, want %d", p.Name, l, i, r.IDs[i], ids[l*n*k+i])
-						}
-						if d := math.Abs(float64(r.Weights[i] - ws[l*n*k+i])); d > tol.FloatPath.RouterWeightsMaxAbs {
-							t.Errorf("%s: layer %d route %d: weight off by %.3g", p.Name, l, i, d)
-						}
-					}
-				}
-				pl16, gl16, gen16 := e.run(t, p.Tokens, len(p.Generated), "f16", nil)
-				d16 := math.Max(modeltest.MaxAbsDiff(pl16, pl), modeltest.MaxAbsDiff(gl16, gl))
-				t.Logf("%s: f16 cache moves logits by %.2g", p.Name, d16)
-				if d16 > tol.F16KV.MaxAbsLogit {
-					t.Errorf("%s: f16 cache moves logits by %.3g (limit %g)", p.Name, d16, tol.F16KV.MaxAbsLogit)
-				}
-				if !slices.Equal(gen16, p.Generated) {
-					t.Errorf("%s: f16 cache greedy tokens %v, want %v", p.Name, gen16, p.Generated)
-				}
-			}
-		})
-	}
+	floatPathMatches(t, "gptoss-tiny")
 }
 
 // TestGptOss8BitActivations: the integer path with a float32 cache, fed the reference's own

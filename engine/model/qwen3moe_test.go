@@ -83,11 +83,14 @@ func floatPathMatches(t *testing.T, fixture string) {
 				if !slices.Equal(gen, p.Generated) {
 					t.Errorf("%s: greedy tokens %v, want %v", p.Name, gen, p.Generated)
 				}
-				ids := modeltest.ReadI32(t, filepath.Join(dir, p.Files["router_ids"].File))
+				idFile := p.Files["router_ids"]
+				ids := modeltest.ReadI32(t, filepath.Join(dir, idFile.File))
 				ws := modeltest.ReadF32(t, filepath.Join(dir, p.Files["router_weights"].File))
-				k := p.Files["router_ids"].Shape[2]
-				n := len(p.Tokens)
-				for l := range e.net.H.Layers {
+				layers, n, k := idFile.Shape[0], idFile.Shape[1], idFile.Shape[2]
+				if layers != e.net.H.Layers || n != len(p.Tokens) || k != e.net.H.ExpertsUsed || len(ids) != layers*n*k || len(ws) != len(ids) {
+					t.Fatalf("%s: router_ids shape %v does not match the model (%d layers, %d tokens, top %d)", p.Name, idFile.Shape, e.net.H.Layers, len(p.Tokens), e.net.H.ExpertsUsed)
+				}
+				for l := range layers {
 					r := rec.byLayer[l]
 					for i := range n * k {
 						if r.IDs[i] != ids[l*n*k+i] {
