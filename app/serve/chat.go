@@ -279,17 +279,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if req.MaxCompletionTokens != nil {
 		maxTokens = req.MaxCompletionTokens
 	}
-	sp, param, err := knobs{maxTokens, req.Temperature, req.TopP, req.TopK, req.MinP, req.RepeatPenalty, req.Seed, req.N}.sampling(s.opts.Now())
-	if err != nil {
-		badRequest(w, param, err.Error())
-		return
-	}
-	stops, err := stopList(req.Stop)
-	if err != nil {
-		badRequest(w, "stop", err.Error())
-		return
-	}
-	ctx, end, ok := s.begin(w, r, b)
+	sp, stops, ctx, end, ok := s.prepare(w, r, b, knobs{maxTokens, req.Temperature, req.TopP, req.TopK, req.MinP, req.RepeatPenalty, req.Seed, req.N}, req.Stop)
 	if !ok {
 		return
 	}
@@ -301,15 +291,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	if !req.Stream {
 		a, err := generate(ctx, stops, in.calls, b.Detokenize, nil, run)
-		if err != nil {
-			engineError(w, err)
-			return
-		}
-		if r.Context().Err() != nil {
-			return // the client left
-		}
-		if ctx.Err() != nil && !a.stopHit {
-			engineError(w, errInterrupted)
+		if ended(ctx, w, r, nil, a, err) {
 			return
 		}
 		msg := &outMessage{Role: "assistant", ReasoningContent: a.reasoning, ToolCalls: a.calls}
@@ -342,19 +324,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		ev.send(chunk(d, nil))
 	}
 	a, err := generate(ctx, stops, in.calls, b.Detokenize, emit, run)
-	if err != nil {
-		if !ev.started {
-			engineError(w, err)
-		} else {
-			ev.sendError(err)
-		}
-		return
-	}
-	if r.Context().Err() != nil {
-		return
-	}
-	if ctx.Err() != nil && !a.stopHit {
-		ev.sendError(errInterrupted)
+	if ended(ctx, w, r, ev, a, err) {
 		return
 	}
 	if first {
@@ -377,6 +347,51 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		ev.send(c)
 	}
 	ev.finish()
+}
+
+// prepare checks the sampling knobs and stop list that chat and completion requests share,
+// then waits for the engine's turn (see begin). When ok is false the client has been
+// answered (or has left); otherwise end gives the turn back.
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, b Backend, k knobs, stop json.RawMessage) (sp engine.Sampling, stops []string, ctx context.Context, end func(), ok bool) {
+	sp, param, err := k.sampling(s.opts.Now())
+	if err != nil {
+		badRequest(w, param, err.Error())
+		return sp, nil, nil, nil, false
+	}
+	stops, err = stopList(stop)
+	if err != nil {
+		badRequest(w, "stop", err.Error())
+		return sp, nil, nil, nil, false
+	}
+	ctx, end, ok = s.begin(w, r, b)
+	return sp, stops, ctx, end, ok
+}
+
+// ended tells whether a request is over once its generation returned, answering the
+// failure itself: an error becomes a JSON error while nothing was streamed and an error
+// event after; an interruption by the server (not by a stop string) is answered as one
+// too, as JSON when not streaming (ev nil) and as an event when streaming; a client that
+// left gets nothing.
+func ended(ctx context.Context, w http.ResponseWriter, r *http.Request, ev *events, a answer, err error) bool {
+	switch {
+	case err != nil:
+		if ev == nil || !ev.started {
+			engineError(w, err)
+		} else {
+			ev.sendError(err)
+		}
+	case r.Context().Err() != nil:
+		// the client left
+	case ctx.Err() != nil && !a.stopHit:
+		if ev == nil {
+			engineError(w, errInterrupted)
+		} else {
+			ev.sendError(errInterrupted)
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // engineError answers a generation that failed before it streamed anything.

@@ -60,17 +60,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		n := 16 // OpenAI's default for completions
 		maxTokens = &n
 	}
-	sp, param, err := knobs{maxTokens, req.Temperature, req.TopP, req.TopK, req.MinP, req.RepeatPenalty, req.Seed, req.N}.sampling(s.opts.Now())
-	if err != nil {
-		badRequest(w, param, err.Error())
-		return
-	}
-	stops, err := stopList(req.Stop)
-	if err != nil {
-		badRequest(w, "stop", err.Error())
-		return
-	}
-	ctx, end, ok := s.begin(w, r, b)
+	sp, stops, ctx, end, ok := s.prepare(w, r, b, knobs{maxTokens, req.Temperature, req.TopP, req.TopK, req.MinP, req.RepeatPenalty, req.Seed, req.N}, req.Stop)
 	if !ok {
 		return
 	}
@@ -82,15 +72,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	if !req.Stream {
 		a, err := generate(ctx, stops, callsNone, nil, nil, run)
-		if err != nil {
-			engineError(w, err)
-			return
-		}
-		if r.Context().Err() != nil {
-			return
-		}
-		if ctx.Err() != nil && !a.stopHit {
-			engineError(w, errInterrupted)
+		if ended(ctx, w, r, nil, a, err) {
 			return
 		}
 		fr := a.finishReason()
@@ -106,19 +88,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		ev.send(c)
 	}
 	a, err := generate(ctx, stops, callsNone, nil, emit, run)
-	if err != nil {
-		if !ev.started {
-			engineError(w, err)
-		} else {
-			ev.sendError(err)
-		}
-		return
-	}
-	if r.Context().Err() != nil {
-		return
-	}
-	if ctx.Err() != nil && !a.stopHit {
-		ev.sendError(errInterrupted)
+	if ended(ctx, w, r, ev, a, err) {
 		return
 	}
 	fr := a.finishReason()
