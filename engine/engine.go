@@ -42,10 +42,7 @@ type Model struct {
 // file is not mapped, and the file is mapped after it. onProgress (may be nil) is called from
 // the loading goroutine.
 func Open(ctx context.Context, path string, cfg Config, onProgress func(Progress)) (*Model, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if err := refuseUnbuilt(cfg); err != nil {
+	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
 	report := func(p Progress) {

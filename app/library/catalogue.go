@@ -140,10 +140,7 @@ func Judge(hw wizard.Hardware, e Entry) Verdict {
 func estimateTokensPerSec(hw wizard.Hardware, m wizard.Model, r wizard.Recommendation) float64 {
 	b := r.Budget
 	perToken := float64(m.ExpertBytes) * float64(m.ExpertsUsed) / float64(max(m.Experts, 1))
-	held := b.ExpertSlots
-	for _, s := range b.HelperSlots {
-		held += s
-	}
+	held := b.GPUHeld()
 	total := float64(max(b.TotalExperts, 1))
 	gpuShare := min(1, float64(held)/total)
 	rest := 1 - gpuShare

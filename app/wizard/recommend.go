@@ -59,11 +59,23 @@ type Budget struct {
 	TotalExperts    int   `json:"total_experts"`      // layers x experts
 	ExpertSlots     int   `json:"expert_slots"`       // experts the main GPU holds
 	HelperGPUs      []int `json:"helper_gpus"`        // NVML indices of the helper GPUs, in Config's device1, device2 order
-	HelperSlots     []int `json:"helper_slots"`       // experts each helper holds
+	HelperSlots     []int `json:"helper_slots"`       // experts each helper could hold; held only where engine.HelperGPUsOpen
 	ComplementBytes int64 `json:"complement_bytes"`   // experts no GPU holds
 	HostReserve     int64 `json:"host_reserve_bytes"` // RAM left for the rest of the PC
 	HostBudget      int64 `json:"host_budget_bytes"`  // RAM Strata may use for experts
 	PinnedTier      int64 `json:"pinned_tier_bytes"`  // tiered: the page-locked part of HostBudget
+}
+
+// GPUHeld is how many experts the GPUs hold under the recommended Config: the main GPU's
+// slots, and the helpers' only once the engine opens helper GPUs.
+func (b Budget) GPUHeld() int {
+	held := b.ExpertSlots
+	if engine.HelperGPUsOpen {
+		for _, s := range b.HelperSlots {
+			held += s
+		}
+	}
+	return held
 }
 
 // Recommendation is the decision: the mode, the engine configuration that carries it out, and
@@ -111,10 +123,7 @@ func Recommend(hw Hardware, m Model) Recommendation {
 		return r
 	}
 	placeHelpers(hw, b, main.Index)
-	held := b.ExpertSlots
-	for _, s := range b.HelperSlots {
-		held += s
-	}
+	held := b.GPUHeld()
 	if b.TotalExperts > 0 {
 		b.ComplementBytes = m.ExpertBytes * int64(b.TotalExperts-held) / int64(b.TotalExperts)
 	}
@@ -122,11 +131,13 @@ func Recommend(hw Hardware, m Model) Recommendation {
 	c := &r.Config
 	c.Backend = "cuda"
 	c.ExpertCache = b.ExpertSlots
-	if len(b.HelperSlots) > 0 {
-		c.ExpertCacheDevice1 = b.HelperSlots[0]
-	}
-	if len(b.HelperSlots) > 1 {
-		c.ExpertCacheDevice2 = b.HelperSlots[1]
+	if engine.HelperGPUsOpen { // else Open refuses the slots: the helpers are only described
+		if len(b.HelperSlots) > 0 {
+			c.ExpertCacheDevice1 = b.HelperSlots[0]
+		}
+		if len(b.HelperSlots) > 1 {
+			c.ExpertCacheDevice2 = b.HelperSlots[1]
+		}
 	}
 	c.VRAMReserveMiB = int(b.VRAMReserve / mib)
 	c.MaxContext = b.Context
@@ -449,6 +460,9 @@ func driveWords(hw Hardware) string {
 
 func describeGPUs(b *Budget, main *GPU) string {
 	s := "the " + main.Name
+	if !engine.HelperGPUsOpen {
+		return s
+	}
 	switch len(b.HelperGPUs) {
 	case 0:
 		return s
@@ -465,7 +479,11 @@ func vramWords(hw Hardware, b *Budget, main *GPU) string {
 	for i, idx := range b.HelperGPUs {
 		for _, g := range hw.GPUs {
 			if g.Index == idx {
-				s += fmt.Sprintf(" Helper %d, the %s (GPU %d), holds %d more.", i+1, g.Name, g.Index, b.HelperSlots[i])
+				if engine.HelperGPUsOpen {
+					s += fmt.Sprintf(" Helper %d, the %s (GPU %d), holds %d more.", i+1, g.Name, g.Index, b.HelperSlots[i])
+				} else {
+					s += fmt.Sprintf(" The %s (GPU %d) could hold %d more experts once Strata opens helper GPUs; it is not used yet.", g.Name, g.Index, b.HelperSlots[i])
+				}
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package wizard
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -179,11 +180,14 @@ func TestRecommend(t *testing.T) {
 		},
 		{
 			// The headless card 1 has the most room and becomes the main GPU; 2 (headless) and
-			// 0 (the display) help. Under WSL2 the resident arena is ordinary RAM, so it fits.
+			// 0 (the display) would help. The engine does not open helper GPUs yet, so the
+			// Config leaves them out and the rest do not fit in RAM: tiered, and the words say
+			// what the helpers could hold.
 			name: "WSL2 with three GPUs + 235B-A22B",
 			hw:   inWSL2(desktop(96, 90, rtx3090(0, true, 23.3), rtx3090(1, false, 23.6), rtx3090(2, false, 23.6))), model: qwen3_235b(),
-			want: want{mode: ModeResident, mainGPU: 1, slots: 1349, helpers: []int{2181, 2148}, hostReserve: 8, hostBudget: 82, cfgResident: 82,
-				vramReserve: 256, context: 8192, noWarnings: true, reasons: []string{"with 2 helper GPUs", "Running under WSL2", "Helper 1, the NVIDIA GeForce RTX 3090 (GPU 2), holds 2181"}},
+			want: want{mode: ModeTiered, mainGPU: 1, slots: 1349, helpers: []int{2181, 2148}, hostReserve: 8, hostBudget: 82, cfgHost: 0.7,
+				vramReserve: 256, context: 8192, warnings: []string{"Under WSL2 the pinned RAM tier is limited"},
+				reasons: []string{"Running under WSL2", "The NVIDIA GeForce RTX 3090 (GPU 2) could hold 2181 more experts once Strata opens helper GPUs"}},
 		},
 		{
 			name: "WSL2 tiered: the pinned tier shrinks to the driver's budget", hw: inWSL2(desktop(32, 28, rtx4080super())), model: qwen3next_80b(),
@@ -201,13 +205,14 @@ func TestRecommend(t *testing.T) {
 				reasons: []string{"too old for Strata's GPU code (compute capability 6.1; 7.5 or newer is needed)"}},
 		},
 		{
-			// The GTX 1070 is skipped; the RTX 2060 helps with (5.55 GiB - 512 MiB) / 12.8 MiB
-			// = 404 experts, which is what lets the rest fit in RAM (tiered without it).
+			// The GTX 1070 is skipped; the RTX 2060 could help with (5.55 GiB - 512 MiB) /
+			// 12.8 MiB = 404 experts, which would let the rest fit in RAM. The engine does not
+			// open helper GPUs yet, so the Config leaves it out: tiered.
 			name: "an old second card is not used as a helper",
 			hw: desktop(64, 56, rtx3060(), GPU{Index: 1, Name: "NVIDIA GeForce GTX 1070", VRAMTotal: gb(8), VRAMFree: gb(7.8), ComputeMajor: 6, ComputeMinor: 1},
 				GPU{Index: 2, Name: "NVIDIA GeForce RTX 2060", VRAMTotal: gb(6), VRAMFree: gb(5.8), ComputeMajor: 7, ComputeMinor: 5}), model: gptoss_120b(),
-			want: want{mode: ModeResident, mainGPU: 0, slots: 495, helpers: []int{404}, hostReserve: 8, hostBudget: 48, cfgResident: 48, vramReserve: 1024, context: 8192,
-				noWarnings: true, reasons: []string{"(GPU 2), holds 404"}},
+			want: want{mode: ModeTiered, mainGPU: 0, slots: 495, helpers: []int{404}, hostReserve: 8, hostBudget: 48, cfgHost: 48, vramReserve: 1024, context: 8192,
+				noWarnings: true, reasons: []string{"(GPU 2) could hold 404 more experts once Strata opens helper GPUs"}},
 		},
 		{
 			name: "WSL2 with the model on /mnt/c warns",
@@ -241,12 +246,15 @@ func TestRecommend(t *testing.T) {
 					check("helper slots", b.HelperSlots[i], w.helpers[i])
 				}
 			}
-			if len(w.helpers) > 0 {
-				check("device1", c.ExpertCacheDevice1, w.helpers[0])
+			// The Config takes the helpers' slots only where the engine opens helper GPUs.
+			wantDevice := func(i int) int {
+				if !engine.HelperGPUsOpen || i >= len(w.helpers) {
+					return 0
+				}
+				return w.helpers[i]
 			}
-			if len(w.helpers) > 1 {
-				check("device2", c.ExpertCacheDevice2, w.helpers[1])
-			}
+			check("device1", c.ExpertCacheDevice1, wantDevice(0))
+			check("device2", c.ExpertCacheDevice2, wantDevice(1))
 			check("host reserve", gibs(b.HostReserve), w.hostReserve)
 			check("config host reserve", c.HostReserveGiB, w.hostReserve)
 			check("host budget", gibs(b.HostBudget), w.hostBudget)
@@ -269,8 +277,8 @@ func TestRecommend(t *testing.T) {
 			} else {
 				check("pinned budget outside WSL2", c.PinnedBudgetMiB, 0)
 			}
-			if err := c.Validate(); err != nil {
-				t.Errorf("config does not validate: %v", err)
+			if err := c.Check(); err != nil {
+				t.Errorf("engine.Open would refuse the config: %v", err)
 			}
 
 			// Memory adds up: the main GPU's plan stays inside its budget, the RAM plan
@@ -404,8 +412,8 @@ func TestRecommendRandomMachines(t *testing.T) {
 		}
 		m := models[rng.IntN(len(models))]
 		r := Recommend(hw, m)
-		if err := r.Config.Validate(); err != nil {
-			t.Fatalf("case %d: %v\n%+v", i, err, hw)
+		if err := r.Config.Check(); err != nil {
+			t.Fatalf("case %d: engine.Open would refuse the config: %v\n%+v", i, err, hw)
 		}
 		b := r.Budget
 		if r.Mode != ModeCPUOnly {
@@ -449,5 +457,35 @@ func TestRecommendModelTheGPUCannotRun(t *testing.T) {
 	info.Architecture, info.RingLayers = "qwen3moe", 0
 	if m := ModelFromInfo(info); m.GPULacks != "" || Recommend(desktop(32, 27, rtx5090()), m).Mode == ModeCPUOnly {
 		t.Error("a qwen3moe model of the same size was kept off the GPU")
+	}
+}
+
+// TestRecommendHelpersPassOpen: on a machine with helper GPUs the wizard's Config is one
+// engine.Open takes (its own knob check), and the helpers' room is still planned and told.
+func TestRecommendHelpersPassOpen(t *testing.T) {
+	hw := desktop(64, 56, rtx3090(0, true, 23.3), rtx3090(1, false, 23.6))
+	r := Recommend(hw, qwen3_235b())
+	b := r.Budget
+	if len(b.HelperSlots) == 0 || b.HelperSlots[0] <= 0 {
+		t.Fatalf("no helper placed on a second RTX 3090: %+v", b)
+	}
+	if err := r.Config.Check(); err != nil {
+		t.Fatalf("engine.Open would refuse the wizard's config: %v", err)
+	}
+	all := strings.Join(r.Reasons, "\n")
+	if engine.HelperGPUsOpen {
+		if r.Config.ExpertCacheDevice1 != b.HelperSlots[0] {
+			t.Errorf("device1 = %d, want the helper's %d slots", r.Config.ExpertCacheDevice1, b.HelperSlots[0])
+		}
+		return
+	}
+	if r.Config.ExpertCacheDevice1 != 0 || r.Config.ExpertCacheDevice2 != 0 {
+		t.Errorf("device1/2 = %d/%d while the engine refuses them", r.Config.ExpertCacheDevice1, r.Config.ExpertCacheDevice2)
+	}
+	if b.GPUHeld() != b.ExpertSlots {
+		t.Errorf("GPUHeld = %d counts the unopened helper (main GPU holds %d)", b.GPUHeld(), b.ExpertSlots)
+	}
+	if want := fmt.Sprintf("could hold %d more experts once Strata opens helper GPUs", b.HelperSlots[0]); !strings.Contains(all, want) {
+		t.Errorf("no reason says %q:\n%s", want, all)
 	}
 }
