@@ -536,7 +536,7 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 		// host its misses.
 		c.sendToHelpers(L, helper, n, H)
 	}
-	c.runOn(c.dev, dst, x, L.vram, nil, vram, n)
+	c.runOn(c.dev, dst, x, L.vram, L.ffn.vram, vram, n)
 	c.runOn(c.dev, dst, x, L.pinDev, nil, pcie, n)
 	if len(streamed) > 0 {
 		c.stream(L, dst, x, streamed, n)
@@ -817,12 +817,18 @@ func (c *Cache) swap(l int, L *layerCache, in, victim int) error {
 			return fmt.Errorf("experts: swap %s in: %w", ID{l, in}, err)
 		}
 	}
+	if err := c.swapBias(L, L.ffn.vram, in, int(vslot), true); err != nil {
+		return err
+	}
 	if c.tier[ii] == TierPinned {
 		pslot := c.slot[ii]
 		for m := range 3 {
 			if err := c.writePinned(L, m, int(pslot), L.matrix(m, victim)); err != nil {
 				return fmt.Errorf("experts: swap %s out: %w", ID{l, victim}, err)
 			}
+		}
+		if err := c.swapBias(L, L.ffn.pinned, victim, int(pslot), false); err != nil {
+			return err
 		}
 		c.tier[vi], c.slot[vi] = TierPinned, pslot
 	} else {

@@ -23,6 +23,7 @@ type tierCase struct {
 	streamSlots int
 	unbuffered  bool // fill the RAM arena with unbuffered reads (else through the mapping)
 	coldDirect  bool // batches read their cold experts with unbuffered reads
+	hostPinned  bool // the device does not map the pinned experts (the CPU runs them all)
 }
 
 func tierCases() []tierCase {
@@ -199,7 +200,7 @@ func loadCached(t *testing.T, f *gguf.File, dev experts.Device, host *cpu.Backen
 	cc := experts.CacheConfig{
 		Shape: sh, Tier: tiers, Rank: rank,
 		PCIeFrac: tc.pcie, AdaptEvery: tc.adapt, StreamSlots: tc.streamSlots, StreamMinTokens: 2,
-		Pinned: arena, PinnedMapped: true,
+		Pinned: arena, PinnedMapped: !tc.hostPinned,
 	}
 	if helperOf != nil {
 		for range 2 {

@@ -2,37 +2,50 @@ package experts
 
 import (
 	"fmt"
+	"slices"
 
 	"strata/engine/compute"
+	"strata/engine/compute/cpu"
 	"strata/engine/model"
 )
 
 // layerFFN is one layer's ExpertFFN placed for each stack its experts run on: the file's
-// stacks are indexed by expert id, the pinned slot stack by slot, so each gets its biases in
-// its own order.
+// stacks are indexed by expert id, the pinned and VRAM slot stacks by slot, so each gets its
+// biases in its own order. bias keeps the file's bias stacks, whose rows a swap copies into
+// the slots.
 type layerFFN struct {
-	file, pinned *compute.ExpertFFN
+	file, pinned, vram *compute.ExpertFFN
+	bias               [3]compute.WeightSpec
 }
 
 // UseFFN gives layer l's experts biases and the clamped SwiGLU. The biases of the pinned
-// experts are copied into slot order (a few KB per expert); the VRAM cache, the PCIe reads
-// and the streaming ring do not carry them yet, so a layer with any of those refuses.
+// and VRAM experts are copied into slot order (a few KB per expert; the VRAM ones into
+// float32 stacks on the device, rewritten with the slot on a swap). The PCIe reads, the
+// helper GPUs and the streaming ring do not carry them yet, so a layer with any of those
+// refuses.
 func (c *Cache) UseFFN(l int, ffn model.ExpertFFN) error {
 	if l < 0 || l >= c.sh.Layers || c.lays[l] == nil {
 		return fmt.Errorf("experts: expert biases for layer %d, which is not placed", l)
 	}
 	L := c.lays[l]
-	if L.vram[0] != nil || L.pinDev[0] != nil || L.helper[0][0] != nil || L.helper[1][0] != nil || c.cfg.StreamSlots > 0 {
-		return fmt.Errorf("experts: layer %d: the GPU expert cache does not run expert biases (gpt-oss) yet; keep the experts on the CPU", l)
+	if L.pinDev[0] != nil || L.helper[0][0] != nil || L.helper[1][0] != nil || c.cfg.StreamSlots > 0 {
+		return fmt.Errorf("experts: layer %d: the GPU's PCIe reads of pinned experts, helper GPUs and streaming ring do not run expert biases (gpt-oss) yet; use the VRAM cache with CPU misses", l)
 	}
 	file := &compute.ExpertFFN{Limit: ffn.Limit, Alpha: ffn.Alpha}
 	pinned := &compute.ExpertFFN{Limit: ffn.Limit, Alpha: ffn.Alpha}
-	var slots []int // expert of each pinned slot
+	vram := &compute.ExpertFFN{Limit: ffn.Limit, Alpha: ffn.Alpha}
+	var slots []int  // expert of each pinned slot
+	var vslots []int // expert of each VRAM slot
 	for e := range c.sh.Experts {
-		if c.tier[c.sh.Index(ID{l, e})] == TierPinned {
+		switch i := c.sh.Index(ID{l, e}); c.tier[i] {
+		case TierPinned:
 			slots = append(slots, e)
+		case TierVRAM:
+			vslots = append(vslots, e)
 		}
 	}
+	slices.SortFunc(vslots, func(a, b int) int { return int(c.slot[c.sh.Index(ID{l, a})] - c.slot[c.sh.Index(ID{l, b})]) })
+	var bias [3]compute.WeightSpec
 	for m, s := range ffn.Bias {
 		if s.Data == nil {
 			continue
@@ -45,21 +58,60 @@ func (c *Cache) UseFFN(l int, ffn model.ExpertFFN) error {
 			return err
 		}
 		*biasOf(file, m) = w
-		if len(slots) == 0 {
+		bias[m] = s
+		if len(slots) > 0 {
+			if *biasOf(pinned, m), err = c.host.Place(rowsOf(s, slots, "pinned slots")); err != nil {
+				return err
+			}
+		}
+		if len(vslots) > 0 {
+			if *biasOf(vram, m), err = c.dev.Place(rowsOf(s, vslots, "VRAM slots")); err != nil {
+				return err
+			}
+		}
+	}
+	L.ffn = layerFFN{file: file, pinned: pinned, vram: vram, bias: bias}
+	return nil
+}
+
+// rowsOf is bias stack s with only the rows of experts es, in that order.
+func rowsOf(s compute.WeightSpec, es []int, what string) compute.WeightSpec {
+	per := len(s.Data) / s.Experts
+	rs := s
+	rs.Name, rs.Experts, rs.Data = s.Name+" ("+what+")", len(es), make([]byte, 0, len(es)*per)
+	for _, e := range es {
+		rs.Data = append(rs.Data, s.Data[e*per:(e+1)*per]...)
+	}
+	return rs
+}
+
+// swapBias copies expert e's bias rows into slot of the layer's slot bias stacks st (of the
+// VRAM slots on dev, or the pinned ones on the host); nothing without biases.
+func (c *Cache) swapBias(L *layerCache, st *compute.ExpertFFN, e, slot int, onDev bool) error {
+	if st == nil {
+		return nil
+	}
+	for m, s := range L.ffn.bias {
+		w := *biasOf(st, m)
+		if w == nil {
 			continue
 		}
 		per := len(s.Data) / s.Experts
-		ps := s
-		ps.Name, ps.Experts, ps.Data = s.Name+" (pinned slots)", len(slots), make([]byte, 0, len(slots)*per)
-		for _, e := range slots {
-			ps.Data = append(ps.Data, s.Data[e*per:(e+1)*per]...)
+		row := s.Data[e*per : (e+1)*per]
+		if onDev {
+			if err := c.dev.WriteSlots(w, []compute.SlotWrite{{Slot: slot, Data: row}}); err != nil {
+				return fmt.Errorf("experts: bias of %s: %w", ID{L.l, e}, err)
+			}
+			continue
 		}
-		if w, err = c.host.Place(ps); err != nil {
-			return err
+		cw, ok := w.(*cpu.Weight)
+		if !ok {
+			return fmt.Errorf("experts: bias %s: %T is not a host weight", s.Name, w)
 		}
-		*biasOf(pinned, m) = w
+		if err := cw.SetExpert(slot, row); err != nil {
+			return fmt.Errorf("experts: bias of %s: %w", ID{L.l, e}, err)
+		}
 	}
-	L.ffn = layerFFN{file: file, pinned: pinned}
 	return nil
 }
 

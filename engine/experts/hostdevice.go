@@ -33,7 +33,9 @@ func (d HostDevice) WriteSlots(w compute.Weight, writes []compute.SlotWrite) err
 		if s.Slot < 0 || s.Slot >= cw.Experts() || len(s.Data) != len(cw.ExpertBytes(0)) {
 			return fmt.Errorf("experts: %s: write of %d bytes to slot %d of %d", cw.Name(), len(s.Data), s.Slot, cw.Experts())
 		}
-		copy(cw.ExpertBytes(s.Slot), s.Data)
+		if err := cw.SetExpert(s.Slot, s.Data); err != nil {
+			return fmt.Errorf("experts: %w", err)
+		}
 	}
 	return nil
 }

@@ -138,6 +138,21 @@ func (w *Weight) Data() []byte { return w.data }
 // ExpertBytes is expert e's matrix of a stacked tensor.
 func (w *Weight) ExpertBytes(e int) []byte { return w.expert(e) }
 
+// SetExpert replaces expert e's matrix of a stacked tensor (an expert cache's slot), with
+// the decoded vector of a one-row stack (a bias) kept in step.
+func (w *Weight) SetExpert(e int, data []byte) error {
+	if e < 0 || e >= w.exps || len(data) != w.rows*w.rowBytes {
+		return fmt.Errorf("cpu: %s: write of %d bytes to expert %d of %d", w.name, len(data), e, w.exps)
+	}
+	copy(w.expert(e), data)
+	if w.vec != nil {
+		if err := quant.Dequantize(w.typ, w.expert(e), w.vec[e*w.cols:(e+1)*w.cols]); err != nil {
+			return fmt.Errorf("cpu: %s: %w", w.name, err)
+		}
+	}
+	return nil
+}
+
 // NewWeight wraps bytes of the model file as a weight, checking the size.
 func NewWeight(spec compute.WeightSpec) (*Weight, error) {
 	exps := max(spec.Experts, 1)
