@@ -43,7 +43,10 @@ screenshots: build
 	fi
 	sh app/screenshots.sh ./bin/strata docs
 
+# vet also fails on a file gofmt would change (it lists them).
 vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "not gofmt-ed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(WIN_ENV) $(GO) vet ./...
 
