@@ -41,9 +41,12 @@ type ModelInfo struct {
 	Experts         int
 	ExpertsUsed     int
 	ContextLength   int // the model's trained context
-	Vocab           int
-	ExpertBytes     int64 // all routed-expert weights
-	NonExpertBytes  int64 // everything else
+	// ContextLimit is the most context the model takes (--max-context above it is refused):
+	// ContextLength, or with YaRN configured in the file its factor x original context.
+	ContextLimit   int
+	Vocab          int
+	ExpertBytes    int64 // all routed-expert weights
+	NonExpertBytes int64 // everything else
 	// DecodeBytesPerToken is the weight bytes one decoded token reads: every non-expert
 	// matrix, one embedding row and the routed experts' share.
 	DecodeBytesPerToken int64

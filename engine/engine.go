@@ -69,6 +69,9 @@ func open(ctx context.Context, f *gguf.File, cfg Config, report func(Progress)) 
 	if err != nil {
 		return nil, err
 	}
+	if err := checkContextLimit(cfg, info); err != nil {
+		return nil, err
+	}
 	pl, err := place(ctx, f, cfg, info, report)
 	if err != nil {
 		return nil, err
@@ -99,14 +102,18 @@ func openPlaced(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, p
 		}
 	}
 	if cfg.MaxContext == 0 {
-		// Sliding-window layers cost their ring whatever the context; the rest grow with it.
-		ring := kvBytes(info, info.RingKeep, kvType(cfg))
+		// Sliding-window layers cost their ring whatever the context, a recurrent layer its
+		// state; the rest grow with it.
+		fixed := kvBytes(info, info.RingKeep, kvType(cfg)) + info.RecurrentBytes
 		full := net.H.Layers - info.RingLayers - info.RecurrentLayers
-		cfg.MaxContext, err = kv.ContextFor(0, net.H.Context, max(full, 1), net.H.KVHeads, net.H.HeadDim, kvType(cfg), max(kvBudget(ctx, b, cfg)-ring, 1))
+		cfg.MaxContext, err = kv.ContextFor(0, max(info.ContextLimit, 1), max(full, 1), net.H.KVHeads, net.H.HeadDim, kvType(cfg), max(kvBudget(ctx, b, cfg)-fixed, 1))
 		if err != nil {
 			pl.close()
 			return nil, err
 		}
+	} else if err := checkContextFits(cfg, info, explicitKVBudget(ctx, b, cfg)); err != nil {
+		pl.close()
+		return nil, err
 	}
 	slog.Info("engine: model open", "path", f.Path, "arch", info.Architecture, "backend", b.Name(), "context", cfg.MaxContext)
 	return &Model{info: info, cfg: cfg, file: f, place: pl, backend: b, net: net, text: text, stats: newRouteStats(net.H.Layers, net.H.Experts)}, nil
@@ -147,6 +154,19 @@ func kvBudget(ctx context.Context, b compute.Backend, cfg Config) int64 {
 		return avail / 4
 	}
 	return 4 << 30
+}
+
+// explicitKVBudget is what a context the user asked for (--max-context) may take: on a GPU
+// the same as kvBudget, on the CPU the available RAM less room for activations (a quarter
+// of it is only the default's share).
+func explicitKVBudget(ctx context.Context, b compute.Backend, cfg Config) int64 {
+	if _, ok := b.(*gpu.Backend); ok {
+		return kvBudget(ctx, b, cfg)
+	}
+	if avail := platform.ProbeMemory(ctx).AvailableBytes; avail > 0 {
+		return max(avail-activationBytes, 1)
+	}
+	return 0 // not known: not checked
 }
 
 // Close releases the model's memory and files.
@@ -231,6 +251,9 @@ func (s *Session) Eval(ctx context.Context, tokens []int, fn func(pos int, logit
 	if err := s.acquireState(); err != nil {
 		return err
 	}
+	if err := checkPromptFits(len(tokens), s.state.Capacity(), false); err != nil {
+		return err
+	}
 	s.state.Rewind(0)
 	s.tokens = s.tokens[:0]
 	V := s.m.net.H.Vocab
@@ -270,8 +293,8 @@ func (s *Session) generate(ctx context.Context, prompt []int, sp Sampling, onTok
 		return Result{}, err
 	}
 	capacity := s.state.Capacity()
-	if len(prompt) >= capacity {
-		return Result{}, fmt.Errorf("engine: the prompt is %d tokens but the context holds %d; shorten it or raise --max-context", len(prompt), capacity)
+	if err := checkPromptFits(len(prompt), capacity, true); err != nil {
+		return Result{}, err
 	}
 	// Reuse the cached prefix; always recompute at least the last prompt token for its logits.
 	// A recurrent state goes back only to a checkpoint, and a sliding-window ring only as far

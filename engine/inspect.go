@@ -29,6 +29,7 @@ func describe(f *gguf.File) (ModelInfo, error) {
 		Path: f.Path, Architecture: h.Arch, Layers: h.Layers, Experts: h.Experts,
 		Heads: h.Heads, KVHeads: h.KVHeads, HeadDim: h.HeadDim,
 		ExpertsUsed: h.ExpertsUsed, ContextLength: h.Context, Vocab: h.Vocab,
+		ContextLimit: h.ContextLimit(),
 	}
 	info.RingLayers, info.RingKeep = h.RingLayers()
 	info.RecurrentLayers, info.RecurrentBytes = h.RecurrentState()

@@ -56,6 +56,9 @@ func PlanForMachine(ctx context.Context, path string, cfg Config, mc Machine) (e
 	if err != nil {
 		return experts.Plan{}, ModelInfo{}, err
 	}
+	if err := checkContextLimit(cfg, info); err != nil {
+		return experts.Plan{}, info, err
+	}
 	s, err := expertShape(f, info)
 	if err != nil {
 		return experts.Plan{}, info, err
@@ -97,7 +100,7 @@ func streamRingSlots(s experts.Shape) int { return min(s.Experts, 128) }
 // planner's input. gpuFree 0 means no usable GPU. Open calls it with the real backend's free
 // VRAM.
 func planInput(info ModelInfo, s experts.Shape, gpuFree, hostAvail int64, cfg Config, rank []experts.ID) experts.PlanInput {
-	modelCtx := info.ContextLength
+	modelCtx := max(info.ContextLimit, info.ContextLength) // a hand-made ModelInfo may give only the trained length
 	if modelCtx <= 0 {
 		modelCtx = 4096 // what kv.ContextFor assumes for a model that does not say
 	}
@@ -106,15 +109,20 @@ func planInput(info ModelInfo, s experts.Shape, gpuFree, hostAvail int64, cfg Co
 		modelCtx, minCtx = cfg.MaxContext, cfg.MaxContext
 	}
 	gib := func(g float64) int64 { return int64(g * (1 << 30)) }
+	var int8PerToken int64
+	if kvType(cfg) != kv.Int8 && (gpuFree <= 0 || GPUInt8KV) {
+		int8PerToken = kv.Bytes(info.Layers-info.RingLayers-info.RecurrentLayers, info.KVHeads, info.HeadDim, 1, kv.Int8)
+	}
 	return experts.PlanInput{
 		Shape: s,
 		// Sliding-window layers' KV rings and recurrent layers' states are fixed costs beside
 		// the weights.
-		NonExpertBytes:  info.NonExpertBytes + kv.Bytes(info.RingLayers, info.KVHeads, info.HeadDim, info.RingKeep, kvType(cfg)) + info.RecurrentBytes,
-		KVBytesPerToken: kv.Bytes(info.Layers-info.RingLayers-info.RecurrentLayers, info.KVHeads, info.HeadDim, 1, kvType(cfg)),
-		MinContext:      minCtx,
-		ModelContext:    modelCtx,
-		ActivationBytes: activationBytes,
+		NonExpertBytes:      info.NonExpertBytes + kv.Bytes(info.RingLayers, info.KVHeads, info.HeadDim, info.RingKeep, kvType(cfg)) + info.RecurrentBytes,
+		KVBytesPerToken:     kv.Bytes(info.Layers-info.RingLayers-info.RecurrentLayers, info.KVHeads, info.HeadDim, 1, kvType(cfg)),
+		Int8KVBytesPerToken: int8PerToken,
+		MinContext:          minCtx,
+		ModelContext:        modelCtx,
+		ActivationBytes:     activationBytes,
 
 		GPUFreeBytes:     max(gpuFree, 0),
 		VRAMReserveBytes: int64(cfg.VRAMReserveMiB) << 20,

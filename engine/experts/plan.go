@@ -12,9 +12,12 @@ type PlanInput struct {
 	Shape           Shape
 	NonExpertBytes  int64 // attention, norms, router, embeddings, output: on the GPU when there is one
 	KVBytesPerToken int64 // all layers, K and V
-	MinContext      int   // the smallest KV cache worth running (tokens); it must fit
-	ModelContext    int   // the most context worth planning for (the model's, or --max-context); 0 = MinContext
-	ActivationBytes int64 // scratch for activations
+	// Int8KVBytesPerToken is what a token would take with --kv int8, for the choices a plan
+	// offers when the cache does not fit; 0 when the cache is int8 already.
+	Int8KVBytesPerToken int64
+	MinContext          int   // the smallest KV cache worth running (tokens); it must fit
+	ModelContext        int   // the most context worth planning for (the model's, or --max-context); 0 = MinContext
+	ActivationBytes     int64 // scratch for activations
 
 	GPUFreeBytes     int64 // 0 = no usable GPU
 	VRAMReserveBytes int64 // left free for other apps
@@ -165,7 +168,13 @@ func MakePlan(in PlanInput) (Plan, error) {
 		}
 		p.KVBytes = int64(p.Context) * in.KVBytesPerToken
 		if p.Context < minCtx {
-			note("a KV cache of %d tokens needs %s; a quarter of the available RAM (%s) holds %d", minCtx, humanBytes(int64(minCtx)*in.KVBytesPerToken), humanBytes(in.HostAvailBytes/4), p.Context)
+			note("a KV cache of %d tokens needs %s; a quarter of the available RAM (%s) holds %d%s", minCtx, humanBytes(int64(minCtx)*in.KVBytesPerToken), humanBytes(in.HostAvailBytes/4), p.Context,
+				kvChoices(in, minCtx, in.HostAvailBytes/4, 0))
+		}
+		if in.HostAvailBytes > 0 && in.NonExpertBytes+int64(minCtx)*in.KVBytesPerToken+in.ActivationBytes > in.HostAvailBytes {
+			note("the RAM available (%s) cannot hold the KV cache of %d tokens (%s) beside the %s of non-expert weights and %s of activations%s",
+				humanBytes(in.HostAvailBytes), minCtx, humanBytes(int64(minCtx)*in.KVBytesPerToken), humanBytes(in.NonExpertBytes), humanBytes(in.ActivationBytes),
+				kvChoices(in, minCtx, in.HostAvailBytes-in.NonExpertBytes-in.ActivationBytes, 0))
 		}
 		if !in.Resident {
 			note("no usable GPU: every expert is computed on the CPU from the mapped model file")
@@ -185,7 +194,7 @@ func MakePlan(in PlanInput) (Plan, error) {
 	minKV := int64(minCtx) * in.KVBytesPerToken
 	need := in.NonExpertBytes + minKV + in.ActivationBytes
 	if limit < need {
-		return Plan{}, vramError(in, limit, need, minCtx, minKV)
+		return Plan{}, fmt.Errorf("%w%s", vramError(in, limit, need, minCtx, minKV), kvChoices(in, minCtx, limit-in.NonExpertBytes-in.ActivationBytes, 0))
 	}
 	p.VRAMLimit = limit
 	left := limit - need
@@ -204,8 +213,9 @@ func MakePlan(in PlanInput) (Plan, error) {
 		p.Slots = s.Count()
 		note("--expert-cache %d is more than the model's %d experts; the cache holds all of them", in.ExpertCache, s.Count())
 	case in.ExpertCache > fit:
-		return Plan{}, fmt.Errorf("plan: %w: --expert-cache %d: at most %d slots fit (%s left after %s of weights, %s of KV cache for %d tokens and %s of activations; one expert is %s); lower --expert-cache or use auto, or raise --vram-budget-mib / lower --vram-reserve-mib",
-			ErrBudgetTooSmall, in.ExpertCache, fit, mibs(left), mibs(in.NonExpertBytes), mibs(minKV), minCtx, mibs(in.ActivationBytes), fmt.Sprintf("%.1f MiB", float64(blob)/mib))
+		return Plan{}, fmt.Errorf("plan: %w: --expert-cache %d: at most %d slots fit (%s left after %s of weights, %s of KV cache for %d tokens and %s of activations; one expert is %s); lower --expert-cache or use auto, or raise --vram-budget-mib / lower --vram-reserve-mib%s",
+			ErrBudgetTooSmall, in.ExpertCache, fit, mibs(left), mibs(in.NonExpertBytes), mibs(minKV), minCtx, mibs(in.ActivationBytes), fmt.Sprintf("%.1f MiB", float64(blob)/mib),
+			kvChoices(in, minCtx, limit-in.NonExpertBytes-in.ActivationBytes-int64(in.ExpertCache)*blob, blob))
 	default:
 		p.Slots = in.ExpertCache
 	}
@@ -217,6 +227,13 @@ func MakePlan(in PlanInput) (Plan, error) {
 		p.Context = int(min(int64(modelCtx), kvRoom/in.KVBytesPerToken))
 	}
 	p.KVBytes = int64(p.Context) * in.KVBytesPerToken
+	if in.ExpertCache == AutoSlots && p.Slots < s.Count() && in.Int8KVBytesPerToken > 0 && minKV >= blob {
+		// The cache the context needs costs expert slots: say how many, and what int8 gives back.
+		kv8 := int64(minCtx) * in.Int8KVBytesPerToken
+		more := min(int((left+minKV-kv8)/blob), s.Count()) - p.Slots
+		note("the KV cache of %d tokens (%s) takes the room of %d expert slots; with --kv int8 it takes %s and %d more slots fit, or a shorter --max-context frees %s a token",
+			minCtx, humanBytes(minKV), minKV/blob, humanBytes(kv8), more, humanBytes(in.KVBytesPerToken))
+	}
 
 	for i := range p.Tier {
 		p.Tier[i] = TierCold
@@ -324,6 +341,35 @@ func pinFirst(p *Plan, ids []ID, budget, blob int64) int {
 		p.Tier[p.Shape.Index(id)] = TierPinned
 	}
 	return n
+}
+
+// kvChoices are the ways to make a KV cache of ctx tokens fit in room bytes, in words with
+// numbers, as "; " and a sentence (empty when it fits): the int8 cache, the longest context
+// that fits, and with blob > 0 (slots were asked for) the slots one cache's worth frees.
+func kvChoices(in PlanInput, ctx int, room, blob int64) string {
+	need := int64(ctx) * in.KVBytesPerToken
+	if need <= room || in.KVBytesPerToken <= 0 {
+		return ""
+	}
+	var c []string
+	if in.Int8KVBytesPerToken > 0 {
+		n8 := int64(ctx) * in.Int8KVBytesPerToken
+		verdict := "fits"
+		if n8 > room {
+			verdict = "does not fit either"
+		}
+		c = append(c, fmt.Sprintf("--kv int8 (%s for %d tokens: %s)", humanBytes(n8), ctx, verdict))
+	}
+	if fit := max(room, 0) / in.KVBytesPerToken; fit >= 256 {
+		c = append(c, fmt.Sprintf("--max-context %d (the longest that fits)", fit-fit%256))
+	}
+	if blob > 0 {
+		c = append(c, fmt.Sprintf("%d fewer --expert-cache slots", (need-max(room, 0)+blob-1)/blob))
+	}
+	if len(c) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; the KV cache needs %s for %d tokens but %s is left for it: choose %s", humanBytes(need), ctx, humanBytes(max(room, 0)), strings.Join(c, ", or "))
 }
 
 // ErrBudgetTooSmall is wrapped by the error for a memory budget that cannot hold what the

@@ -26,44 +26,8 @@ const (
 // readGptOssHparams reads what gpt-oss adds to the shared keys: YaRN and the sliding window.
 func readGptOssHparams(f *gguf.File, h *Hparams) error {
 	key := func(suffix string) string { return h.Arch + "." + suffix }
-	typ := "none"
-	if v, ok := f.Lookup(key("rope.scaling.type")); ok {
-		s, ok := v.Str()
-		if !ok {
-			return fmt.Errorf("model: %s: metadata key %q is not a string", f.Path, key("rope.scaling.type"))
-		}
-		typ = s
-	}
-	switch typ {
-	case "none":
-	case "yarn":
-		y := &Yarn{}
-		factor, err := f.ArchFloat("rope.scaling.factor")
-		if err != nil {
-			return fmt.Errorf("model: %w", err)
-		}
-		orig, err := f.ArchUint("rope.scaling.original_context_length")
-		if err != nil {
-			return fmt.Errorf("model: %w", err)
-		}
-		y.Factor, y.OrigContext = factor, int(orig)
-		if y.BetaFast, err = f.ArchFloatOr("rope.scaling.yarn_beta_fast", 32); err != nil {
-			return fmt.Errorf("model: %w", err)
-		}
-		if y.BetaSlow, err = f.ArchFloatOr("rope.scaling.yarn_beta_slow", 1); err != nil {
-			return fmt.Errorf("model: %w", err)
-		}
-		switch {
-		case !(y.Factor >= 1) || math.IsInf(y.Factor, 0):
-			return fmt.Errorf("model: %s: %s = %v, want a factor of at least 1", f.Path, key("rope.scaling.factor"), y.Factor)
-		case y.OrigContext <= 0 || y.OrigContext > 1<<24:
-			return fmt.Errorf("model: %s: %s = %d is out of range", f.Path, key("rope.scaling.original_context_length"), y.OrigContext)
-		case !(y.BetaFast > 0) || !(y.BetaSlow > 0) || math.IsInf(y.BetaFast, 0) || math.IsInf(y.BetaSlow, 0):
-			return fmt.Errorf("model: %s: %s/%s = %v/%v, want positive", f.Path, key("rope.scaling.yarn_beta_fast"), key("rope.scaling.yarn_beta_slow"), y.BetaFast, y.BetaSlow)
-		}
-		h.Yarn = y
-	default:
-		return fmt.Errorf("model: %s: %s = %q: Strata runs gpt-oss with \"yarn\" or \"none\"", f.Path, key("rope.scaling.type"), typ)
+	if err := readYarn(f, h); err != nil {
+		return err
 	}
 	if !(h.RopeBase > 1) || math.IsInf(float64(h.RopeBase), 0) {
 		return fmt.Errorf("model: %s: %s = %v, want more than 1", f.Path, key("rope.freq_base"), h.RopeBase)
@@ -81,8 +45,9 @@ func readGptOssHparams(f *gguf.File, h *Hparams) error {
 	return nil
 }
 
-// gptOssRope is the model's rotation: YaRN's, or plain NeoX frequencies without scaling.
-func gptOssRope(h Hparams) *compute.Rope {
+// tableRope is the rotation of a model that needs a frequency table: YaRN's, or (gpt-oss
+// without scaling) plain NeoX frequencies.
+func tableRope(h Hparams) *compute.Rope {
 	if h.Yarn != nil {
 		return yarnRope(float64(h.RopeBase), h.HeadDim, *h.Yarn)
 	}
@@ -93,16 +58,20 @@ func gptOssRope(h Hparams) *compute.Rope {
 	return r
 }
 
-// yarnRope is gpt-oss's rotation: NeoX pairs over the whole head with the YaRN frequencies
+// yarnRope is YaRN's rotation: NeoX pairs over the whole head with the YaRN frequencies
 // for pair i < d/2 of f_i = base^(-2i/d): f_i/factor·r_i + f_i·(1 - r_i), with the ramp r_i
 // = clamp((i - low)/(high - low), 0, 1) between the correction dimensions of beta_fast and
-// beta_slow, not rounded (gpt-oss's truncate=false; llama.cpp rounds them); cos and sin
-// scaled by 0.1·ln(factor) + 1.
+// beta_slow, rounded outwards when y.Truncate (transformers' default, Qwen3's) and not for
+// gpt-oss (its truncate=false); cos and sin scaled by 0.1·ln(factor) + 1.
 func yarnRope(base float64, d int, y Yarn) *compute.Rope {
 	corr := func(beta float64) float64 {
 		return float64(d) * math.Log(float64(y.OrigContext)/(beta*2*math.Pi)) / (2 * math.Log(base))
 	}
-	low, high := max(corr(y.BetaFast), 0), min(corr(y.BetaSlow), float64(d-1))
+	lo, hi := corr(y.BetaFast), corr(y.BetaSlow)
+	if y.Truncate {
+		lo, hi = math.Floor(lo), math.Ceil(hi)
+	}
+	low, high := max(lo, 0), min(hi, float64(d-1))
 	if low == high {
 		high += 0.001 // as transformers does, so the ramp is defined
 	}

@@ -5,6 +5,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"strata/engine/gguf"
 )
@@ -51,6 +52,67 @@ type Yarn struct {
 	Factor             float64
 	OrigContext        int
 	BetaFast, BetaSlow float64
+	Truncate           bool // round the ramp's ends outwards (transformers' default; not gpt-oss)
+}
+
+// ContextLimit is the most context the model takes: its trained context_length, or with
+// YaRN configured in the file the factor times the original context when that is more
+// (Qwen3-30B-A3B: 40,960 trained, 4 x 32,768 = 131,072 with YaRN).
+func (h Hparams) ContextLimit() int {
+	if h.Yarn != nil {
+		return max(h.Context, int(h.Yarn.Factor*float64(h.Yarn.OrigContext)))
+	}
+	return h.Context
+}
+
+// readYarn reads the rope.scaling keys: YaRN's factor, original context and betas. gpt-oss
+// runs with "yarn" or "none"; qwen3moe reads "yarn" and ignores what it does not apply.
+func readYarn(f *gguf.File, h *Hparams) error {
+	key := func(suffix string) string { return h.Arch + "." + suffix }
+	typ := "none"
+	if v, ok := f.Lookup(key("rope.scaling.type")); ok {
+		s, ok := v.Str()
+		if !ok {
+			return fmt.Errorf("model: %s: metadata key %q is not a string", f.Path, key("rope.scaling.type"))
+		}
+		typ = s
+	}
+	switch {
+	case typ == "yarn":
+	case h.Arch != "gpt-oss" || typ == "none":
+		return nil
+	default:
+		return fmt.Errorf("model: %s: %s = %q: Strata runs gpt-oss with \"yarn\" or \"none\"", f.Path, key("rope.scaling.type"), typ)
+	}
+	y := &Yarn{Truncate: h.Arch != "gpt-oss"}
+	factor, err := f.ArchFloat("rope.scaling.factor")
+	if err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	orig, err := f.ArchUint("rope.scaling.original_context_length")
+	if err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	y.Factor, y.OrigContext = factor, int(orig)
+	if y.BetaFast, err = f.ArchFloatOr("rope.scaling.yarn_beta_fast", 32); err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	if y.BetaSlow, err = f.ArchFloatOr("rope.scaling.yarn_beta_slow", 1); err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	switch {
+	case !(y.Factor >= 1) || math.IsInf(y.Factor, 0) || y.Factor > 1024:
+		return fmt.Errorf("model: %s: %s = %v, want a factor of at least 1", f.Path, key("rope.scaling.factor"), y.Factor)
+	case y.OrigContext <= 0 || y.OrigContext > 1<<24:
+		return fmt.Errorf("model: %s: %s = %d is out of range", f.Path, key("rope.scaling.original_context_length"), y.OrigContext)
+	case !(y.BetaFast > 0) || !(y.BetaSlow > 0) || math.IsInf(y.BetaFast, 0) || math.IsInf(y.BetaSlow, 0):
+		return fmt.Errorf("model: %s: %s/%s = %v/%v, want positive", f.Path, key("rope.scaling.yarn_beta_fast"), key("rope.scaling.yarn_beta_slow"), y.BetaFast, y.BetaSlow)
+	}
+	if !(h.RopeBase > 1) || math.IsInf(float64(h.RopeBase), 0) {
+		return fmt.Errorf("model: %s: %s = %v, want more than 1", f.Path, key("rope.freq_base"), h.RopeBase)
+	}
+	h.Yarn = y
+	return nil
 }
 
 // Window is the sliding window of layer l, 0 for a full-attention layer.
@@ -164,8 +226,13 @@ func ReadHparams(f *gguf.File) (Hparams, error) {
 			return Hparams{}, err
 		}
 	}
-	if arch == "gpt-oss" {
+	switch arch {
+	case "gpt-oss":
 		if err := readGptOssHparams(f, &h); err != nil {
+			return Hparams{}, err
+		}
+	case "qwen3moe":
+		if err := readYarn(f, &h); err != nil {
 			return Hparams{}, err
 		}
 	}

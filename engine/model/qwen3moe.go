@@ -151,8 +151,11 @@ func LoadWith(f *gguf.File, b compute.Backend, progress func(done, total int64),
 	for _, t := range f.Tensors {
 		ld.total += t.Size
 	}
+	if h.Yarn != nil { // qwen3moe files may configure YaRN to go past their trained context
+		m.rope = tableRope(h)
+	}
 	if h.Arch == "gpt-oss" {
-		m.rope = gptOssRope(h)
+		m.rope = tableRope(h)
 		tiers := placeExperts
 		placeExperts = func(l int, g, u, d compute.WeightSpec) (compute.Experts, error) {
 			return placeGptOssExperts(ld, h, l, g, u, d, tiers)
@@ -395,6 +398,10 @@ func (m *Model) newState(ctx int, kvType string, rings bool) (*State, error) {
 
 // Pos is the number of tokens in the cache.
 func (s *State) Pos() int { return s.pos }
+
+// ScratchTokens is the most tokens one pass has sized the scratch for: the longest chunk a
+// caller passed, not the prompt (the activations stay bounded however long it is).
+func (s *State) ScratchTokens() int { return s.n }
 
 // Capacity is the cache size in tokens.
 func (s *State) Capacity() int { return s.capacity }

@@ -39,7 +39,8 @@ type Spec struct {
 	// gpt-oss files keep them Q8_0 beside MXFP4 experts.
 	DenseQuant quant.Type
 
-	// gpt-oss: YaRN (factor, original context) and the sliding window of its even layers.
+	// YaRN (factor, original context; gpt-oss always, qwen3moe when YarnFactor > 0) and
+	// gpt-oss's sliding window of its even layers.
 	YarnFactor      float64
 	YarnOrigContext int
 	SlidingWindow   int

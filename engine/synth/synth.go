@@ -329,7 +329,7 @@ func addAttentionMetadata(w *gguf.Writer, s Spec) {
 	a := s.Arch + "."
 	w.AddUint32(a+"attention.head_count", uint32(s.Heads))
 	w.AddUint32(a+"attention.head_count_kv", uint32(s.KVHeads))
-	if s.Arch == "gpt-oss" {
+	if s.Arch == "gpt-oss" || s.YarnFactor > 0 { // a qwen3moe file may configure YaRN too
 		w.AddString(a+"rope.scaling.type", "yarn")
 		w.AddFloat32(a+"rope.scaling.factor", float32(s.YarnFactor))
 		w.AddUint32(a+"rope.scaling.original_context_length", uint32(s.YarnOrigContext))
