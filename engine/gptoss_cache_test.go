@@ -4,17 +4,19 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"strata/engine/synth"
 )
 
-// TestGptOssCacheOnAStandIn: placed as on a GPU (the CPU standing in for it), a gpt-oss
-// model with an expert cache of a few slots, the misses on the CPU, gives the greedy tokens
-// of the whole model on the CPU backend, with neither a streaming ring nor PCIe reads (they
-// do not carry the expert biases); the knobs that ask for them are refused by name.
-func TestGptOssCacheOnAStandIn(t *testing.T) {
+// TestGptOssTiersOnAStandIn: placed as on a GPU (the CPU standing in for it), a gpt-oss
+// model gives the greedy tokens of the whole model on the CPU backend in every tier mode
+// Open builds for it: the expert cache with the misses on the CPU, the tiered mode (pinned
+// and cold experts, the prompt streamed through the ring), the tiered mode with half the
+// pinned misses read over PCIe, and the resident mode; each expert's biases travel with it.
+// The prompt is long enough to stream (streamMinTokens). GPULacks no longer sends gpt-oss to
+// the CPU.
+func TestGptOssTiersOnAStandIn(t *testing.T) {
 	spec, err := synth.PresetFor("gpt-oss", "gptoss-small")
 	if err != nil {
 		t.Fatal(err)
@@ -24,46 +26,69 @@ func TestGptOssCacheOnAStandIn(t *testing.T) {
 	if err := synth.Write(context.Background(), path, spec, nil); err != nil {
 		t.Fatal(err)
 	}
+	prompt := make([]int, streamMinTokens+8)
+	for i := range prompt {
+		prompt[i] = (i*37 + 11) % 500
+	}
+	run := func(m *Model) []int {
+		t.Helper()
+		res, err := m.NewSession(SessionOptions{}).Generate(context.Background(), prompt, Sampling{MaxTokens: 8, IgnoreEOS: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Tokens
+	}
 	cfg := DefaultConfig()
 	cfg.Backend, cfg.Threads, cfg.MaxContext, cfg.LearnProfile = "cpu", 2, 64, false
 	whole, err := Open(context.Background(), path, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := greedy(t, whole)
+	want := run(whole)
 	whole.Close()
 
-	m, err := placeOnStandIns(t, path, func(c *Config) { c.TieredExperts, c.ExpertCache = false, 6 }, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	if got := greedy(t, m); !slices.Equal(got, want) {
-		t.Errorf("expert cache + CPU misses: tokens %v, all on the backend %v", got, want)
-	}
-	snap := m.Tiers()
-	if c := snap.Cache; c == nil || c.VRAMSlots == 0 || snap.HitsPerTier[TierVRAM] == 0 || snap.HitsPerTier[TierCold]+snap.HitsPerTier[TierPinned] == 0 {
-		t.Errorf("want VRAM hits and CPU misses: cache %+v, hits %v", c, snap.HitsPerTier)
-	}
-	if c := snap.Cache; c != nil && c.Streamed != 0 {
-		t.Errorf("%d experts streamed: gpt-oss has no streaming ring", c.Streamed)
+	for _, tc := range []struct {
+		name         string
+		edit         func(*Config)
+		pinned, pcie bool
+	}{
+		{"cache + CPU misses", func(c *Config) { c.TieredExperts, c.ExpertCache = false, 6 }, false, false},
+		{"tiered", func(c *Config) {}, true, false},
+		{"tiered + pcie-frac", func(c *Config) { c.PCIeFrac = 0.5 }, true, true},
+		{"resident", func(c *Config) { c.TieredExperts, c.ResidentExperts = false, true }, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := placeOnStandIns(t, path, tc.edit, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if got := run(m); !slices.Equal(got, want) {
+				t.Errorf("tokens %v, all on the backend %v", got, want)
+			}
+			snap := m.Tiers()
+			c := snap.Cache
+			if c == nil || c.VRAMSlots == 0 || snap.HitsPerTier[TierVRAM] == 0 || snap.HitsPerTier[TierCold]+snap.HitsPerTier[TierPinned] == 0 {
+				t.Fatalf("want VRAM hits and misses: cache %+v, hits %v", c, snap.HitsPerTier)
+			}
+			if c.Streamed == 0 {
+				t.Error("the prompt streamed no expert through the ring")
+			}
+			if tc.pinned && c.PinnedSlots == 0 {
+				t.Error("no pinned slots")
+			}
+			if tc.pcie && c.PCIeReads == 0 {
+				t.Error("--pcie-frac 0.5, yet no pinned expert was read over PCIe")
+			}
+			t.Logf("hits %v, streamed %d, pcie %d", snap.HitsPerTier, c.Streamed, c.PCIeReads)
+		})
 	}
 
 	info, err := Inspect(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, knob := range []func(*Config){
-		func(c *Config) { c.TieredExperts = true },
-		func(c *Config) { c.PCIeFrac = 0.5 },
-	} {
-		c := DefaultConfig()
-		knob(&c)
-		if why := gpuTiersLackFor(info, c); !strings.Contains(why, "expert biases") {
-			t.Errorf("config %+v: refusal %q does not name the expert biases", c, why)
-		}
-	}
-	if why := gpuTiersLackFor(info, Config{ExpertCache: 6, AdaptEvery: 4}); why != "" {
-		t.Errorf("expert cache refused: %s", why)
+	if why := GPULacks(info); why != "" {
+		t.Errorf("GPULacks(gpt-oss) = %q: its tier modes run on the GPU", why)
 	}
 }

@@ -182,7 +182,7 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 		}
 	}
 	ring := 0
-	if onGPU && !expertBiases(info) {
+	if onGPU {
 		// The streaming ring (one layer's experts) comes out of the activations' share.
 		ring = streamRingSlots(s)
 		in.ActivationBytes += int64(ring) * s.BlobBytes()
@@ -243,7 +243,7 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 		if err := p.fillArena(ctx, f, cfg, dev, onGPU, pinned, report); err != nil {
 			return err
 		}
-		cc.Pinned, cc.PinnedMapped = p.arena, onGPU && p.fill.Locked && !expertBiases(info)
+		cc.Pinned, cc.PinnedMapped = p.arena, onGPU && p.fill.Locked
 	}
 	// Everything from here on reads the file through the mapping: the non-expert weights,
 	// the VRAM fill, the cold experts.
@@ -370,39 +370,9 @@ func (p *placement) verifyChecksums() {
 	}
 }
 
-// GPULacks says what of the model the CUDA backend cannot run yet ("" when it runs it all),
-// for callers that choose a backend (the wizard): its GPU plans tier the experts, so a model
-// that runs on the GPU only all in VRAM is reported too.
-func GPULacks(info ModelInfo) string {
-	if why := gpuLacks(info); why != "" {
-		return why
-	}
-	return gpuTiersLack(info)
-}
-
-// gpuTiersLack says what of the model the GPU's expert tiers cannot run yet ("" when they
-// run it), for the wizard: gpt-oss runs on the GPU all in VRAM or with the VRAM expert cache
-// and CPU misses, not in the tiered mode the wizard picks for models larger than the RAM.
-func gpuTiersLack(info ModelInfo) string {
-	if expertBiases(info) {
-		return "the GPU's PCIe reads and streamed batches do not run gpt-oss's expert biases yet (gpt-oss runs on the GPU all in VRAM, or with --expert-cache and the misses on the CPU; else on the CPU)"
-	}
-	return ""
-}
-
-// gpuTiersLackFor says which of cfg's tier knobs the GPU cannot run for the model yet ("" when
-// it runs them): gpt-oss's expert biases travel with the VRAM cache's slots and the CPU
-// misses, but not over PCIe or through the streaming ring.
-func gpuTiersLackFor(info ModelInfo, cfg Config) string {
-	if !expertBiases(info) || (!cfg.TieredExperts && cfg.PCIeFrac <= 0) {
-		return ""
-	}
-	return "--tiered-experts and --pcie-frac (the GPU's PCIe reads and streamed batches) do not run gpt-oss's expert biases yet (gpt-oss runs on the GPU all in VRAM, or with --expert-cache and the misses on the CPU)"
-}
-
-// expertBiases says whether the model's experts have biases (gpt-oss), which the expert
-// cache's PCIe reads and streaming ring do not carry: such a model gets neither.
-func expertBiases(info ModelInfo) bool { return info.Architecture == "gpt-oss" }
+// GPULacks says what of the model the CUDA backend cannot run yet ("" when it runs it all,
+// in every tier mode), for callers that choose a backend (the wizard).
+func GPULacks(info ModelInfo) string { return gpuLacks(info) }
 
 // gpuLacks says what of the model the CUDA backend cannot run yet ("" when it runs it all).
 func gpuLacks(info ModelInfo) string {
@@ -460,14 +430,6 @@ func newBackend(cfg Config, info ModelInfo) (b compute.Backend, whole bool, err 
 		room = min(room, int64(cfg.VRAMBudgetMiB)<<20)
 	}
 	fits := need <= room
-	if why := gpuTiersLackFor(info, cfg); why != "" {
-		g.Close()
-		if mode == "cuda" {
-			return nil, false, fmt.Errorf("engine: --backend cuda: %s; drop the tier knobs or use --backend cpu", why)
-		}
-		slog.Info("engine: using the CPU", "reason", why)
-		return cpuBackend(), true, nil
-	}
 	if !fits {
 		slog.Info("engine: the model does not fit in VRAM: tiering the experts", "need_mib", need>>20, "room_mib", room>>20)
 	}

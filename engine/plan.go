@@ -80,7 +80,7 @@ func PlanForMachine(ctx context.Context, path string, cfg Config, mc Machine) (e
 	}
 	in := planInput(info, s, hw.gpuFree, hw.hostAvail, cfg, rank)
 	in.HelperFreeBytes = hw.helperFree
-	if hw.gpuFree > 0 && !expertBiases(info) { // as Open: no ring for expert biases
+	if hw.gpuFree > 0 {
 		in.ActivationBytes += int64(streamRingSlots(s)) * s.BlobBytes()
 	}
 	plan, err := experts.MakePlan(in)
@@ -204,7 +204,7 @@ func probePlanHardware(ctx context.Context, cfg Config, info ModelInfo, mc Machi
 		probeRAM()
 		return hw, noGPU(fmt.Sprintf("the GPU attention kernels do not handle a head size of %d yet", info.HeadDim))
 	}
-	if hw.gpuFree > 0 && !expertBiases(info) { // as Open: no ring for expert biases
+	if hw.gpuFree > 0 {
 		probeRAM()
 		hw.notes = append(hw.notes, fmt.Sprintf("GPU: %d MiB free (given, not probed)", hw.gpuFree>>20))
 		return hw, nil

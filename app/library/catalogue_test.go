@@ -49,9 +49,9 @@ func TestCatalogue(t *testing.T) {
 			t.Errorf("%s: verdict %+v", e.ID, v)
 		}
 	}
-	// On this PC: gpt-oss runs on the CPU (the GPU's expert tiers lack its expert biases, as
-	// the wizard says), the 30B on the GPU and RAM, the largest reads the SSD.
-	if v := verdicts["gpt-oss-20b"]; v.Mode != wizard.ModeCPUOnly || v.Words != "On the CPU" || v.TooBig {
+	// On this PC: gpt-oss-20b fits the 16 GB card whole, the 30B runs on the GPU and RAM,
+	// the largest reads the SSD.
+	if v := verdicts["gpt-oss-20b"]; v.Mode != wizard.ModeAllGPU || v.TooBig || v.Speed != SpeedFast {
 		t.Errorf("gpt-oss-20b: %+v", v)
 	}
 	if v := verdicts["qwen3-30b-a3b-2507"]; v.Mode == wizard.ModeAllGPU || v.Mode == wizard.ModeTiered || v.Mode == wizard.ModeCPUOnly || v.TooBig || v.Speed != SpeedFast {

@@ -435,28 +435,46 @@ func TestRecommendRandomMachines(t *testing.T) {
 	}
 }
 
-// TestRecommendModelTheGPUCannotRun: a model the GPU's plans do not run yet (gpt-oss, whose
-// expert biases the GPU tiers lack; the hybrids) gets the CPU-only mode on a machine with a GPU, with the reason said.
-func TestRecommendModelTheGPUCannotRun(t *testing.T) {
+// TestRecommendGptOssOnTheGPU: gpt-oss, whose expert biases travel with the GPU's tiers (VRAM
+// slots, the streaming ring, PCIe reads of pinned experts), gets a GPU mode on a machine with
+// a GPU, the same as a qwen3moe model of its size, and the Config passes Open's knob check;
+// a model the GPU cannot run (a hybrid's Gated DeltaNet layers) still gets the CPU, with the
+// reason said.
+func TestRecommendGptOssOnTheGPU(t *testing.T) {
 	info := engine.ModelInfo{Architecture: "gpt-oss", FileBytes: gb(12.1), ExpertBytes: gb(10.9), NonExpertBytes: gb(1.2),
 		Layers: 24, Experts: 32, ExpertsUsed: 4, KVHeads: 8, HeadDim: 64, ContextLength: 131072, RingLayers: 12, RingKeep: 639}
 	m := ModelFromInfo(info)
-	if m.GPULacks == "" {
-		t.Fatal("gpt-oss: no reason the GPU cannot run it")
+	if m.GPULacks != "" {
+		t.Fatalf("gpt-oss: GPULacks %q", m.GPULacks)
 	}
 	if want := int64(12 * 8 * 64 * 4); m.KVBytesPerToken != want {
 		t.Errorf("KV per token %d, want %d (the full layers only)", m.KVBytesPerToken, want)
 	}
-	r := Recommend(desktop(32, 27, rtx5090()), m)
+	qi := info
+	qi.Architecture, qi.RingLayers = "qwen3moe", 0
+	for _, hw := range []Hardware{desktop(32, 27, rtx5090()), desktop(32, 27, rtx4080super()), desktop(15.7, 11, rtx4060laptop())} {
+		r := Recommend(hw, m)
+		if r.Mode == ModeCPUOnly || r.Config.Backend != "cuda" {
+			t.Errorf("%s: mode %s backend %s, want a GPU mode", hw.GPUs[0].Name, r.Mode, r.Config.Backend)
+		}
+		if err := r.Config.Check(); err != nil {
+			t.Errorf("%s: the recommended Config fails Open's check: %v", hw.GPUs[0].Name, err)
+		}
+		if q := Recommend(hw, ModelFromInfo(qi)); q.Mode == ModeCPUOnly {
+			t.Errorf("%s: a qwen3moe model of the same size was kept off the GPU", hw.GPUs[0].Name)
+		}
+	}
+	info.Architecture, info.RecurrentLayers, info.RecurrentBytes = "qwen3next", 18, gb(0.2)
+	hm := ModelFromInfo(info)
+	if hm.GPULacks == "" {
+		t.Fatal("a hybrid: no reason the GPU cannot run it")
+	}
+	r := Recommend(desktop(32, 27, rtx5090()), hm)
 	if r.Mode != ModeCPUOnly || r.Config.Backend != "cpu" || r.Config.ExpertCache != 0 {
-		t.Errorf("mode %s backend %s expert cache %d, want the CPU", r.Mode, r.Config.Backend, r.Config.ExpertCache)
+		t.Errorf("hybrid: mode %s backend %s expert cache %d, want the CPU", r.Mode, r.Config.Backend, r.Config.ExpertCache)
 	}
-	if !strings.Contains(strings.Join(r.Reasons, " "), "expert biases") {
-		t.Errorf("reasons %q do not say why", r.Reasons)
-	}
-	info.Architecture, info.RingLayers = "qwen3moe", 0
-	if m := ModelFromInfo(info); m.GPULacks != "" || Recommend(desktop(32, 27, rtx5090()), m).Mode == ModeCPUOnly {
-		t.Error("a qwen3moe model of the same size was kept off the GPU")
+	if !strings.Contains(strings.Join(r.Reasons, " "), "Gated DeltaNet") {
+		t.Errorf("hybrid: reasons %q do not say why", r.Reasons)
 	}
 }
 

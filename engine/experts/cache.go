@@ -158,8 +158,9 @@ func keyOf(s [3]compute.WeightSpec) ringKey {
 // ring is a stack of device slots batches stream experts through (shared by layers of the
 // same tensor shapes).
 type ring struct {
-	st [3]compute.Weight
-	n  int
+	st   [3]compute.Weight
+	bias [3]compute.Weight // float32 bias rows of the streamed experts (gpt-oss; nil: none)
+	n    int
 }
 
 // NewCache starts an empty cache; Layer places each layer, Fill copies the experts in.
@@ -537,7 +538,7 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 		c.sendToHelpers(L, helper, n, H)
 	}
 	c.runOn(c.dev, dst, x, L.vram, L.ffn.vram, vram, n)
-	c.runOn(c.dev, dst, x, L.pinDev, nil, pcie, n)
+	c.runOn(c.dev, dst, x, L.pinDev, L.ffn.pinDev, pcie, n)
 	if len(streamed) > 0 {
 		c.stream(L, dst, x, streamed, n)
 	}
@@ -676,8 +677,8 @@ func (c *Cache) readX(x compute.Buf, nh int) {
 }
 
 // stream runs a batch's non-VRAM pairs on the device: their experts are copied into the
-// ring (from pinned slots when they have one, else from the file), as many per round as it
-// holds.
+// ring (from pinned slots when they have one, else from the file), with their bias rows
+// when the layer has biases, as many per round as it holds.
 func (c *Cache) stream(L *layerCache, dst, x compute.Buf, es []entry, n int) {
 	rg := c.rings[keyOf(L.file)]
 	if rg == nil {
@@ -692,6 +693,7 @@ func (c *Cache) stream(L *layerCache, dst, x compute.Buf, es []entry, n int) {
 			order = append(order, e.expt)
 		}
 	}
+	ffn := c.ringFFN(L, rg)
 	t0 := time.Now()
 	for lo := 0; lo < len(order); lo += rg.n {
 		round := order[lo:min(lo+rg.n, len(order))]
@@ -714,6 +716,12 @@ func (c *Cache) stream(L *layerCache, dst, x compute.Buf, es []entry, n int) {
 				return
 			}
 		}
+		if ffn != nil {
+			if err := c.writeRingBias(L, rg, round); err != nil {
+				c.err.Set(fmt.Errorf("experts: stream: %w", err))
+				return
+			}
+		}
 		var sub []entry
 		for _, e := range es {
 			if s, ok := slotOf[e.expt]; ok {
@@ -721,7 +729,7 @@ func (c *Cache) stream(L *layerCache, dst, x compute.Buf, es []entry, n int) {
 				sub = append(sub, e)
 			}
 		}
-		c.runOn(c.dev, dst, x, rg.st, nil, sub, n)
+		c.runOn(c.dev, dst, x, rg.st, ffn, sub, n)
 	}
 	c.mu.Lock()
 	c.stats.Streamed += uint64(len(order))
@@ -828,6 +836,9 @@ func (c *Cache) swap(l int, L *layerCache, in, victim int) error {
 			}
 		}
 		if err := c.swapBias(L, L.ffn.pinned, victim, int(pslot), false); err != nil {
+			return err
+		}
+		if err := c.swapBias(L, L.ffn.pinDev, victim, int(pslot), true); err != nil {
 			return err
 		}
 		c.tier[vi], c.slot[vi] = TierPinned, pslot

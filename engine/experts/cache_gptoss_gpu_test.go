@@ -2,19 +2,25 @@ package experts_test
 
 import (
 	"errors"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"strata/engine/compute/cpu"
 	"strata/engine/compute/gpu"
 	"strata/engine/experts"
+	"strata/engine/fixtures"
+	"strata/engine/gguf"
 	"strata/engine/model"
 	"strata/engine/model/modeltest"
 )
 
-// TestCacheGptOssOnGPU runs TestCacheGptOssBiases's placements on the real GPU backend (the
-// slots' bias stacks in VRAM, the fused kernels with the clamped SwiGLU): each gives the
-// greedy tokens of the whole model in VRAM. It skips where there is no NVIDIA driver.
+// TestCacheGptOssOnGPU runs every placement of gptOssTierCases on the real GPU backend (the
+// slots' and the streaming ring's bias stacks in VRAM, the pinned experts read over PCIe
+// with their biases in VRAM, the fused kernels with the clamped SwiGLU): on the synthetic
+// gpt-oss model each gives the greedy tokens of the whole model in VRAM, and on every
+// gptoss-tiny variant the logits stay within the README's 8-bit rule. It skips where there
+// is no NVIDIA driver.
 func TestCacheGptOssOnGPU(t *testing.T) {
 	probe, err := gpu.New(gpu.Options{})
 	if errors.Is(err, gpu.ErrNoGPU) {
@@ -38,31 +44,53 @@ func TestCacheGptOssOnGPU(t *testing.T) {
 	}
 	sh := experts.Shape{Layers: h.Layers, Experts: h.Experts}
 	rank := neutralRank(sh)
-	for _, tc := range []tierCase{
-		{name: "some slots", vram: 0.4},
-		{name: "all slots", vram: 1},
-		{name: "some + pinned", vram: 0.3, pin: 0.3, hostPinned: true},
-		{name: "adaptive swaps", vram: 0.3, pin: 0.2, adapt: 2, hostPinned: true},
-	} {
+	for _, tc := range gptOssTierCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			dev, err := gpu.New(gpu.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			host := cpu.New(cpu.Options{Threads: 4})
-			t.Cleanup(func() { dev.Close(); host.Close() })
-			tiers := plan(sh, rank, tc.vram, tc.pin)
-			c, net := loadCached(t, f, dev, host, tc, sh, tiers, rank, pinnedArena(t, f, sh, tiers, false), nil)
+			c, net := loadOnGPU(t, f, sh, rank, tc)
 			for i, p := range prompts {
 				if _, _, g := modeltest.Greedy(t, net, p, gen, "f16", nil); !slices.Equal(g, want[i]) {
 					t.Errorf("prompt %d: greedy tokens %v, want %v (all in VRAM)", i, g, want[i])
 				}
 			}
-			st := c.Snapshot().Stats
-			if tc.adapt > 0 && st.Swaps == 0 {
-				t.Error("adaptive swaps on, yet none happened")
-			}
-			t.Logf("routed %v, swaps %d", st.Routed, st.Swaps)
+			checkServed(t, c.Snapshot().Stats, tc)
 		})
 	}
+
+	dir := fixtures.Path(t, "gptoss-tiny")
+	fref := modeltest.LoadReference(t, dir)
+	for name, v := range fref.Variants {
+		f, h := openVariant(t, filepath.Join(dir, v.File))
+		sh := experts.Shape{Layers: h.Layers, Experts: h.Experts}
+		rank := neutralRank(sh)
+		for _, tc := range gptOssTierCases() {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				c, net := loadOnGPU(t, f, sh, rank, tc)
+				for _, p := range v.Prompts {
+					modeltest.CheckGptOss8Bit(t, net, dir, p, fref.Tolerances, name)
+				}
+				st := c.Snapshot().Stats
+				t.Logf("routed %v, pcie %d, streamed %d, swaps %d", st.Routed, st.PCIe, st.Streamed, st.Swaps)
+			})
+		}
+	}
+}
+
+// loadOnGPU loads f through a cache placed as tc on a fresh GPU backend, the pinned experts
+// in an arena registered with it, the misses on a CPU pool.
+func loadOnGPU(t *testing.T, f *gguf.File, sh experts.Shape, rank []experts.ID, tc tierCase) (*experts.Cache, *model.Model) {
+	t.Helper()
+	dev, err := gpu.New(gpu.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := cpu.New(cpu.Options{Threads: 4})
+	t.Cleanup(func() { dev.Close(); host.Close() })
+	tiers := plan(sh, rank, tc.vram, tc.pin)
+	arena := pinnedArena(t, f, sh, tiers, tc.unbuffered)
+	if arena != nil && !tc.hostPinned {
+		if err := dev.RegisterHost(arena.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return loadCached(t, f, dev, host, tc, sh, tiers, rank, arena, nil)
 }

@@ -30,11 +30,31 @@ func gptOssSynth(t *testing.T) (*gguf.File, model.Hparams) {
 	return openVariant(t, path)
 }
 
-// TestCacheGptOssBiases: on a synthetic gpt-oss model, the VRAM cache (its slots on a CPU
-// stand-in device, each slot with its expert's bias rows) with the misses on the CPU gives
-// the greedy tokens of the whole model on the backend, with swaps moving the biases with the
-// experts; what does not carry the biases yet (the streaming ring, PCIe reads of pinned
-// experts) refuses at load.
+// gptOssTierCases are the placements a gpt-oss model is run in: VRAM slots with CPU misses,
+// pinned slots (on the CPU or read by the device over PCIe), batches streamed through the
+// ring (from pinned slots and the file, or read around the page cache), and swaps, each
+// expert's bias rows following it.
+func gptOssTierCases() []tierCase {
+	return []tierCase{
+		{name: "some slots", vram: 0.4},
+		{name: "all slots", vram: 1},
+		{name: "some + pinned", vram: 0.3, pin: 0.3, hostPinned: true},
+		{name: "adaptive swaps", vram: 0.3, pin: 0.2, adapt: 2, hostPinned: true},
+		{name: "resident: all pinned", pin: 1, hostPinned: true},
+		{name: "some + pinned + pcie", vram: 0.3, pin: 0.4, pcie: 0.5},
+		{name: "all pinned over pcie", pin: 1, pcie: 1},
+		{name: "pcie + adaptive swaps", vram: 0.3, pin: 0.4, pcie: 0.5, adapt: 2},
+		{name: "streamed batches", vram: 0.25, pin: 0.25, streamSlots: 3},
+		{name: "streamed, ring holds all", vram: 0.5, streamSlots: 64},
+		{name: "streamed, cold read unbuffered", vram: 0.25, pin: 0.25, streamSlots: 3, coldDirect: true},
+		{name: "streamed + pcie + adaptive swaps", vram: 0.25, pin: 0.35, pcie: 0.5, streamSlots: 5, adapt: 2},
+	}
+}
+
+// TestCacheGptOssBiases: on a synthetic gpt-oss model, every placement of gptOssTierCases
+// on a CPU stand-in device (each VRAM slot, pinned slot and ring slot with its expert's bias
+// rows) gives the greedy tokens of the whole model on the backend; helper GPUs, which do not
+// carry the biases yet, refuse at load.
 func TestCacheGptOssBiases(t *testing.T) {
 	f, h := gptOssSynth(t)
 	prompts := [][]int{{5, 77, 300, 12, 9, 400, 41, 8, 100, 3, 250, 19}, {260}}
@@ -52,12 +72,7 @@ func TestCacheGptOssBiases(t *testing.T) {
 	}
 	sh := experts.Shape{Layers: h.Layers, Experts: h.Experts}
 	rank := neutralRank(sh)
-	for _, tc := range []tierCase{
-		{name: "some slots", vram: 0.4},
-		{name: "all slots", vram: 1},
-		{name: "some + pinned", vram: 0.3, pin: 0.3, hostPinned: true},
-		{name: "adaptive swaps", vram: 0.3, pin: 0.2, adapt: 2, hostPinned: true},
-	} {
+	for _, tc := range gptOssTierCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			dev := experts.HostDevice{Backend: cpu.New(cpu.Options{Threads: 2, FloatPath: true})}
 			host := cpu.New(cpu.Options{Threads: 2, FloatPath: true})
@@ -69,37 +84,50 @@ func TestCacheGptOssBiases(t *testing.T) {
 					t.Errorf("prompt %d: greedy tokens %v, want %v (all on the backend)", i, g, want[i])
 				}
 			}
-			st := c.Snapshot().Stats
-			if st.Routed[experts.TierVRAM] == 0 || (tc.vram < 1 && st.Routed[experts.TierVRAM] == st.Routed[experts.TierVRAM]+st.Routed[experts.TierCold]+st.Routed[experts.TierPinned]) {
-				t.Errorf("routed %v: want hits and misses", st.Routed)
-			}
-			if tc.adapt > 0 && st.Swaps == 0 {
-				t.Error("adaptive swaps on, yet none happened")
-			}
-			t.Logf("routed %v, swaps %d", st.Routed, st.Swaps)
+			checkServed(t, c.Snapshot().Stats, tc)
 		})
 	}
-	for _, tc := range []struct {
-		tierCase
-		want string
-	}{
-		{tierCase{name: "streamed batches", vram: 0.25, streamSlots: 3}, "streaming ring"},
-		{tierCase{name: "pinned over pcie", vram: 0.25, pin: 0.25, pcie: 0.5}, "PCIe"},
-	} {
-		t.Run("refused/"+tc.name, func(t *testing.T) {
-			dev := experts.HostDevice{Backend: cpu.New(cpu.Options{Threads: 1})}
-			t.Cleanup(func() { dev.Close() })
-			tiers := plan(sh, rank, tc.vram, tc.pin)
-			c, err := experts.NewCache(dev, dev.Backend, experts.CacheConfig{
-				Shape: sh, Tier: tiers, Rank: rank, StreamSlots: tc.streamSlots, StreamMinTokens: 2,
-				PCIeFrac: tc.pcie, Pinned: pinnedArena(t, f, sh, tiers, false), PinnedMapped: true,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := model.LoadWith(f, dev, nil, c.Layer); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("load: error %v, want one naming %q", err, tc.want)
-			}
-		})
+	t.Run("refused/helpers", func(t *testing.T) {
+		dev := experts.HostDevice{Backend: cpu.New(cpu.Options{Threads: 1})}
+		t.Cleanup(func() { dev.Close() })
+		tc := tierCase{vram: 0.25, helper: 0.5}
+		tiers := plan(sh, rank, tc.vram, tc.pin)
+		cc := experts.CacheConfig{Shape: sh, Tier: tiers, Rank: rank, HelperOf: withHelpers(sh, rank, tiers, tc)}
+		for range 2 {
+			cc.Helpers = append(cc.Helpers, dev)
+		}
+		c, err := experts.NewCache(dev, dev.Backend, cc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := model.LoadWith(f, dev, nil, c.Layer); err == nil || !strings.Contains(err.Error(), "helper GPUs") {
+			t.Errorf("load: error %v, want one naming the helper GPUs", err)
+		}
+	})
+}
+
+// checkServed fails unless the tiers tc asks for served routed pairs: VRAM hits (with VRAM
+// slots), misses (unless all are in VRAM), PCIe reads, streamed experts and swaps when
+// asked for.
+func checkServed(t *testing.T, st experts.CacheStats, tc tierCase) {
+	t.Helper()
+	if tc.vram > 0 && st.Routed[experts.TierVRAM] == 0 {
+		t.Errorf("routed %v: want VRAM hits", st.Routed)
 	}
+	if tc.vram < 1 && st.Routed[experts.TierCold]+st.Routed[experts.TierPinned] == 0 {
+		t.Errorf("routed %v: want misses", st.Routed)
+	}
+	if tc.pcie > 0 && st.PCIe == 0 {
+		t.Error("--pcie-frac set, yet no pinned expert was read over PCIe")
+	}
+	if tc.streamSlots > 0 && tc.vram < 1 && st.Streamed == 0 {
+		t.Error("a streaming ring, yet no expert streamed")
+	}
+	if tc.coldDirect && st.ColdReads == 0 {
+		t.Error("unbuffered cold reads on, yet none happened")
+	}
+	if tc.adapt > 0 && st.Swaps == 0 {
+		t.Error("adaptive swaps on, yet none happened")
+	}
+	t.Logf("routed %v, pcie %d, streamed %d (cold reads %d), swaps %d", st.Routed, st.PCIe, st.Streamed, st.ColdReads, st.Swaps)
 }

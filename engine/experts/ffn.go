@@ -11,29 +11,36 @@ import (
 
 // layerFFN is one layer's ExpertFFN placed for each stack its experts run on: the file's
 // stacks are indexed by expert id, the pinned and VRAM slot stacks by slot, so each gets its
-// biases in its own order. bias keeps the file's bias stacks, whose rows a swap copies into
-// the slots.
+// biases in its own order. pinDev is the pinned slots' biases on the device, for the pinned
+// experts it reads over PCIe (the arena holds the matrices only). bias keeps the file's bias
+// stacks, whose rows a swap copies into the slots and a batch into the streaming ring.
 type layerFFN struct {
-	file, pinned, vram *compute.ExpertFFN
-	bias               [3]compute.WeightSpec
+	file, pinned, vram, pinDev *compute.ExpertFFN
+	bias                       [3]compute.WeightSpec
 }
 
 // UseFFN gives layer l's experts biases and the clamped SwiGLU. The biases of the pinned
 // and VRAM experts are copied into slot order (a few KB per expert; the VRAM ones into
-// float32 stacks on the device, rewritten with the slot on a swap). The PCIe reads, the
-// helper GPUs and the streaming ring do not carry them yet, so a layer with any of those
-// refuses.
+// float32 stacks on the device, rewritten with the slot on a swap; the pinned ones also on
+// the device when it reads the pinned experts over PCIe). The streaming ring gets bias
+// stacks of its own, which each batch rewrites with the rows of the experts it streams.
+// Helper GPUs do not carry the biases yet, so a layer with helper slots refuses.
 func (c *Cache) UseFFN(l int, ffn model.ExpertFFN) error {
 	if l < 0 || l >= c.sh.Layers || c.lays[l] == nil {
 		return fmt.Errorf("experts: expert biases for layer %d, which is not placed", l)
 	}
 	L := c.lays[l]
-	if L.pinDev[0] != nil || L.helper[0][0] != nil || L.helper[1][0] != nil || c.cfg.StreamSlots > 0 {
-		return fmt.Errorf("experts: layer %d: the GPU's PCIe reads of pinned experts, helper GPUs and streaming ring do not run expert biases (gpt-oss) yet; use the VRAM cache with CPU misses", l)
+	if L.helper[0][0] != nil || L.helper[1][0] != nil {
+		return fmt.Errorf("experts: layer %d: helper GPUs do not run expert biases (gpt-oss) yet; use the main GPU's tiers", l)
 	}
 	file := &compute.ExpertFFN{Limit: ffn.Limit, Alpha: ffn.Alpha}
 	pinned := &compute.ExpertFFN{Limit: ffn.Limit, Alpha: ffn.Alpha}
 	vram := &compute.ExpertFFN{Limit: ffn.Limit, Alpha: ffn.Alpha}
+	var pinDev *compute.ExpertFFN
+	if L.pinDev[0] != nil {
+		pinDev = &compute.ExpertFFN{Limit: ffn.Limit, Alpha: ffn.Alpha}
+	}
+	rg := c.rings[keyOf(L.file)]
 	var slots []int  // expert of each pinned slot
 	var vslots []int // expert of each VRAM slot
 	for e := range c.sh.Experts {
@@ -63,14 +70,66 @@ func (c *Cache) UseFFN(l int, ffn model.ExpertFFN) error {
 			if *biasOf(pinned, m), err = c.host.Place(rowsOf(s, slots, "pinned slots")); err != nil {
 				return err
 			}
+			if pinDev != nil {
+				if *biasOf(pinDev, m), err = c.dev.Place(rowsOf(s, slots, "pinned slots, device")); err != nil {
+					return err
+				}
+			}
 		}
 		if len(vslots) > 0 {
 			if *biasOf(vram, m), err = c.dev.Place(rowsOf(s, vslots, "VRAM slots")); err != nil {
 				return err
 			}
 		}
+		if rg != nil && rg.bias[m] == nil {
+			// Layers of one shape share the ring, and so its bias stacks (zeros until a batch
+			// writes them).
+			zs := s
+			zs.Name, zs.Experts = s.Name+" (streaming ring)", rg.n
+			zs.Data = make([]byte, rg.n*(len(s.Data)/s.Experts))
+			if rg.bias[m], err = c.dev.Place(zs); err != nil {
+				return fmt.Errorf("experts: streaming ring: %w", err)
+			}
+		}
 	}
-	L.ffn = layerFFN{file: file, pinned: pinned, vram: vram, bias: bias}
+	L.ffn = layerFFN{file: file, pinned: pinned, vram: vram, pinDev: pinDev, bias: bias}
+	return nil
+}
+
+// ringFFN is the layer's biases and activation on the streaming ring's slots (nil for a
+// layer without expert biases: the plain SwiGLU).
+func (c *Cache) ringFFN(L *layerCache, rg *ring) *compute.ExpertFFN {
+	if L.ffn.file == nil {
+		return nil
+	}
+	ffn := &compute.ExpertFFN{Limit: L.ffn.file.Limit, Alpha: L.ffn.file.Alpha}
+	for m, s := range L.ffn.bias {
+		if s.Data != nil {
+			*biasOf(ffn, m) = rg.bias[m]
+		}
+	}
+	return ffn
+}
+
+// writeRingBias copies the bias rows of the round's experts (ring slot j holds round[j])
+// into the ring's bias stacks; work queued afterwards sees them, as it does the matrices.
+func (c *Cache) writeRingBias(L *layerCache, rg *ring, round []int32) error {
+	for m, s := range L.ffn.bias {
+		if s.Data == nil {
+			continue
+		}
+		if rg.bias[m] == nil {
+			return fmt.Errorf("experts: %s: the streaming ring has no bias stack", s.Name)
+		}
+		per := len(s.Data) / s.Experts
+		writes := make([]compute.SlotWrite, len(round))
+		for j, e := range round {
+			writes[j] = compute.SlotWrite{Slot: j, Data: s.Data[int(e)*per : (int(e)+1)*per]}
+		}
+		if err := c.dev.WriteSlots(rg.bias[m], writes); err != nil {
+			return fmt.Errorf("experts: bias %s into the streaming ring: %w", s.Name, err)
+		}
+	}
 	return nil
 }
 
