@@ -235,3 +235,65 @@ func BenchmarkMakePlan(b *testing.B) {
 		}
 	})
 }
+
+// TestPlanOffersKVChoices: when the KV cache does not fit beside the non-expert weights (or
+// beside the slots asked for), the plan says so with the choices and their numbers: the int8
+// cache, the longest context that fits, fewer slots; and with auto slots it says what the
+// cache costs in slots and what int8 gives back.
+func TestPlanOffersKVChoices(t *testing.T) {
+	int8In := func(edit func(*PlanInput)) PlanInput {
+		in := basePlanInput() // 2 MiB of f16 KV for 2048 tokens
+		in.Int8KVBytesPerToken = 512
+		edit(&in)
+		return in
+	}
+	for _, tc := range []struct {
+		name string
+		in   PlanInput
+		want []string
+	}{
+		{"the weights leave 1 MiB of VRAM", int8In(func(in *PlanInput) { in.VRAMBudgetBytes = 111 << 20 }),
+			[]string{"needs 2.0 MiB for 2048 tokens but 1.0 MiB is left", "--kv int8 (1.0 MiB for 2048 tokens: fits)", "--max-context 1024 (the longest that fits)"}},
+		{"the slots asked for leave 1 MiB", int8In(func(in *PlanInput) { in.VRAMBudgetBytes, in.ExpertCache = 115<<20, 4 }),
+			[]string{"--expert-cache 4", "--kv int8 (1.0 MiB for 2048 tokens: fits)", "--max-context 1024", "1 fewer --expert-cache slots"}},
+		{"int8 does not fit either", int8In(func(in *PlanInput) { in.VRAMBudgetBytes = 110<<20 + 512<<10 }),
+			[]string{"--kv int8 (1.0 MiB for 2048 tokens: does not fit either)", "--max-context 512"}},
+	} {
+		_, err := MakePlan(tc.in)
+		if err == nil {
+			t.Errorf("%s: planned", tc.name)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not say %q", tc.name, err, w)
+			}
+		}
+	}
+	// No int8 alternative when the cache is int8 already (or the GPU cannot run it).
+	in := basePlanInput()
+	in.VRAMBudgetBytes = 111 << 20
+	if _, err := MakePlan(in); err == nil || strings.Contains(err.Error(), "--kv int8") || !strings.Contains(err.Error(), "--max-context 1024") {
+		t.Errorf("without an int8 choice: %v", err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		in   PlanInput
+		want string
+	}{
+		{"auto slots: the cache costs slots", int8In(func(in *PlanInput) { in.VRAMBudgetBytes = 115 << 20 }),
+			"the KV cache of 2048 tokens (2.0 MiB) takes the room of 2 expert slots; with --kv int8 it takes 1.0 MiB and 1 more slots fit"},
+		{"CPU: RAM cannot hold the cache beside the weights", int8In(func(in *PlanInput) { in.GPUFreeBytes, in.HostAvailBytes = 0, 111<<20 }),
+			"the RAM available (111.0 MiB) cannot hold the KV cache of 2048 tokens (2.0 MiB) beside the 100.0 MiB of non-expert weights and 10.0 MiB of activations; the KV cache needs 2.0 MiB for 2048 tokens but 1.0 MiB is left for it: choose --kv int8 (1.0 MiB for 2048 tokens: fits)"},
+	} {
+		p, err := MakePlan(tc.in)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if s := p.Summary(); !strings.Contains(s, tc.want) {
+			t.Errorf("%s: the plan does not say %q:\n%s", tc.name, tc.want, s)
+		}
+	}
+}
