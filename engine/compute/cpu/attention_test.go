@@ -167,51 +167,55 @@ func checkAgainstFloat64(t *testing.T, out, q, keys, values []float32, heads, kv
 	}
 }
 
-// TestAttentionInt8LongContext: an int8 cache at a few thousand positions, decode and a short
-// prefill, against a float64 reference over the values the cache stores (the arithmetic),
-// and over the unrounded keys and values (what int8 storage costs: with an 8x channel in
-// every 16 a key block's step is about 0.16, a score moves by about 0.05 and the output by
-// 3-4% of its RMS; the limit is the int8-against-f16 bound, 0.05).
+// TestAttentionInt8LongContext: float16 and int8 caches at 8k and 32k positions (the issue's
+// long-context lengths), decode (cut into parts) and a short prefill, against a float64
+// reference over the values the cache stores (the arithmetic, float32 sums over 32k
+// positions included), and over the unrounded keys and values (what the storage costs: with
+// an 8x channel in every 16 an int8 key block's step is about 0.16, a score moves by about
+// 0.05 and the output by 3-4% of its RMS; the limit is the int8-against-f16 bound,
+// 0.05).
 func TestAttentionInt8LongContext(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	b := New(Options{Threads: 2})
 	defer b.Close()
-	const heads, kvHeads, dim, total = 4, 2, 64, 3000
-	cache, err := kv.New(1, kvHeads, dim, total, kv.Int8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, values := randomF32(rng, total*kvHeads*dim, 1), randomF32(rng, total*kvHeads*dim, 1)
-	// Some channels far larger than the rest, as real keys have.
-	for i := 0; i < len(keys); i += 16 {
-		keys[i] *= 8
-	}
-	cache.Store(0, 0, total, keys, values)
+	const heads, kvHeads, dim = 4, 2, 64
 	scale := float32(1 / math.Sqrt(float64(dim)))
-	for _, step := range []struct{ pos0, n int }{{total - 1, 1}, {total - 3, 3}} {
-		q := randomF32(rng, step.n*heads*dim, 1)
-		out := make([]float32, len(q))
-		b.Attention(buf(out), buf(q), cache, compute.AttentionSpec{Layer: 0, Pos0: step.pos0, N: step.n, Heads: heads, KVHeads: kvHeads, HeadDim: dim, Scale: scale})
-		checkAgainstFloat64(t, out, q, roundAsCache(keys, dim, kv.Int8), roundAsCache(values, dim, kv.Int8), heads, kvHeads, dim, scale, step.pos0, step.n, 2e-5)
-		exact := make([]float32, len(q))
-		f32 := New(Options{Threads: 2})
+	for _, total := range []int{8192, 32768} {
+		keys, values := randomF32(rng, total*kvHeads*dim, 1), randomF32(rng, total*kvHeads*dim, 1)
+		// Some channels far larger than the rest, as real keys have.
+		for i := 0; i < len(keys); i += 16 {
+			keys[i] *= 8
+		}
 		full, err := kv.New(1, kvHeads, dim, total, kv.F32)
 		if err != nil {
 			t.Fatal(err)
 		}
 		full.Store(0, 0, total, keys, values)
-		f32.Attention(buf(exact), buf(q), full, compute.AttentionSpec{Layer: 0, Pos0: step.pos0, N: step.n, Heads: heads, KVHeads: kvHeads, HeadDim: dim, Scale: scale})
-		f32.Close()
-		checkAgainstFloat64(t, exact, q, keys, values, heads, kvHeads, dim, scale, step.pos0, step.n, 2e-5)
-		var se, ss float64
-		for i := range out {
-			se += math.Pow(float64(out[i]-exact[i]), 2)
-			ss += float64(exact[i]) * float64(exact[i])
-		}
-		rel := math.Sqrt(se / ss)
-		t.Logf("positions %d+%d: int8 cache RMS error / RMS %.4f", step.pos0, step.n, rel)
-		if rel > 0.05 {
-			t.Errorf("positions %d+%d: int8 cache moves the output by RMS %.4f of its RMS (limit 0.05)", step.pos0, step.n, rel)
+		for _, typ := range []kv.Type{kv.F16, kv.Int8} {
+			cache, err := kv.New(1, kvHeads, dim, total, typ)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cache.Store(0, 0, total, keys, values)
+			for _, step := range []struct{ pos0, n int }{{total - 1, 1}, {total - 3, 3}} {
+				q := randomF32(rng, step.n*heads*dim, 1)
+				out := make([]float32, len(q))
+				spec := compute.AttentionSpec{Layer: 0, Pos0: step.pos0, N: step.n, Heads: heads, KVHeads: kvHeads, HeadDim: dim, Scale: scale}
+				b.Attention(buf(out), buf(q), cache, spec)
+				checkAgainstFloat64(t, out, q, roundAsCache(keys, dim, typ), roundAsCache(values, dim, typ), heads, kvHeads, dim, scale, step.pos0, step.n, 2e-5)
+				exact := make([]float32, len(q))
+				b.Attention(buf(exact), buf(q), full, spec) // float32 storage: the arithmetic is checked above
+				var se, ss float64
+				for i := range out {
+					se += math.Pow(float64(out[i]-exact[i]), 2)
+					ss += float64(exact[i]) * float64(exact[i])
+				}
+				rel := math.Sqrt(se / ss)
+				t.Logf("%s cache, positions %d+%d: RMS error / RMS %.4f", typ, step.pos0, step.n, rel)
+				if rel > 0.05 {
+					t.Errorf("%s cache, positions %d+%d: the output moves by RMS %.4f of its RMS (limit 0.05)", typ, step.pos0, step.n, rel)
+				}
+			}
 		}
 	}
 }
