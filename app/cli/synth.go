@@ -16,7 +16,7 @@ func runSynth(ctx context.Context, args []string, io IO) error {
 	arch := fs.String("arch", "qwen3moe", "architecture (qwen3moe, gpt-oss, qwen35moe, qwen3next)")
 	preset := fs.String("preset", "", "tiny, 30b-a3b or 235b-a22b (qwen3moe), gptoss-20b or gptoss-120b (gpt-oss), qwen35-35b-a3b (qwen35moe), qwen3next-80b-a3b (qwen3next); with --shape alone, the arch's tiny is the base")
 	shape := fs.String("shape", "", "overrides: layers,experts,experts_used,hidden,expert_ffn,ffn,heads,kv_heads,head_dim,vocab,context,rope_base,rms_eps=V,...")
-	quantName := fs.String("quant", "", "type of the attention, expert, embedding and output matrices (q8_0, q4_0, q4_k, q6_k, mxfp4, f16, f32, ...; for gpt-oss of the experts, beside Q8_0 attention); default: the preset's (q4_k; gpt-oss mxfp4)")
+	quantName := fs.String("quant", "", "type of the attention, expert, embedding and output matrices (q8_0, q4_0, q4_k, q6_k, mxfp4, iq3_xxs, iq2_xxs, iq2_xs, iq2_s, iq3_s, f16, f32, ...; for gpt-oss of the experts, beside Q8_0 attention); default: the preset's (q4_k; gpt-oss mxfp4)")
 	seed := fs.Uint64("seed", 1, "random seed: the same seed gives the same bytes")
 	zipf := fs.Float64("zipf", 0, "skew expert popularity per layer like a Zipf law with this exponent (0: none)")
 	pool := fs.Int("pool", -1, "build quantised matrices from this many distinct random blocks (0: quantise every block; -1: the preset's choice)")

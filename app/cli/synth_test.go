@@ -77,6 +77,28 @@ func TestSynthShape(t *testing.T) {
 	}
 }
 
+// TestSynthIQ3XXS: the published Qwen3-Next file's type, through the CLI: every matrix in
+// IQ3_XXS and llama.cpp's file type for it.
+func TestSynthIQ3XXS(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "n.gguf")
+	if stderr, err := synthCLI(t, "--arch", "qwen3next", "--preset", "tiny", "--quant", "iq3_xxs", "-o", out); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	f, err := gguf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, name := range []string{"blk.0.ffn_down_exps.weight", "blk.0.attn_qkv.weight", "output.weight"} {
+		if ti, ok := f.Tensor(name); !ok || ti.Type != quant.IQ3_XXS {
+			t.Errorf("%s: %+v", name, ti)
+		}
+	}
+	if ft, err := f.GetUint("general.file_type"); err != nil || ft != 23 {
+		t.Errorf("general.file_type %d (%v), want 23 (MOSTLY_IQ3_XXS)", ft, err)
+	}
+}
+
 func TestSynthErrors(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "x.gguf")
 	cases := []struct {
@@ -88,7 +110,7 @@ func TestSynthErrors(t *testing.T) {
 		{[]string{"--preset", "7b", "-o", out}, "unknown preset \"7b\""},
 		{[]string{"--arch", "llama", "--preset", "tiny", "-o", out}, "unknown architecture \"llama\""},
 		{[]string{"--preset", "tiny", "--quant", "q9_9", "-o", out}, "unknown type \"q9_9\""},
-		{[]string{"--preset", "tiny", "--quant", "iq2_xxs", "-o", out}, "cannot quantise"},
+		{[]string{"--preset", "tiny", "--quant", "iq1_s", "-o", out}, "cannot quantise"},
 		{[]string{"--preset", "tiny", "--shape", "wings=2", "-o", out}, "unknown key \"wings\""},
 		{[]string{"--preset", "tiny", "--quant", "q4_k", "--shape", "hidden=100", "-o", out}, "not a multiple"},
 	}

@@ -14,7 +14,9 @@ import (
 // TestQuantizeMatchesGGML re-quantises the float32 weights of the fixture models and
 // compares with the quantised files, which ggml's own ggml_quantize_chunk wrote from the
 // same weights (no importance matrix): every tensor of a type we quantise must come out
-// byte for byte the same.
+// byte for byte the same. For the types whose quantiser is our own (QuantizesLikeGGML
+// false), the error of our encoding against the float weights must be within 1.3x of
+// ggml's (measured on Gaussian data: 0.93x to 1.12x).
 func TestQuantizeMatchesGGML(t *testing.T) {
 	// Pairs: every quantised variant with the all-F32 variant of the same weights (the
 	// same model seed in reference.json).
@@ -65,7 +67,13 @@ func TestQuantizeMatchesGGML(t *testing.T) {
 				t.Errorf("%s %q: %v", p.dir, ti.Name, err)
 				continue
 			}
-			if !bytes.Equal(got, want) {
+			if !quant.QuantizesLikeGGML(ti.Type) {
+				ours, theirs := dequantRMS(t, ti.Type, got, x), dequantRMS(t, ti.Type, want, x)
+				t.Logf("%s %q (%s): RMS error %.4g, ggml's %.4g", p.dir, ti.Name, ti.Type, ours, theirs)
+				if ours > 1.3*theirs {
+					t.Errorf("%s %q (%s): RMS error %.4g against ggml's %.4g", p.dir, ti.Name, ti.Type, ours, theirs)
+				}
+			} else if !bytes.Equal(got, want) {
 				bb := ti.Type.BlockBytes()
 				bad := 0
 				first := -1
@@ -87,4 +95,18 @@ func TestQuantizeMatchesGGML(t *testing.T) {
 		t.Fatal("no quantised tensors found to check")
 	}
 	t.Logf("tensors checked per type: %v", checked)
+}
+
+// dequantRMS is the RMS difference between the decoding of q (type typ) and x.
+func dequantRMS(t *testing.T, typ quant.Type, q []byte, x []float32) float64 {
+	y := make([]float32, len(x))
+	if err := quant.Dequantize(typ, q, y); err != nil {
+		t.Fatal(err)
+	}
+	var s float64
+	for i := range x {
+		d := float64(y[i]) - float64(x[i])
+		s += d * d
+	}
+	return math.Sqrt(s / float64(len(x)))
 }

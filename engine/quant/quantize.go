@@ -41,6 +41,16 @@ func quantFunc(t Type) (quantRowFunc, bool) {
 		return quantRowIQ4_NL, true
 	case IQ4_XS:
 		return quantRowIQ4_XS, true
+	case IQ2_XXS:
+		return quantRowIQ2_XXS, true
+	case IQ2_XS:
+		return quantRowIQ2_XS, true
+	case IQ2_S:
+		return quantRowIQ2_S, true
+	case IQ3_XXS:
+		return quantRowIQ3_XXS, true
+	case IQ3_S:
+		return quantRowIQ3_S, true
 	case MXFP4:
 		return quantRowMXFP4, true
 	case NVFP4:
@@ -56,8 +66,19 @@ func quantFunc(t Type) (quantRowFunc, bool) {
 // CanQuantize reports whether Quantize encodes t.
 func CanQuantize(t Type) bool { _, ok := quantFunc(t); return ok }
 
+// QuantizesLikeGGML reports whether Quantize writes the bytes ggml's reference quantiser
+// writes for t. The IQ2/IQ3 grid types have their own, simpler search (iq_quantize.go):
+// valid blocks of comparable error, not ggml's bytes.
+func QuantizesLikeGGML(t Type) bool {
+	switch t {
+	case IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S:
+		return false
+	}
+	return CanQuantize(t)
+}
+
 // Quantize encodes src (whole blocks) into dst (len == RowBytes(t, len(src))) with the
-// algorithm of ggml's reference quantiser for t.
+// algorithm of ggml's reference quantiser for t (see QuantizesLikeGGML for the exceptions).
 func Quantize(t Type, src []float32, dst []byte) error {
 	f, ok := quantFunc(t)
 	if !ok {

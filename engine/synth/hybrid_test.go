@@ -14,12 +14,12 @@ import (
 )
 
 // TestHybridSynthLoadsAndRuns: a tiny synthetic qwen35moe and qwen3next, in an
-// 8-bit and a k-quant type, load with the shapes they were written with and run: finite
+// 8-bit, a k-quant and an i-quant type (IQ3_XXS, the published Qwen3-Next file's), load with the shapes they were written with and run: finite
 // logits, and a 70-token prompt (two of the delta rule's blocks) in one batch equals it in two
 // batches and, for its first tokens, one token at a time (the recurrent rule).
 func TestHybridSynthLoadsAndRuns(t *testing.T) {
 	for _, arch := range []string{"qwen35moe", "qwen3next"} {
-		for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_K} {
+		for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.IQ3_XXS} {
 			s, err := synth.PresetFor(arch, "tiny")
 			if err != nil {
 				t.Fatal(err)
@@ -104,6 +104,12 @@ func TestHybridPresets(t *testing.T) {
 		}
 		if err := s.Validate(); err != nil {
 			t.Errorf("%s: %v", c.preset, err)
+		}
+		for _, typ := range []quant.Type{quant.IQ3_XXS, quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_S} {
+			s.Quant = typ
+			if err := s.Validate(); err != nil {
+				t.Errorf("%s in %s: %v", c.preset, typ, err)
+			}
 		}
 		if p := float64(synth.Parameters(s)); p < c.lo || p > c.hi {
 			t.Errorf("%s: %.3g parameters, want %.3g..%.3g", c.preset, p, c.lo, c.hi)

@@ -360,8 +360,18 @@ func fileType(t quant.Type) (uint32, bool) {
 		return 16, true // Q5_K_S
 	case quant.Q6_K:
 		return 18, true
+	case quant.IQ2_XXS:
+		return 19, true
+	case quant.IQ2_XS:
+		return 20, true
+	case quant.IQ3_XXS:
+		return 23, true
 	case quant.IQ4_NL:
 		return 25, true
+	case quant.IQ3_S:
+		return 26, true
+	case quant.IQ2_S:
+		return 28, true
 	case quant.IQ4_XS:
 		return 30, true
 	case quant.BF16:

@@ -358,7 +358,7 @@ func TestSpecErrors(t *testing.T) {
 		{"gqa", func(s *Spec) error { _ = s.ApplyShape("kv_heads=3"); return s.Validate() }, "not a multiple of kv_heads"},
 		{"vocab", func(s *Spec) error { _ = s.ApplyShape("vocab=100"); return s.Validate() }, "vocab 100"},
 		{"arch", func(s *Spec) error { s.Arch = "llama"; return s.Validate() }, "unknown architecture"},
-		{"quant", func(s *Spec) error { s.Quant = quant.IQ2_XXS; return s.Validate() }, "cannot quantise to IQ2_XXS"},
+		{"quant", func(s *Spec) error { s.Quant = quant.IQ1_S; return s.Validate() }, "cannot quantise to IQ1_S"},
 	}
 	for _, c := range cases {
 		s, _ = Preset("tiny")
