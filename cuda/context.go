@@ -15,6 +15,14 @@ static CUresult s_release(strata_cu *d, int ordinal) {
 	if (r) return r;
 	return d->cuDevicePrimaryCtxRelease(dev);
 }
+static CUresult s_create(strata_cu *d, CUcontext *c, int ordinal) {
+	if (!d->cuCtxCreate || !d->cuCtxDestroy) return 500; // CUDA_ERROR_NOT_FOUND
+	CUdevice dev;
+	CUresult r = d->cuDeviceGet(&dev, ordinal);
+	if (r) return r;
+	return d->cuCtxCreate(c, 0, dev);
+}
+static CUresult s_destroy(strata_cu *d, CUcontext c) { return d->cuCtxDestroy(c); }
 static CUresult s_sync(strata_cu *d, CUcontext c) {
 	CUresult r = d->cuCtxSetCurrent(c); if (r) return r;
 	return d->cuCtxSynchronize();
@@ -59,11 +67,13 @@ import (
 	"unsafe"
 )
 
-// Context is the primary context of one device. Every call sets it current on the
-// calling OS thread first, so goroutines may use it from any thread.
+// Context is a context of one device: its primary context (NewContext), or one of its own
+// (NewOwnContext). Every call sets it current on the calling OS thread first, so goroutines
+// may use it from any thread.
 type Context struct {
 	d       *Driver
 	ctx     C.CUcontext
+	own     bool // from cuCtxCreate: destroyed, not released, at Close
 	Ordinal int
 }
 
@@ -76,12 +86,31 @@ func (d *Driver) NewContext(ordinal int) (*Context, error) {
 	return &Context{d: d, ctx: c, Ordinal: ordinal}, nil
 }
 
-// Close releases the primary context. Everything allocated in it must be freed first.
+// NewOwnContext creates a context of device ordinal beside its primary one (cuCtxCreate):
+// memory, modules and streams of the two are apart, as on two cards. It exists so that tests
+// can run one card as the main GPU and a helper GPU at once.
+func (d *Driver) NewOwnContext(ordinal int) (*Context, error) {
+	var c C.CUcontext
+	if err := d.check(C.s_create(d.api, &c, C.int(ordinal)), "cuCtxCreate(device %d)", ordinal); err != nil {
+		return nil, err
+	}
+	return &Context{d: d, ctx: c, own: true, Ordinal: ordinal}, nil
+}
+
+// Own says whether the context is one of its own (NewOwnContext) rather than the primary.
+func (c *Context) Own() bool { return c.own }
+
+// Close releases the primary context, or destroys one of its own. Everything allocated in
+// it must be freed first.
 func (c *Context) Close() error {
 	if c == nil || c.ctx == nil {
 		return nil
 	}
+	ctx := c.ctx
 	c.ctx = nil
+	if c.own {
+		return c.d.check(C.s_destroy(c.d.api, ctx), "cuCtxDestroy(device %d)", c.Ordinal)
+	}
 	return c.d.check(C.s_release(c.d.api, C.int(c.Ordinal)), "cuDevicePrimaryCtxRelease(device %d)", c.Ordinal)
 }
 

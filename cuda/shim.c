@@ -87,6 +87,9 @@ int strata_cu_open(strata_cu *d, char *err, int errlen) {
 	LOAD(cuGraphExecDestroy, "cuGraphExecDestroy");
 	LOAD(cuGraphDestroy, "cuGraphDestroy");
 #undef LOAD
+	// Optional symbols: a driver without them still runs everything but NewOwnContext.
+	*(void **)(&d->cuCtxCreate) = lib_sym(d->lib, "cuCtxCreate_v2");
+	*(void **)(&d->cuCtxDestroy) = lib_sym(d->lib, "cuCtxDestroy_v2");
 	return 0;
 }
 

@@ -30,6 +30,9 @@ typedef struct {
 	CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
 	CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
 	CUresult (*cuCtxSetCurrent)(CUcontext);
+	// Optional (NULL when the driver lacks them): a context of its own, beside the primary one.
+	CUresult (*cuCtxCreate)(CUcontext *, unsigned int, CUdevice);
+	CUresult (*cuCtxDestroy)(CUcontext);
 	CUresult (*cuCtxSynchronize)(void);
 	CUresult (*cuMemGetInfo)(size_t *, size_t *);
 	CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);

@@ -237,12 +237,10 @@ func (s *Session) acquireState() error {
 }
 
 // prefillBatch is the prompt chunk size per forward pass.
-func (s *Session) prefillBatch() int {
-	if s.m.cfg.Prefill > 0 {
-		return s.m.cfg.Prefill
-	}
-	return 512
-}
+func (s *Session) prefillBatch() int { return prefillBatchOf(s.m.cfg) }
+
+// defaultPrefillBatch is the prompt chunk without --prefill.
+const defaultPrefillBatch = 512
 
 // Eval runs tokens from an empty cache and hands the logits of every position to fn.
 func (s *Session) Eval(ctx context.Context, tokens []int, fn func(pos int, logits []float32)) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"strata/engine/synth"
@@ -90,5 +91,8 @@ func TestGptOssTiersOnAStandIn(t *testing.T) {
 	}
 	if why := GPULacks(info); why != "" {
 		t.Errorf("GPULacks(gpt-oss) = %q: its tier modes run on the GPU", why)
+	}
+	if why := HelpersLack(info); !strings.Contains(why, "expert biases") {
+		t.Errorf("HelpersLack(gpt-oss) = %q, want it to name the expert biases", why)
 	}
 }

@@ -2,11 +2,6 @@ package engine
 
 import "errors"
 
-// HelperGPUsOpen tells whether Open opens helper GPUs (--expert-cache-device1/2). Until it
-// does, Open refuses their slot counts, and what suggests a Config (the wizard) leaves them
-// at 0 while still saying what the helpers could hold.
-const HelperGPUsOpen = false
-
 // Check is what Open checks of cfg before it reads the model: Validate, then the knobs this
 // build cannot honour yet. A Config that passes it is not refused for its knobs.
 func (c Config) Check() error {
@@ -20,9 +15,6 @@ func (c Config) Check() error {
 func refuseUnbuilt(cfg Config) error {
 	var errs []error
 	no := func(flag, why string) { errs = append(errs, &ConfigError{Flag: flag, Msg: why, NotBuilt: true}) }
-	if !HelperGPUsOpen && (cfg.ExpertCacheDevice1 != 0 || cfg.ExpertCacheDevice2 != 0) {
-		no("expert-cache-device1/2", "the engine does not open helper GPUs yet (strata plan shows where their experts would go); leave them at 0")
-	}
 	if cfg.Spec != 0 {
 		no("spec", "multi-token-prediction drafting is not built yet")
 	}

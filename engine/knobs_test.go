@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// TestCheckIsWhatOpenRefuses: Check passes the defaults, and refuses what Validate refuses
-// and helper-GPU slots while the engine does not open helper GPUs, by flag.
+// TestCheckIsWhatOpenRefuses: Check passes the defaults and helper-GPU slots, and refuses
+// what Validate refuses, by flag.
 func TestCheckIsWhatOpenRefuses(t *testing.T) {
 	if err := DefaultConfig().Check(); err != nil {
 		t.Fatalf("defaults: %v", err)
@@ -18,15 +18,12 @@ func TestCheckIsWhatOpenRefuses(t *testing.T) {
 		t.Errorf("negative threads: %v, want a --threads error", err)
 	}
 	helper := DefaultConfig()
-	helper.ExpertCacheDevice1 = 3
-	err := helper.Check()
-	if HelperGPUsOpen {
-		if err != nil {
-			t.Errorf("helper slots refused while helper GPUs open: %v", err)
-		}
-		return
+	helper.ExpertCacheDevice1, helper.ExpertCacheDevice2 = 3, 2
+	if err := helper.Check(); err != nil {
+		t.Errorf("helper slots refused: %v", err)
 	}
-	if !errors.As(err, &ce) || ce.Flag != "expert-cache-device1/2" || !ce.NotBuilt {
-		t.Errorf("helper slots: %v, want a not-built --expert-cache-device1/2 refusal", err)
+	helper.ExpertCacheDevice2 = -1
+	if err := helper.Check(); !errors.As(err, &ce) || ce.Flag != "expert-cache-device1/2" {
+		t.Errorf("negative helper slots: %v, want an --expert-cache-device1/2 error", err)
 	}
 }

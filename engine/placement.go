@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,7 +28,10 @@ const streamMinTokens = 32
 type placement struct {
 	backend compute.Backend // runs everything but the tiered experts
 	host    *cpu.Backend    // the CPU pool for expert misses, when it is not backend
-	cache   *experts.Cache  // nil unless the experts are tiered
+	// helpers are the helper GPUs (helper 1, helper 2; nil for one without slots) that hold
+	// the helper tier's experts.
+	helpers [2]*gpu.Backend
+	cache   *experts.Cache // nil unless the experts are tiered
 	net     *model.Model
 
 	layout   *experts.Layout // the experts in the GGUF
@@ -54,6 +58,11 @@ func (p *placement) close() error {
 	}
 	if p.host != nil {
 		errs = append(errs, p.host.Close())
+	}
+	for _, h := range p.helpers {
+		if h != nil {
+			errs = append(errs, h.Close())
+		}
 	}
 	if p.prefetch != nil {
 		p.prefetch.Close()
@@ -92,8 +101,11 @@ func mapModel(f *gguf.File, phase string, report func(Progress)) error {
 
 // tierKnobsSet says whether the user asked for the expert tiers explicitly.
 func tierKnobsSet(cfg Config) bool {
-	return (cfg.ExpertCache != Auto) || cfg.TieredExperts || cfg.ResidentExperts || cfg.PCIeFrac > 0 || cfg.AdaptEvery > 0
+	return (cfg.ExpertCache != Auto) || cfg.TieredExperts || cfg.ResidentExperts || cfg.PCIeFrac > 0 || cfg.AdaptEvery > 0 || helperSlotsSet(cfg)
 }
+
+// helperSlotsSet says whether the config gives helper GPUs slots.
+func helperSlotsSet(cfg Config) bool { return cfg.ExpertCacheDevice1 > 0 || cfg.ExpertCacheDevice2 > 0 }
 
 // place opens the backend(s) and loads the weights: everything on the CPU; everything on
 // one GPU when it fits (or --backend cuda without tier knobs); or, when the model is larger
@@ -103,26 +115,45 @@ func tierKnobsSet(cfg Config) bool {
 // maps it before anything reads through the mapping, after the arena fill when there is one.
 func place(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, report func(Progress)) (*placement, error) {
 	// The order matters under WSL2, where the driver pins or maps about 1 GiB of host memory
-	// for the whole VM: the GPU context is created here, first, before any weight, staging
-	// buffer, arena registration or file mapping is allocated (Open has only read the
-	// header), so the context's own pinned memory is never the allocation that fails.
+	// for the whole VM: every GPU context, the main card's and the helpers', is created
+	// here, first, before any weight, staging buffer, arena registration or file mapping is
+	// allocated (Open has only read the header), so a context's own pinned memory is never
+	// the allocation that fails. (The order is the same outside WSL2: it costs nothing.)
+	if why := HelpersLack(info); why != "" && helperSlotsSet(cfg) {
+		return nil, &ConfigError{Flag: "expert-cache-device1/2", Msg: why, NotBuilt: true}
+	}
 	b, whole, err := newBackend(cfg, info)
 	if err != nil {
 		return nil, err
 	}
 	g, isGPU := b.(*gpu.Backend)
 	p := &placement{backend: b, pins: newPinBudget(cfg, platform.DetectWSL(), isGPU)}
+	if helperSlotsSet(cfg) {
+		if !isGPU {
+			err = &ConfigError{Flag: "expert-cache-device1/2", Msg: fmt.Sprintf("helper GPU slots need the model on a main GPU, but it runs on the CPU (%s); leave them at 0", b.Name())}
+		} else {
+			p.helpers, err = openHelpers(cfg, g)
+		}
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+	}
 	if p.pins.capped() {
 		slog.Info("engine: pinned host memory is capped", "budget", p.pins.String())
 	}
-	if isGPU && !p.pins.take(stepInputPinBytes) {
-		err = p.pins.tooSmall("the GPU backend's step inputs", stepInputPinBytes)
-		p.close()
-		return nil, err
+	if isGPU {
+		for _, d := range append([]*gpu.Backend{g}, p.helpers[:]...) {
+			if d != nil && !p.pins.take(stepInputPinBytes) {
+				err = p.pins.tooSmall("the GPU backend's step inputs", stepInputPinBytes)
+				p.close()
+				return nil, err
+			}
+		}
 	}
 	switch {
 	case isGPU && !whole:
-		err = p.tiered(ctx, f, cfg, info, g, g.FreeBytes(), nil, report)
+		err = p.tiered(ctx, f, cfg, info, g, g.FreeBytes(), p.helperDevices(), report)
 	case !isGPU && cfg.ResidentExperts:
 		c := b.(*cpu.Backend)
 		err = p.tiered(ctx, f, cfg, info, experts.HostDevice{Backend: c}, 0, nil, report)
@@ -155,10 +186,82 @@ func place(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, report
 	return p, nil
 }
 
+// helpersOnMainEnv, set to 1, opens the helper GPUs on the main card's ordinal, each in a
+// context of its own (cuCtxCreate) beside the main card's primary one. It exists for tests:
+// one GPU then runs the helper path as two cards would.
+const helpersOnMainEnv = "STRATA_HELPERS_ON_MAIN"
+
+// openHelpers opens a backend on each helper GPU that has slots: helper 1 is the card with
+// the most free VRAM after the main one, helper 2 the next (the main card is cfg.MainGPU, or
+// the one with the most free VRAM).
+func openHelpers(cfg Config, main *gpu.Backend) (hs [2]*gpu.Backend, err error) {
+	onMain := os.Getenv(helpersOnMainEnv) == "1"
+	ords := helperOrdinals(main.Ordinal(), main.DevicesFree(), onMain)
+	for i, slots := range [2]int{cfg.ExpertCacheDevice1, cfg.ExpertCacheDevice2} {
+		if slots == 0 {
+			continue
+		}
+		if i >= len(ords) {
+			err = &ConfigError{Flag: fmt.Sprintf("expert-cache-device%d", i+1), Msg: fmt.Sprintf("%d slots, but there is no helper GPU %d (%d GPUs found, GPU %d is the main one); leave it at 0", slots, i+1, len(ords)+1, main.Ordinal())}
+			break
+		}
+		var h *gpu.Backend
+		if h, err = gpu.New(gpu.Options{Device: ords[i], OwnContext: onMain, BudgetBytes: int64(cfg.VRAMBudgetMiB) << 20}); err != nil {
+			err = fmt.Errorf("engine: helper GPU %d (GPU %d): %w", i+1, ords[i], err)
+			break
+		}
+		hs[i] = h
+		slog.Info("engine: helper GPU open", "helper", i+1, "gpu", ords[i], "name", h.Name(), "free_mib", h.FreeBytes()>>20, "own_context", onMain)
+	}
+	if err != nil {
+		for _, h := range hs {
+			if h != nil {
+				h.Close()
+			}
+		}
+		return [2]*gpu.Backend{}, err
+	}
+	return hs, nil
+}
+
+// helperOrdinals orders the cards other than main by free VRAM, the most first (free is by
+// ordinal); onMain (the test hook) gives the main card twice instead.
+func helperOrdinals(main int, free []int64, onMain bool) []int {
+	if onMain {
+		return []int{main, main}
+	}
+	var ords []int
+	for i := range free {
+		if i != main {
+			ords = append(ords, i)
+		}
+	}
+	slices.SortStableFunc(ords, func(a, b int) int { return cmp.Compare(free[b], free[a]) })
+	return ords
+}
+
+// helperDevices is the expert cache's view of the helpers: helper 1 then helper 2, as far
+// as the last one open (a helper without slots stays nil).
+func (p *placement) helperDevices() []experts.Device {
+	n := 0
+	for i, h := range p.helpers {
+		if h != nil {
+			n = i + 1
+		}
+	}
+	hs := make([]experts.Device, n)
+	for i := range n {
+		if p.helpers[i] != nil {
+			hs[i] = p.helpers[i]
+		}
+	}
+	return hs
+}
+
 // tiered plans the experts' tiers, reads the pinned ones into the RAM arena, and loads the
 // model through the expert cache on dev (the GPU, or the CPU standing in for it), with the
-// helper tier on helpers (helper GPU 1, 2: --expert-cache-device1/2; Open opens none yet,
-// tests pass CPU stand-ins).
+// helper tier on helpers (helper GPU 1, 2: --expert-cache-device1/2, opened by place; tests
+// pass CPU stand-ins).
 func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, dev experts.Device, gpuFree int64, helpers []experts.Device, report func(Progress)) error {
 	s, err := expertShape(f, info)
 	if err != nil {
@@ -174,7 +277,7 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 		if n == 0 {
 			continue
 		}
-		if h >= len(helpers) {
+		if h >= len(helpers) || helpers[h] == nil {
 			return fmt.Errorf("engine: --expert-cache-device%d %d: helper GPU %d is not open (%d helpers)", h+1, n, h+1, len(helpers))
 		}
 		if fb, ok := helpers[h].(interface{ FreeBytes() int64 }); ok {
@@ -219,6 +322,12 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 			p.note("the pinned budget of %s holds %s", p.pins.String(), fallback)
 		}
 	}
+	helperRows := 0
+	if slices.Contains(plan.Tier, experts.TierHelper) {
+		if helperRows, err = p.helperPins(f, cfg, helpers); err != nil {
+			return err
+		}
+	}
 
 	var host *cpu.Backend
 	if hd, ok := dev.(experts.HostDevice); ok {
@@ -237,7 +346,7 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 		Shape: s, Tier: plan.Tier, Rank: plan.Rank,
 		PCIeFrac: cfg.PCIeFrac, AdaptEvery: cfg.AdaptEvery,
 		StreamSlots: ring, StreamMinTokens: streamMinTokens,
-		Helpers: helpers, HelperOf: plan.HelperOf(),
+		Helpers: helpers, HelperOf: plan.HelperOf(), HelperRows: helperRows,
 	}
 	if len(pinned) > 0 {
 		if err := p.fillArena(ctx, f, cfg, dev, onGPU, pinned, report); err != nil {
@@ -294,6 +403,56 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 		p.verifyChecksums()
 	}
 	return nil
+}
+
+// helperPins takes the helper GPUs' page-locked memory from the pinned budget, after the
+// main card's staging ring and before the arena: each helper's staging ring (its slots are
+// filled through it), then its result rows, a prefill batch of them, fewer when the budget
+// is short (a batch then comes back in rounds), down to one token's. It returns the rows.
+func (p *placement) helperPins(f *gguf.File, cfg Config, helpers []experts.Device) (int, error) {
+	h, err := model.ReadHparams(f)
+	if err != nil {
+		return 0, err
+	}
+	var open []int
+	for i, d := range helpers {
+		if d != nil {
+			open = append(open, i)
+		}
+	}
+	for _, i := range open {
+		bufs, size, fallback, err := stagingFor(&p.pins)
+		if err != nil {
+			return 0, fmt.Errorf("helper GPU %d: %w", i+1, err)
+		}
+		if st, ok := helpers[i].(interface{ SetStaging(bufs, bufBytes int) }); ok {
+			st.SetStaging(bufs, size)
+		}
+		if fallback != "" {
+			p.note("the pinned budget of %s holds %s for helper GPU %d", p.pins.String(), fallback, i+1)
+		}
+	}
+	rowBytes := int64(4 * h.Hidden * len(open))
+	want := prefillBatchOf(cfg)
+	rows := want
+	for rows > 1 && !p.pins.take(int64(rows)*rowBytes) {
+		rows /= 2
+	}
+	if rows == 1 && !p.pins.take(rowBytes) {
+		return 0, p.pins.tooSmall(fmt.Sprintf("the helper GPUs' result rows (one token's: %d helpers x %d floats)", len(open), h.Hidden), rowBytes)
+	}
+	if rows < want {
+		p.note("the pinned budget of %s holds the helper GPUs' results for %d tokens at a time instead of %d: a longer batch comes back in rounds", p.pins.String(), rows, want)
+	}
+	return rows, nil
+}
+
+// prefillBatchOf is the prompt chunk a forward pass takes (Session.prefillBatch).
+func prefillBatchOf(cfg Config) int {
+	if cfg.Prefill > 0 {
+		return cfg.Prefill
+	}
+	return defaultPrefillBatch
 }
 
 // fillArena reads the pinned experts into one RAM arena (from experts.bin when it sits next
@@ -373,6 +532,16 @@ func (p *placement) verifyChecksums() {
 // GPULacks says what of the model the CUDA backend cannot run yet ("" when it runs it all,
 // in every tier mode), for callers that choose a backend (the wizard).
 func GPULacks(info ModelInfo) string { return gpuLacks(info) }
+
+// HelpersLack says what of the model helper GPUs cannot run yet ("" when they run it), for
+// callers that give helpers slots (the wizard): the expert cache's helper slots carry no
+// expert biases, so gpt-oss's experts stay off them.
+func HelpersLack(info ModelInfo) string {
+	if info.Architecture == "gpt-oss" {
+		return "helper GPUs (--expert-cache-device1/2) do not run gpt-oss's expert biases yet; leave them at 0"
+	}
+	return ""
+}
 
 // gpuLacks says what of the model the CUDA backend cannot run yet ("" when it runs it all).
 func gpuLacks(info ModelInfo) string {

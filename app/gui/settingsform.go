@@ -151,8 +151,12 @@ func (f settingsForm) config(base engine.Config) (engine.Config, error) {
 			errs = append(errs, errors.New("swap every (tokens): give a number above 0, or turn adaptive swaps off"))
 		}
 	}
+	if c.Backend == "cpu" && (c.ExpertCacheDevice1 > 0 || c.ExpertCacheDevice2 > 0) {
+		errs = append(errs, errors.New("helper GPU slots: the CPU mode uses no GPU, so it has no helper GPUs; switch the helpers off or pick another mode"))
+	}
 	if len(errs) == 0 {
-		if err := c.Validate(); err != nil {
+		// Open's own knob check: the panel never saves what Open would refuse for its knobs.
+		if err := c.Check(); err != nil {
 			errs = append(errs, err)
 		}
 	}

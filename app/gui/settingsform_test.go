@@ -40,6 +40,8 @@ func TestSettingsFormValidation(t *testing.T) {
 		{"kv type", func(f *settingsForm) { f.KVType = "q3" }, "--kv"},
 		{"mode", func(f *settingsForm) { f.Mode = "turbo" }, "mode"},
 		{"ram budget", func(f *settingsForm) { f.HostBudgetGiB = "lots" }, "RAM budget"},
+		{"helpers in CPU mode", func(f *settingsForm) { f.Mode = ModeCPU; f.Helper1, f.Helper1Slots = true, "8" }, "helper GPU slots"},
+		{"not built", func(f *settingsForm) { f.Spec = "2" }, "--spec"},
 	} {
 		f := formOf(engine.DefaultConfig())
 		tc.edit(&f)

@@ -59,7 +59,7 @@ type Budget struct {
 	TotalExperts    int   `json:"total_experts"`      // layers x experts
 	ExpertSlots     int   `json:"expert_slots"`       // experts the main GPU holds
 	HelperGPUs      []int `json:"helper_gpus"`        // NVML indices of the helper GPUs, in Config's device1, device2 order
-	HelperSlots     []int `json:"helper_slots"`       // experts each helper could hold; held only where engine.HelperGPUsOpen
+	HelperSlots     []int `json:"helper_slots"`       // experts each helper holds
 	ComplementBytes int64 `json:"complement_bytes"`   // experts no GPU holds
 	HostReserve     int64 `json:"host_reserve_bytes"` // RAM left for the rest of the PC
 	HostBudget      int64 `json:"host_budget_bytes"`  // RAM Strata may use for experts
@@ -67,13 +67,11 @@ type Budget struct {
 }
 
 // GPUHeld is how many experts the GPUs hold under the recommended Config: the main GPU's
-// slots, and the helpers' only once the engine opens helper GPUs.
+// slots and the helpers'.
 func (b Budget) GPUHeld() int {
 	held := b.ExpertSlots
-	if engine.HelperGPUsOpen {
-		for _, s := range b.HelperSlots {
-			held += s
-		}
+	for _, s := range b.HelperSlots {
+		held += s
 	}
 	return held
 }
@@ -123,6 +121,10 @@ func Recommend(hw Hardware, m Model) Recommendation {
 		return r
 	}
 	placeHelpers(hw, b, main.Index)
+	if len(b.HelperGPUs) > 0 && m.HelpersLack != "" {
+		r.Reasons = append(r.Reasons, fmt.Sprintf("No helper GPU: %d more experts would fit on the other cards, but %s.", b.GPUHeld()-b.ExpertSlots, m.HelpersLack))
+		b.HelperGPUs, b.HelperSlots = nil, nil
+	}
 	held := b.GPUHeld()
 	if b.TotalExperts > 0 {
 		b.ComplementBytes = m.ExpertBytes * int64(b.TotalExperts-held) / int64(b.TotalExperts)
@@ -131,13 +133,11 @@ func Recommend(hw Hardware, m Model) Recommendation {
 	c := &r.Config
 	c.Backend = "cuda"
 	c.ExpertCache = b.ExpertSlots
-	if engine.HelperGPUsOpen { // else Open refuses the slots: the helpers are only described
-		if len(b.HelperSlots) > 0 {
-			c.ExpertCacheDevice1 = b.HelperSlots[0]
-		}
-		if len(b.HelperSlots) > 1 {
-			c.ExpertCacheDevice2 = b.HelperSlots[1]
-		}
+	if len(b.HelperSlots) > 0 {
+		c.ExpertCacheDevice1 = b.HelperSlots[0]
+	}
+	if len(b.HelperSlots) > 1 {
+		c.ExpertCacheDevice2 = b.HelperSlots[1]
 	}
 	c.VRAMReserveMiB = int(b.VRAMReserve / mib)
 	c.MaxContext = b.Context
@@ -460,9 +460,6 @@ func driveWords(hw Hardware) string {
 
 func describeGPUs(b *Budget, main *GPU) string {
 	s := "the " + main.Name
-	if !engine.HelperGPUsOpen {
-		return s
-	}
 	switch len(b.HelperGPUs) {
 	case 0:
 		return s
@@ -479,11 +476,7 @@ func vramWords(hw Hardware, b *Budget, main *GPU) string {
 	for i, idx := range b.HelperGPUs {
 		for _, g := range hw.GPUs {
 			if g.Index == idx {
-				if engine.HelperGPUsOpen {
-					s += fmt.Sprintf(" Helper %d, the %s (GPU %d), holds %d more.", i+1, g.Name, g.Index, b.HelperSlots[i])
-				} else {
-					s += fmt.Sprintf(" The %s (GPU %d) could hold %d more experts once Strata opens helper GPUs; it is not used yet.", g.Name, g.Index, b.HelperSlots[i])
-				}
+				s += fmt.Sprintf(" Helper GPU %d, the %s (GPU %d), has room for %d more experts (%s): it computes them itself and sends back only their results.", i+1, g.Name, g.Index, b.HelperSlots[i], gibStr(int64(b.HelperSlots[i])*b.BytesPerExpert))
 			}
 		}
 	}

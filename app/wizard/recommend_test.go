@@ -180,14 +180,13 @@ func TestRecommend(t *testing.T) {
 		},
 		{
 			// The headless card 1 has the most room and becomes the main GPU; 2 (headless) and
-			// 0 (the display) would help. The engine does not open helper GPUs yet, so the
-			// Config leaves them out and the rest do not fit in RAM: tiered, and the words say
-			// what the helpers could hold.
+			// 0 (the display) help, and with their slots the rest of the experts fit in RAM:
+			// resident, and the words say what each helper holds.
 			name: "WSL2 with three GPUs + 235B-A22B",
 			hw:   inWSL2(desktop(96, 90, rtx3090(0, true, 23.3), rtx3090(1, false, 23.6), rtx3090(2, false, 23.6))), model: qwen3_235b(),
-			want: want{mode: ModeTiered, mainGPU: 1, slots: 1349, helpers: []int{2181, 2148}, hostReserve: 8, hostBudget: 82, cfgHost: 0.7,
-				vramReserve: 256, context: 8192, warnings: []string{"Under WSL2 the pinned RAM tier is limited"},
-				reasons: []string{"Running under WSL2", "The NVIDIA GeForce RTX 3090 (GPU 2) could hold 2181 more experts once Strata opens helper GPUs"}},
+			want: want{mode: ModeResident, mainGPU: 1, slots: 1349, helpers: []int{2181, 2148}, hostReserve: 8, hostBudget: 82, cfgResident: 82,
+				vramReserve: 256, context: 8192,
+				reasons: []string{"Running under WSL2", "with 2 helper GPUs holds the 5678 most-used", "Helper GPU 1, the NVIDIA GeForce RTX 3090 (GPU 2), has room for 2181 more experts"}},
 		},
 		{
 			name: "WSL2 tiered: the pinned tier shrinks to the driver's budget", hw: inWSL2(desktop(32, 28, rtx4080super())), model: qwen3next_80b(),
@@ -205,14 +204,13 @@ func TestRecommend(t *testing.T) {
 				reasons: []string{"too old for Strata's GPU code (compute capability 6.1; 7.5 or newer is needed)"}},
 		},
 		{
-			// The GTX 1070 is skipped; the RTX 2060 could help with (5.55 GiB - 512 MiB) /
-			// 12.8 MiB = 404 experts, which would let the rest fit in RAM. The engine does not
-			// open helper GPUs yet, so the Config leaves it out: tiered.
+			// The GTX 1070 is skipped; the RTX 2060 helps with (5.55 GiB - 512 MiB) / 12.8 MiB
+			// = 404 experts, which lets the rest fit in RAM: resident.
 			name: "an old second card is not used as a helper",
 			hw: desktop(64, 56, rtx3060(), GPU{Index: 1, Name: "NVIDIA GeForce GTX 1070", VRAMTotal: gb(8), VRAMFree: gb(7.8), ComputeMajor: 6, ComputeMinor: 1},
 				GPU{Index: 2, Name: "NVIDIA GeForce RTX 2060", VRAMTotal: gb(6), VRAMFree: gb(5.8), ComputeMajor: 7, ComputeMinor: 5}), model: gptoss_120b(),
-			want: want{mode: ModeTiered, mainGPU: 0, slots: 495, helpers: []int{404}, hostReserve: 8, hostBudget: 48, cfgHost: 48, vramReserve: 1024, context: 8192,
-				noWarnings: true, reasons: []string{"(GPU 2) could hold 404 more experts once Strata opens helper GPUs"}},
+			want: want{mode: ModeResident, mainGPU: 0, slots: 495, helpers: []int{404}, hostReserve: 8, hostBudget: 48, cfgResident: 48, vramReserve: 1024, context: 8192,
+				noWarnings: true, reasons: []string{"Helper GPU 1, the NVIDIA GeForce RTX 2060 (GPU 2), has room for 404 more experts"}},
 		},
 		{
 			name: "WSL2 with the model on /mnt/c warns",
@@ -246,9 +244,9 @@ func TestRecommend(t *testing.T) {
 					check("helper slots", b.HelperSlots[i], w.helpers[i])
 				}
 			}
-			// The Config takes the helpers' slots only where the engine opens helper GPUs.
+			// The Config takes the helpers' slots.
 			wantDevice := func(i int) int {
-				if !engine.HelperGPUsOpen || i >= len(w.helpers) {
+				if i >= len(w.helpers) {
 					return 0
 				}
 				return w.helpers[i]
@@ -464,6 +462,16 @@ func TestRecommendGptOssOnTheGPU(t *testing.T) {
 			t.Errorf("%s: a qwen3moe model of the same size was kept off the GPU", hw.GPUs[0].Name)
 		}
 	}
+	// A second card with room: helper slots for qwen3moe, none for gpt-oss (its expert
+	// biases do not run there), and the words say why.
+	two := desktop(32, 27, rtx3060(), GPU{Index: 1, Name: "NVIDIA GeForce RTX 2060", VRAMTotal: gb(6), VRAMFree: gb(5.8), ComputeMajor: 7, ComputeMinor: 5})
+	if q := Recommend(two, ModelFromInfo(qi)); q.Config.ExpertCacheDevice1 == 0 {
+		t.Errorf("qwen3moe on an RTX 3060 and an RTX 2060: no helper slots (%q)", q.Reasons)
+	}
+	g := Recommend(two, m)
+	if g.Config.ExpertCacheDevice1 != 0 || len(g.Budget.HelperSlots) != 0 || !strings.Contains(strings.Join(g.Reasons, "\n"), "No helper GPU") {
+		t.Errorf("gpt-oss on an RTX 3060 and an RTX 2060: device1 %d, helper slots %v, reasons %q", g.Config.ExpertCacheDevice1, g.Budget.HelperSlots, g.Reasons)
+	}
 	info.Architecture, info.RecurrentLayers, info.RecurrentBytes = "qwen3next", 18, gb(0.2)
 	hm := ModelFromInfo(info)
 	if hm.GPULacks == "" {
@@ -478,8 +486,8 @@ func TestRecommendGptOssOnTheGPU(t *testing.T) {
 	}
 }
 
-// TestRecommendHelpersPassOpen: on a machine with helper GPUs the wizard's Config is one
-// engine.Open takes (its own knob check), and the helpers' room is still planned and told.
+// TestRecommendHelpersPassOpen: on a machine with a second card with room the wizard's
+// Config gives it slots, Open's own knob check takes it, and the words say so plainly.
 func TestRecommendHelpersPassOpen(t *testing.T) {
 	hw := desktop(64, 56, rtx3090(0, true, 23.3), rtx3090(1, false, 23.6))
 	r := Recommend(hw, qwen3_235b())
@@ -491,19 +499,16 @@ func TestRecommendHelpersPassOpen(t *testing.T) {
 		t.Fatalf("engine.Open would refuse the wizard's config: %v", err)
 	}
 	all := strings.Join(r.Reasons, "\n")
-	if engine.HelperGPUsOpen {
-		if r.Config.ExpertCacheDevice1 != b.HelperSlots[0] {
-			t.Errorf("device1 = %d, want the helper's %d slots", r.Config.ExpertCacheDevice1, b.HelperSlots[0])
-		}
-		return
+	if r.Config.ExpertCacheDevice1 != b.HelperSlots[0] {
+		t.Errorf("device1 = %d, want the helper's %d slots", r.Config.ExpertCacheDevice1, b.HelperSlots[0])
 	}
-	if r.Config.ExpertCacheDevice1 != 0 || r.Config.ExpertCacheDevice2 != 0 {
-		t.Errorf("device1/2 = %d/%d while the engine refuses them", r.Config.ExpertCacheDevice1, r.Config.ExpertCacheDevice2)
+	if b.GPUHeld() != b.ExpertSlots+b.HelperSlots[0] {
+		t.Errorf("GPUHeld = %d, want the main GPU's %d and the helper's %d", b.GPUHeld(), b.ExpertSlots, b.HelperSlots[0])
 	}
-	if b.GPUHeld() != b.ExpertSlots {
-		t.Errorf("GPUHeld = %d counts the unopened helper (main GPU holds %d)", b.GPUHeld(), b.ExpertSlots)
-	}
-	if want := fmt.Sprintf("could hold %d more experts once Strata opens helper GPUs", b.HelperSlots[0]); !strings.Contains(all, want) {
+	if want := fmt.Sprintf("Helper GPU 1, the NVIDIA GeForce RTX 3090 (GPU 0), has room for %d more experts", b.HelperSlots[0]); !strings.Contains(all, want) {
 		t.Errorf("no reason says %q:\n%s", want, all)
+	}
+	if !strings.Contains(all, "with one helper GPU") {
+		t.Errorf("the reasons do not say the helper GPU is used:\n%s", all)
 	}
 }

@@ -75,6 +75,17 @@ type CacheConfig struct {
 	// and is added on the main device.
 	Helpers  []Device
 	HelperOf []int8
+	// HelperRows is how many tokens' results a helper sends back at once: each helper's
+	// results return through HelperRows rows of the hidden size in page-locked host memory
+	// (when the helper allocates such memory, see pinnedRows), a batch of more tokens in
+	// several rounds. 0: a whole batch at once, in plain memory.
+	HelperRows int
+}
+
+// pinnedRows is what a helper device offers for the rows its results come back through
+// (the GPU backend: page-locked, portable host memory, so both cards copy at full speed).
+type pinnedRows interface {
+	PinnedFloats(n int) ([]float32, error)
 }
 
 // Cache places every layer's experts across VRAM slots, pinned host slots and the model
@@ -107,7 +118,13 @@ type Cache struct {
 
 	helperX, helperOut [2]compute.Buf // each helper's copy of the input and its results
 	helperDevOut       [2]compute.Buf // those results on the main device
-	helperRes          []float32      // zeros going out, results coming back
+	helperZeros        []float32      // clears a helper's results before its hits add up
+	helperPlain        []float32      // results coming back without HelperRows
+	// Each helper's result rows (HelperRows tokens, pinned when it offers them) and, when a
+	// batch comes back in rounds, a round's rows on the helper and on the main device.
+	helperRows               [2][]float32
+	helperRound, mainRound   [2]compute.Buf
+	helperRoundN, mainRoundN [2]int
 }
 
 // CacheStats is what the tier map and benchmarks show of the cache.
@@ -246,6 +263,9 @@ func (c *Cache) Layer(l int, gate, up, down compute.WeightSpec) (compute.Experts
 	for h, n := range nh {
 		if n == 0 {
 			continue
+		}
+		if err := c.allocHelperRows(h, L.file[0].Cols); err != nil {
+			return nil, err
 		}
 		for i, s := range L.file {
 			w, err := c.cfg.Helpers[h].NewSlots(s, n)
@@ -617,10 +637,32 @@ func (c *Cache) cpuMisses(L *layerCache, dst compute.Buf, pinCPU, cold []entry, 
 	c.mu.Unlock()
 }
 
+// allocHelperRows gives helper h its result rows for a hidden size of H (once; every
+// layer of a model has the same).
+func (c *Cache) allocHelperRows(h, H int) error {
+	if c.helperRows[h] != nil || c.cfg.HelperRows <= 0 {
+		return nil
+	}
+	n := c.cfg.HelperRows * H
+	if pr, ok := c.cfg.Helpers[h].(pinnedRows); ok {
+		rows, err := pr.PinnedFloats(n)
+		if err != nil {
+			return fmt.Errorf("experts: helper GPU %d: result rows for %d tokens: %w", h+1, c.cfg.HelperRows, err)
+		}
+		c.helperRows[h] = rows
+		return nil
+	}
+	c.helperRows[h] = make([]float32, n)
+	return nil
+}
+
 // sendToHelpers gives each helper with hits the layer's input (in hostXs, from readX) and
 // queues its hits there.
 func (c *Cache) sendToHelpers(L *layerCache, helper [2][]entry, n, H int) {
 	t0 := time.Now()
+	if len(c.helperZeros) < n*H {
+		c.helperZeros = make([]float32, n*H)
+	}
 	for h, es := range helper {
 		if len(es) == 0 {
 			continue
@@ -630,12 +672,8 @@ func (c *Cache) sendToHelpers(L *layerCache, helper [2][]entry, n, H int) {
 			c.helperX[h], c.helperOut[h] = d.NewBuf(n*H), d.NewBuf(n*H)
 			c.helperDevOut[h] = c.dev.NewBuf(n * H)
 		}
-		if len(c.helperRes) < n*H {
-			c.helperRes = make([]float32, n*H)
-		}
 		d.Write(c.helperX[h], c.hostXs[:n*H])
-		clear(c.helperRes[:n*H])
-		d.Write(c.helperOut[h], c.helperRes[:n*H])
+		d.Write(c.helperOut[h], c.helperZeros[:n*H])
 		c.runOn(d, c.helperOut[h], c.helperX[h], L.helper[h], nil, es, n)
 		d.Flush()
 	}
@@ -644,22 +682,57 @@ func (c *Cache) sendToHelpers(L *layerCache, helper [2][]entry, n, H int) {
 	c.mu.Unlock()
 }
 
-// helperResults brings each helper's sum back through host memory and adds it to dst on
-// the main device.
+// helperResults brings each helper's sum back through its result rows and adds it to dst
+// on the main device: in one piece when the rows hold the batch, else round by round.
 func (c *Cache) helperResults(dst compute.Buf, helper [2][]entry, n, H int) {
 	t0 := time.Now()
-	res := c.helperRes[:n*H] // sized by sendToHelpers
 	for h, es := range helper {
 		if len(es) == 0 {
 			continue
 		}
-		c.cfg.Helpers[h].Read(c.helperOut[h], res)
-		c.dev.Write(c.helperDevOut[h], res)
-		c.dev.Add(dst, c.helperDevOut[h], n*H)
+		d, out, devOut := c.cfg.Helpers[h], c.helperOut[h], c.helperDevOut[h]
+		rows := c.helperRows[h]
+		if rows == nil {
+			if len(c.helperPlain) < n*H {
+				c.helperPlain = make([]float32, n*H)
+			}
+			rows = c.helperPlain
+		}
+		if len(rows) >= n*H {
+			d.Read(out, rows[:n*H])
+			c.dev.Write(devOut, rows[:n*H])
+			c.dev.Add(dst, devOut, n*H)
+			continue
+		}
+		per := len(rows) / H // tokens a round brings back
+		if c.helperRoundN[h] == 0 {
+			c.helperRound[h], c.mainRound[h] = d.NewBuf(per*H), c.dev.NewBuf(per*H)
+			c.helperRoundN[h] = per
+		}
+		for lo := 0; lo < n; lo += per {
+			m := min(per, n-lo)
+			d.Copy(c.helperRound[h], 0, out, lo*H, m*H)
+			d.Read(c.helperRound[h], rows[:m*H])
+			c.dev.Write(c.mainRound[h], rows[:m*H])
+			c.dev.Copy(devOut, lo*H, c.mainRound[h], 0, m*H)
+			// The main device copies out of the rows on its own time: it must be done
+			// before the next round overwrites them.
+			c.waitMain()
+		}
+		c.dev.Add(dst, devOut, n*H)
 	}
 	c.mu.Lock()
 	c.stats.Helpers += time.Since(t0)
 	c.mu.Unlock()
+}
+
+// waitMain waits until the main device has run the work queued so far, where it can say so
+// (a GPU: its copies out of pinned rows run later than they are queued; the CPU stand-in
+// has done them already).
+func (c *Cache) waitMain() {
+	if w, ok := c.dev.(interface{ Synchronize() error }); ok {
+		c.err.Set(w.Synchronize())
+	}
 }
 
 // readX copies the layer's input (n*H values) to the host for the misses.

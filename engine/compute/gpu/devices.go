@@ -32,3 +32,17 @@ func MostFree(free []int64) int {
 	}
 	return best
 }
+
+// DevicesFree reports every device's free memory by ordinal (0 for one that does not
+// answer), through the backend's driver.
+func (b *Backend) DevicesFree() []int64 {
+	n, err := b.drv.DeviceCount()
+	if err != nil {
+		return nil
+	}
+	free := freeVRAM(b.drv, n)
+	if f := b.FreeBytes(); b.Ordinal() < n && f > 0 {
+		free[b.Ordinal()] = f
+	}
+	return free
+}

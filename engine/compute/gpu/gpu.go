@@ -32,6 +32,10 @@ type Options struct {
 	// Kernels (nil: the embedded module) is a fatbin built from cuda/kernels to run instead,
 	// for testing kernels before they are embedded.
 	Kernels []byte
+	// OwnContext creates a context of the device's own (cuCtxCreate) instead of retaining
+	// its primary one. It exists for tests: a helper GPU on the main card's ordinal then has
+	// its own memory, kernels and stream, as a second card would.
+	OwnContext bool
 }
 
 // Backend runs the forward pass on one GPU.
@@ -74,6 +78,8 @@ type Backend struct {
 
 	// ropes holds each frequency table RoPE was given, in VRAM (a model keeps one Rope).
 	ropes map[*compute.Rope]cuda.DevicePtr
+	// rows are pinned host rows from PinnedFloats, freed at Close.
+	rows []*cuda.HostBuffer
 }
 
 type devScratch struct {
@@ -106,7 +112,11 @@ func New(o Options) (*Backend, error) {
 		drv.Close()
 		return nil, fmt.Errorf("gpu: %w", err)
 	}
-	ctx, err := drv.NewContext(o.Device)
+	newCtx := drv.NewContext
+	if o.OwnContext {
+		newCtx = drv.NewOwnContext
+	}
+	ctx, err := newCtx(o.Device)
 	if err != nil {
 		drv.Close()
 		return nil, fmt.Errorf("gpu: %w", err)
@@ -259,6 +269,9 @@ func (b *Backend) Close() error {
 		errs = append(errs, b.s.Synchronize(), b.stage.close())
 	}
 	for _, hb := range b.hostBufs {
+		errs = append(errs, hb.Free())
+	}
+	for _, hb := range b.rows {
 		errs = append(errs, hb.Free())
 	}
 	errs = append(errs, b.pin.Free(), b.s.Destroy(), b.k.Unload(), b.ctx.Close())
@@ -607,6 +620,21 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 	}
 	b.step.brk()
 	b.err.Set(b.k.AttentionPrefill(b.s, dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), pos, s.N, s.Heads, s.KVHeads, s.HeadDim, s.Scale, o))
+}
+
+// Ordinal is the CUDA device the backend runs on.
+func (b *Backend) Ordinal() int { return b.ctx.Ordinal }
+
+// PinnedFloats allocates n floats of page-locked host memory (portable: every context's
+// copies read and write it at full speed), freed at Close. The expert cache's helper GPUs
+// return their results through such rows.
+func (b *Backend) PinnedFloats(n int) ([]float32, error) {
+	hb, err := b.ctx.HostAlloc(4 * n)
+	if err != nil {
+		return nil, fmt.Errorf("gpu: %d pinned floats: %w", n, err)
+	}
+	b.rows = append(b.rows, hb)
+	return unsafe.Slice((*float32)(unsafe.Pointer(&hb.Bytes[0])), n), nil
 }
 
 // FreeBytes is the device's free memory now.

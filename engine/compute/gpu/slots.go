@@ -279,5 +279,15 @@ func (b *Backend) ReadSlot(wt compute.Weight, slot int) ([]byte, error) {
 	return out, nil
 }
 
+// Synchronize launches the ops held for a graph and waits until the device has run
+// everything queued so far.
+func (b *Backend) Synchronize() error {
+	b.step.brk()
+	if err := b.s.Synchronize(); err != nil {
+		return fmt.Errorf("gpu: %s: %w", b.info.Name, err)
+	}
+	return nil
+}
+
 // Flush launches the ops held for a graph, so the device works while the host computes.
 func (b *Backend) Flush() { b.step.brk() }
