@@ -104,3 +104,19 @@ func stagingFor(b *pinBudget) (bufs, bufBytes int, fallback string, err error) {
 	}
 	return stagingMinBufs, int(size), fmt.Sprintf("%d staging buffers of %d KiB instead of %d of %d MiB", stagingMinBufs, size>>10, stagingWantBufs, stagingWantBufBytes>>20), nil
 }
+
+// stagingShare is stagingFor holding the ring to a 1/parts share of what is left of a capped
+// budget (never below the smallest ring), so the rings and rows taken after it get theirs
+// too: with helper GPUs, the main card's ring, each helper's and the helpers' result rows.
+func stagingShare(b *pinBudget, parts int) (bufs, bufBytes int, fallback string, err error) {
+	minNeed := int64(stagingMinBufs * stagingMinBufBytes)
+	if !b.capped() || parts <= 1 || b.left() < minNeed {
+		return stagingFor(b)
+	}
+	sub := pinBudget{limit: max(b.left()/int64(parts), minNeed), source: b.source}
+	if bufs, bufBytes, fallback, err = stagingFor(&sub); err != nil {
+		return 0, 0, "", err
+	}
+	b.take(sub.used)
+	return bufs, bufBytes, fallback, nil
+}

@@ -320,3 +320,64 @@ func TestHelpersOnStandIns(t *testing.T) {
 		t.Errorf("helper 2 slots with one helper: %v", err)
 	}
 }
+
+// TestHelpersUnderAPinnedBudget: with two CPU stand-in helper GPUs the helpers' staging rings
+// and result rows count against the pinned budget. At 64 MiB every ring shrinks (the main
+// card's leaves the helpers theirs) and the pinned tier stays in plain RAM, one log line
+// each; at 7 MiB the result rows shrink to fewer tokens a round; both give the tokens of a
+// start without helpers or budget. At 6 MiB not even one token's rows fit after the smallest
+// rings: the error names the budget, the rows and the knob to raise.
+func TestHelpersUnderAPinnedBudget(t *testing.T) {
+	path, _ := bigArenaModel(t)
+	logs := captureLog(t)
+	plain, err := placeOnStandIns(t, path, func(*Config) {}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := greedy(t, plain)
+	plain.Close()
+	helpers := func(budget int) func(*Config) {
+		return func(c *Config) { c.ExpertCacheDevice1, c.ExpertCacheDevice2, c.PinnedBudgetMiB = 6, 4, budget }
+	}
+	for _, tc := range []struct {
+		budget int
+		lines  []string // each logged exactly once
+	}{
+		{64, []string{
+			"holds 2 staging buffers of 8 MiB instead of 6\"", "holds 2 staging buffers of 8 MiB instead of 6 for helper GPU 1",
+			"holds 2 staging buffers of 8 MiB instead of 6 for helper GPU 2", "the pinned expert tier is not pinned",
+		}},
+		{7, []string{"the helper GPUs' results for 256 tokens at a time instead of 512"}},
+	} {
+		logs.take()
+		m, err := placeOnStandIns(t, path, helpers(tc.budget), 2)
+		if err != nil {
+			t.Fatalf("budget %d MiB: %v", tc.budget, err)
+		}
+		got := greedy(t, m)
+		c := m.Tiers().Cache
+		hits := m.Tiers().HitsPerTier[TierHelper]
+		m.Close()
+		log := logs.take()
+		if !slices.Equal(got, want) {
+			t.Errorf("budget %d MiB: tokens %v, without helpers or a budget %v", tc.budget, got, want)
+		}
+		if hits == 0 || c.PinnedUsed > int64(tc.budget)<<20 {
+			t.Errorf("budget %d MiB: %d helper hits, %d bytes pinned", tc.budget, hits, c.PinnedUsed)
+		}
+		for _, line := range tc.lines {
+			if n := strings.Count(log, line); n != 1 {
+				t.Errorf("budget %d MiB: %q logged %d times, want once; log:\n%s", tc.budget, line, n, log)
+			}
+		}
+	}
+	_, err = placeOnStandIns(t, path, helpers(6), 2)
+	if !errors.Is(err, ErrBudgetTooSmall) {
+		t.Fatalf("budget 6 MiB: %v, want ErrBudgetTooSmall", err)
+	}
+	for _, s := range []string{"6 MiB (--pinned-budget-mib)", "helper GPUs' result rows", "raise --pinned-budget-mib to at least 7"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("budget 6 MiB: %q does not say %q", err, s)
+		}
+	}
+}

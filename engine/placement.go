@@ -311,7 +311,7 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 	if onGPU {
 		// The staging ring the VRAM fill and streamed experts pass through comes out of the
 		// pinned budget before the arena: it is small, and the GPU cannot upload without it.
-		bufs, size, fallback, err := stagingFor(&p.pins)
+		bufs, size, fallback, err := stagingShare(&p.pins, ringParts(helpers, plan.Tier))
 		if err != nil {
 			return err
 		}
@@ -420,8 +420,8 @@ func (p *placement) helperPins(f *gguf.File, cfg Config, helpers []experts.Devic
 			open = append(open, i)
 		}
 	}
-	for _, i := range open {
-		bufs, size, fallback, err := stagingFor(&p.pins)
+	for k, i := range open {
+		bufs, size, fallback, err := stagingShare(&p.pins, len(open)-k+1)
 		if err != nil {
 			return 0, fmt.Errorf("helper GPU %d: %w", i+1, err)
 		}
@@ -445,6 +445,22 @@ func (p *placement) helperPins(f *gguf.File, cfg Config, helpers []experts.Devic
 		p.note("the pinned budget of %s holds the helper GPUs' results for %d tokens at a time instead of %d: a longer batch comes back in rounds", p.pins.String(), rows, want)
 	}
 	return rows, nil
+}
+
+// ringParts is how many shares of a capped pinned budget the main card's staging ring
+// leaves room for: with experts on helpers, a ring for each open helper and one share for
+// their result rows (and the arena) after its own; else it takes what it wants.
+func ringParts(helpers []experts.Device, tier []experts.Tier) int {
+	if !slices.Contains(tier, experts.TierHelper) {
+		return 1
+	}
+	n := 2
+	for _, d := range helpers {
+		if d != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // prefillBatchOf is the prompt chunk a forward pass takes (Session.prefillBatch).

@@ -24,6 +24,7 @@ type tierCase struct {
 	unbuffered  bool // fill the RAM arena with unbuffered reads (else through the mapping)
 	coldDirect  bool // batches read their cold experts with unbuffered reads
 	hostPinned  bool // the device does not map the pinned experts (the CPU runs them all)
+	helperRows  int  // tokens a helper's results come back for at once (0: a whole batch)
 }
 
 func tierCases() []tierCase {
@@ -43,6 +44,8 @@ func tierCases() []tierCase {
 		{name: "helpers", vram: 0.3, helper: 0.4},
 		{name: "helpers + pinned + adaptive swaps", vram: 0.2, pin: 0.2, helper: 0.3, adapt: 2},
 		{name: "all on helpers, streamed batches", helper: 1, streamSlots: 3},
+		{name: "helpers, results in rounds of 3 tokens", vram: 0.3, helper: 0.4, helperRows: 3},
+		{name: "helpers, results one token at a time", vram: 0.2, pin: 0.2, helper: 0.3, helperRows: 1},
 	}
 }
 
@@ -208,7 +211,7 @@ func loadCached(t *testing.T, f *gguf.File, dev experts.Device, host *cpu.Backen
 			t.Cleanup(func() { h.Close() })
 			cc.Helpers = append(cc.Helpers, h)
 		}
-		cc.HelperOf = helperOf
+		cc.HelperOf, cc.HelperRows = helperOf, tc.helperRows
 	}
 	if tc.coldDirect {
 		l, err := experts.GGUFLayout(f)
