@@ -111,7 +111,7 @@ func openPlaced(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, p
 			pl.close()
 			return nil, err
 		}
-	} else if err := checkContextFits(cfg, info, explicitKVBudget(ctx, b, cfg)); err != nil {
+	} else if err := checkContextFits(cfg, info, explicitKVBudget(ctx, b, cfg, info)); err != nil {
 		pl.close()
 		return nil, err
 	}
@@ -157,14 +157,15 @@ func kvBudget(ctx context.Context, b compute.Backend, cfg Config) int64 {
 }
 
 // explicitKVBudget is what a context the user asked for (--max-context) may take: on a GPU
-// the same as kvBudget, on the CPU the available RAM less room for activations (a quarter
-// of it is only the default's share).
-func explicitKVBudget(ctx context.Context, b compute.Backend, cfg Config) int64 {
+// the same as kvBudget, on the CPU the available RAM less the non-expert weights (their
+// mapped pages count as available, but they are read every token) and activations, as the
+// plan counts it (a quarter of it is only the default's share).
+func explicitKVBudget(ctx context.Context, b compute.Backend, cfg Config, info ModelInfo) int64 {
 	if _, ok := b.(*gpu.Backend); ok {
 		return kvBudget(ctx, b, cfg)
 	}
 	if avail := platform.ProbeMemory(ctx).AvailableBytes; avail > 0 {
-		return max(avail-activationBytes, 1)
+		return max(avail-info.NonExpertBytes-activationBytes, 1)
 	}
 	return 0 // not known: not checked
 }

@@ -122,6 +122,7 @@ func planInput(info ModelInfo, s experts.Shape, gpuFree, hostAvail int64, cfg Co
 		Int8KVBytesPerToken: int8PerToken,
 		MinContext:          minCtx,
 		ModelContext:        modelCtx,
+		ContextGiven:        cfg.MaxContext > 0,
 		ActivationBytes:     activationBytes,
 
 		GPUFreeBytes:     max(gpuFree, 0),

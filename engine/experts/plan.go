@@ -15,9 +15,12 @@ type PlanInput struct {
 	// Int8KVBytesPerToken is what a token would take with --kv int8, for the choices a plan
 	// offers when the cache does not fit; 0 when the cache is int8 already.
 	Int8KVBytesPerToken int64
-	MinContext          int   // the smallest KV cache worth running (tokens); it must fit
-	ModelContext        int   // the most context worth planning for (the model's, or --max-context); 0 = MinContext
-	ActivationBytes     int64 // scratch for activations
+	MinContext          int // the smallest KV cache worth running (tokens); it must fit
+	ModelContext        int // the most context worth planning for (the model's, or --max-context); 0 = MinContext
+	// ContextGiven: --max-context asked for MinContext = ModelContext. Without a GPU its cache
+	// may take the RAM the weights and activations leave, not only the default's quarter.
+	ContextGiven    bool
+	ActivationBytes int64 // scratch for activations
 
 	GPUFreeBytes     int64 // 0 = no usable GPU
 	VRAMReserveBytes int64 // left free for other apps
@@ -161,17 +164,21 @@ func MakePlan(in PlanInput) (Plan, error) {
 		for _, t := range p.Tier {
 			p.Bytes[t] += blob
 		}
-		// The CPU engine gives the KV cache a quarter of the available RAM.
+		// The CPU engine gives the default context's cache a quarter of the available RAM, and
+		// one asked for what the non-expert weights and activations leave (as Open checks it).
+		room, roomWords := in.HostAvailBytes/4, "a quarter of the available RAM"
+		if in.ContextGiven {
+			room, roomWords = in.HostAvailBytes-in.NonExpertBytes-in.ActivationBytes, "the available RAM less the non-expert weights and activations"
+		}
 		p.Context = modelCtx
 		if in.HostAvailBytes > 0 && in.KVBytesPerToken > 0 {
-			p.Context = int(min(int64(modelCtx), in.HostAvailBytes/4/in.KVBytesPerToken))
+			p.Context = int(min(int64(modelCtx), max(room, 0)/in.KVBytesPerToken))
 		}
 		p.KVBytes = int64(p.Context) * in.KVBytesPerToken
 		if p.Context < minCtx {
-			note("a KV cache of %d tokens needs %s; a quarter of the available RAM (%s) holds %d%s", minCtx, humanBytes(int64(minCtx)*in.KVBytesPerToken), humanBytes(in.HostAvailBytes/4), p.Context,
-				kvChoices(in, minCtx, in.HostAvailBytes/4, 0))
-		}
-		if in.HostAvailBytes > 0 && in.NonExpertBytes+int64(minCtx)*in.KVBytesPerToken+in.ActivationBytes > in.HostAvailBytes {
+			note("a KV cache of %d tokens needs %s; %s (%s) holds %d%s", minCtx, humanBytes(int64(minCtx)*in.KVBytesPerToken), roomWords, humanBytes(max(room, 0)), p.Context,
+				kvChoices(in, minCtx, room, 0))
+		} else if in.HostAvailBytes > 0 && in.NonExpertBytes+int64(minCtx)*in.KVBytesPerToken+in.ActivationBytes > in.HostAvailBytes {
 			note("the RAM available (%s) cannot hold the KV cache of %d tokens (%s) beside the %s of non-expert weights and %s of activations%s",
 				humanBytes(in.HostAvailBytes), minCtx, humanBytes(int64(minCtx)*in.KVBytesPerToken), humanBytes(in.NonExpertBytes), humanBytes(in.ActivationBytes),
 				kvChoices(in, minCtx, in.HostAvailBytes-in.NonExpertBytes-in.ActivationBytes, 0))
@@ -227,12 +234,16 @@ func MakePlan(in PlanInput) (Plan, error) {
 		p.Context = int(min(int64(modelCtx), kvRoom/in.KVBytesPerToken))
 	}
 	p.KVBytes = int64(p.Context) * in.KVBytesPerToken
-	if in.ExpertCache == AutoSlots && p.Slots < s.Count() && in.Int8KVBytesPerToken > 0 && minKV >= blob {
+	if in.ExpertCache == AutoSlots && p.Slots < s.Count() && minKV >= blob {
 		// The cache the context needs costs expert slots: say how many, and what int8 gives back.
-		kv8 := int64(minCtx) * in.Int8KVBytesPerToken
-		more := min(int((left+minKV-kv8)/blob), s.Count()) - p.Slots
-		note("the KV cache of %d tokens (%s) takes the room of %d expert slots; with --kv int8 it takes %s and %d more slots fit, or a shorter --max-context frees %s a token",
-			minCtx, humanBytes(minKV), minKV/blob, humanBytes(kv8), more, humanBytes(in.KVBytesPerToken))
+		int8Words := ""
+		if in.Int8KVBytesPerToken > 0 {
+			kv8 := int64(minCtx) * in.Int8KVBytesPerToken
+			more := min(int((left+minKV-kv8)/blob), s.Count()) - p.Slots
+			int8Words = fmt.Sprintf("with --kv int8 it takes %s and %d more slots fit, or ", humanBytes(kv8), more)
+		}
+		note("the KV cache of %d tokens (%s) takes the room of %d expert slots; %sa shorter --max-context frees %s a token",
+			minCtx, humanBytes(minKV), minKV/blob, int8Words, humanBytes(in.KVBytesPerToken))
 	}
 
 	for i := range p.Tier {

@@ -297,3 +297,23 @@ func TestPlanOffersKVChoices(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanCPUContextGiven: without a GPU the default context's cache gets a quarter of the
+// available RAM, a --max-context what the weights and activations leave, as Open checks it.
+func TestPlanCPUContextGiven(t *testing.T) {
+	in := basePlanInput()
+	in.GPUFreeBytes, in.HostAvailBytes = 0, 12<<20
+	in.NonExpertBytes, in.ActivationBytes = 1<<20, 1<<20
+	in.MinContext, in.ModelContext = 4096, 4096 // 4 MiB of KV
+	for _, given := range []bool{false, true} {
+		in.ContextGiven = given
+		p, err := MakePlan(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool]int{false: 3072, true: 4096}[given] // 3 MiB, a quarter of 12; 10 MiB left
+		if p.Context != want {
+			t.Errorf("context given %v: %d tokens, want %d", given, p.Context, want)
+		}
+	}
+}
