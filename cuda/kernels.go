@@ -44,6 +44,7 @@ func kernelNames() []string {
 	for hd := attentionHeadStep; hd <= MaxAttentionHeadDim; hd += attentionHeadStep {
 		names = append(names, fmt.Sprintf("attention_decode_%d", hd), fmt.Sprintf("attention_prefill_%d", hd))
 	}
+	names = append(names, deltaNetKernelNames()...)
 	return append(names, "attention_merge", "gemm_f16_f32", "gemm_f16_f16", "rms_norm", "rope_neox", "router_topk",
 		"swiglu", "add_f32", "scaled_add", "moe_combine", "kv_write", "f32_to_f16", "swiglu_clamped", "add_bias", "expert_bias", "rope_table")
 }

@@ -9,3 +9,4 @@
 #include "attention.cu"
 #include "router.cu"
 #include "elementwise.cu"
+#include "deltanet.cu"
