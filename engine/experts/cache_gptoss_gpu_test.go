@@ -66,7 +66,7 @@ func TestCacheGptOssOnGPU(t *testing.T) {
 			t.Run(name+"/"+tc.name, func(t *testing.T) {
 				c, net := loadOnGPU(t, f, sh, rank, tc)
 				for _, p := range v.Prompts {
-					modeltest.CheckGptOss8Bit(t, net, dir, p, fref.Tolerances, name)
+					modeltest.Check8Bit(t, net, dir, p, fref.Tolerances, name)
 				}
 				st := c.Snapshot().Stats
 				t.Logf("routed %v, pcie %d, streamed %d, swaps %d", st.Routed, st.PCIe, st.Streamed, st.Swaps)

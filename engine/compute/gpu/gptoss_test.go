@@ -10,7 +10,7 @@ import (
 
 // TestGptOssFixtureOnGPU runs every gptoss-tiny variant all in VRAM (sinks, sliding windows
 // on ring layers, YaRN, biases, clamped SwiGLU, MXFP4 experts; 8-bit activations, f16 KV)
-// against transformers under the README's 8-bit rule (modeltest.CheckGptOss8Bit).
+// against transformers under the README's 8-bit rule (modeltest.Check8Bit).
 func TestGptOssFixtureOnGPU(t *testing.T) {
 	dir := fixtures.Path(t, "gptoss-tiny")
 	b := newGPU(t)
@@ -18,7 +18,7 @@ func TestGptOssFixtureOnGPU(t *testing.T) {
 	for name, v := range ref.Variants {
 		net := modeltest.Load(t, filepath.Join(dir, v.File), b)
 		for _, p := range v.Prompts {
-			modeltest.CheckGptOss8Bit(t, net, dir, p, ref.Tolerances, name)
+			modeltest.Check8Bit(t, net, dir, p, ref.Tolerances, name)
 		}
 	}
 }

@@ -80,6 +80,8 @@ type Backend struct {
 	ropes map[*compute.Rope]cuda.DevicePtr
 	// rows are pinned host rows from PinnedFloats, freed at Close.
 	rows []*cuda.HostBuffer
+	// decodedTaps holds conv weights of types the conv kernel does not read, decoded to f16.
+	decodedTaps map[*Weight]cuda.DevicePtr
 }
 
 type devScratch struct {
@@ -179,6 +181,14 @@ const (
 	opAddBias
 	opRopeTable
 	opExpertBias
+	opConv1D
+	opSiLU
+	opMulSigmoid
+	opGatedNorm
+	opRopePartial
+	opSigmoidRoutes
+	opL2NormQK
+	opDeltaRule
 )
 
 // streamGraph is a captured graph launched on the backend's stream.
@@ -648,3 +658,15 @@ func (b *Backend) FreeBytes() int64 {
 
 // HeadDimSupported reports whether the attention kernels exist for this head size.
 func HeadDimSupported(d int) bool { return d > 0 && d <= cuda.MaxAttentionHeadDim && d%16 == 0 }
+
+// DeltaNetLacks says what the Gated DeltaNet kernels cannot run of layers with this key head
+// size and conv width ("" when they run them).
+func DeltaNetLacks(keyDim, convKernel int) string {
+	switch {
+	case keyDim > cuda.MaxDeltaKDim:
+		return fmt.Sprintf("the GPU delta rule takes key heads of at most %d values, not %d", cuda.MaxDeltaKDim, keyDim)
+	case convKernel > cuda.ConvMaxTaps:
+		return fmt.Sprintf("the GPU conv takes at most %d taps, not %d", cuda.ConvMaxTaps, convKernel)
+	}
+	return ""
+}
