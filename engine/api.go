@@ -50,6 +50,9 @@ type ModelInfo struct {
 	// DecodeBytesPerToken is the weight bytes one decoded token reads: every non-expert
 	// matrix, one embedding row and the routed experts' share.
 	DecodeBytesPerToken int64
+	// DeltaKeyDim and ConvKernel are the Gated DeltaNet layers' key head size and conv taps
+	// (0 without such layers), which the GPU kernels bound.
+	DeltaKeyDim, ConvKernel int
 }
 
 // Role of a chat message.

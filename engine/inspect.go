@@ -33,6 +33,9 @@ func describe(f *gguf.File) (ModelInfo, error) {
 	}
 	info.RingLayers, info.RingKeep = h.RingLayers()
 	info.RecurrentLayers, info.RecurrentBytes = h.RecurrentState()
+	if info.RecurrentLayers > 0 {
+		info.DeltaKeyDim, info.ConvKernel = h.SSM.KDim, h.SSM.ConvKernel
+	}
 	info.Name, _ = f.GetString("general.name")
 	info.FileBytes = f.TotalSize() // every part of a split model
 	bytesByType := map[quant.Type]int64{}

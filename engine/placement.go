@@ -562,7 +562,9 @@ func HelpersLack(info ModelInfo) string {
 // gpuLacks says what of the model the CUDA backend cannot run yet ("" when it runs it all).
 func gpuLacks(info ModelInfo) string {
 	if info.RecurrentLayers > 0 {
-		return fmt.Sprintf("the CUDA backend has no Gated DeltaNet kernels (conv, delta rule, gated norm) yet (%s runs on the CPU)", info.Architecture)
+		if why := gpu.DeltaNetLacks(info.DeltaKeyDim, info.ConvKernel); why != "" {
+			return fmt.Sprintf("%s's Gated DeltaNet layers: %s (%s runs on the CPU)", info.Architecture, why, info.Architecture)
+		}
 	}
 	return ""
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"strata/engine"
@@ -17,6 +16,12 @@ import (
 // KV cache, a regenerated reply, an edited last message, a next turn and a new chat give the
 // tokens of a fresh run, and a regenerate re-reads only the prompt's last token.
 func TestRecurrentStateReuse(t *testing.T) {
+	recurrentStateReuse(t, "cpu")
+}
+
+// recurrentStateReuse is TestRecurrentStateReuse on a backend: "cpu" runs the float path,
+// "cuda" the GPU (its state in VRAM, checkpoints device copies).
+func recurrentStateReuse(t *testing.T, backend string) {
 	dir := fixtures.Path(t, "qwen35moe-tiny")
 	b, err := os.ReadFile(filepath.Join(dir, "reference.json"))
 	if err != nil {
@@ -38,7 +43,7 @@ func TestRecurrentStateReuse(t *testing.T) {
 	long := v.Prompts[len(v.Prompts)-1]
 	other := v.Prompts[len(v.Prompts)-2]
 	cfg := engine.DefaultConfig()
-	cfg.Backend, cfg.Threads, cfg.FloatPath, cfg.MaxContext = "cpu", 2, true, 256
+	cfg.Backend, cfg.Threads, cfg.FloatPath, cfg.MaxContext = backend, 2, backend == "cpu", 256
 	open := func() *engine.Model {
 		m, err := engine.Open(context.Background(), filepath.Join(dir, v.File), cfg, nil)
 		if err != nil {
@@ -86,28 +91,4 @@ func TestRecurrentStateReuse(t *testing.T) {
 	if got := gen(s, long.Tokens).Tokens; !slices.Equal(got, first.Tokens) {
 		t.Errorf("back to the first chat: %v, want %v", got, first.Tokens)
 	}
-}
-
-// TestHybridRefusedOnCUDA: --backend cuda refuses a Gated DeltaNet hybrid by name (its
-// kernels are CPU-only so far); the automatic choice runs it on the CPU.
-func TestHybridRefusedOnCUDA(t *testing.T) {
-	path := fixtures.Path(t, "qwen35moe-tiny", "model-f32.gguf")
-	cfg := engine.DefaultConfig()
-	cfg.Backend, cfg.Threads, cfg.MaxContext = "cuda", 2, 64
-	m, err := engine.Open(context.Background(), path, cfg, nil)
-	if err == nil {
-		m.Close()
-		t.Fatal("--backend cuda opened a qwen35moe")
-	}
-	if !strings.Contains(err.Error(), "Gated DeltaNet") {
-		t.Errorf("error %q does not say what the CUDA backend lacks", err)
-	}
-	cfg.Backend = "auto"
-	if m, err = engine.Open(context.Background(), path, cfg, nil); err != nil {
-		t.Fatalf("auto: %v", err)
-	}
-	if !strings.HasPrefix(m.Backend(), "cpu") {
-		t.Errorf("auto chose %q for a hybrid", m.Backend())
-	}
-	m.Close()
 }

@@ -75,8 +75,8 @@ type Model struct {
 	// KVBytesPerToken is the f16 KV cache of one token over all layers; 0 = estimated as
 	// 2 KiB per layer (4 KV heads of 128, the common MoE shape).
 	KVBytesPerToken int64
-	// GPULacks says what of the model the GPU plans cannot run yet (the hybrids' Gated
-	// DeltaNet): such a model runs on the CPU. "" = they run it.
+	// GPULacks says what of the model the GPU plans cannot run yet (Gated DeltaNet shapes
+	// past the GPU kernels'): such a model runs on the CPU. "" = they run it.
 	GPULacks string
 	// HelpersLack says what of the model helper GPUs cannot run yet (gpt-oss's expert
 	// biases): such a model gets no helper slots. "" = they run it.

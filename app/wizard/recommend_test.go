@@ -472,10 +472,17 @@ func TestRecommendGptOssOnTheGPU(t *testing.T) {
 	if g.Config.ExpertCacheDevice1 != 0 || len(g.Budget.HelperSlots) != 0 || !strings.Contains(strings.Join(g.Reasons, "\n"), "No helper GPU") {
 		t.Errorf("gpt-oss on an RTX 3060 and an RTX 2060: device1 %d, helper slots %v, reasons %q", g.Config.ExpertCacheDevice1, g.Budget.HelperSlots, g.Reasons)
 	}
+	// A hybrid of the published shapes gets the GPU; one whose delta-rule key heads are past
+	// the GPU kernels' gets the CPU, with the reason said.
 	info.Architecture, info.RecurrentLayers, info.RecurrentBytes = "qwen3next", 18, gb(0.2)
+	info.DeltaKeyDim, info.ConvKernel = 128, 4
+	if r := Recommend(desktop(32, 27, rtx5090()), ModelFromInfo(info)); r.Mode == ModeCPUOnly || r.Config.Backend != "cuda" || r.Config.Check() != nil {
+		t.Errorf("hybrid: mode %s backend %s (check %v), want a GPU mode", r.Mode, r.Config.Backend, r.Config.Check())
+	}
+	info.DeltaKeyDim = 512
 	hm := ModelFromInfo(info)
 	if hm.GPULacks == "" {
-		t.Fatal("a hybrid: no reason the GPU cannot run it")
+		t.Fatal("a hybrid with 512-wide key heads: no reason the GPU cannot run it")
 	}
 	r := Recommend(desktop(32, 27, rtx5090()), hm)
 	if r.Mode != ModeCPUOnly || r.Config.Backend != "cpu" || r.Config.ExpertCache != 0 {
