@@ -691,6 +691,12 @@ func (c *Cache) helperResults(dst compute.Buf, helper [2][]entry, n, H int) {
 			continue
 		}
 		d, out, devOut := c.cfg.Helpers[h], c.helperOut[h], c.helperDevOut[h]
+		// The model checks the main device's errors; a helper's surface through the layer's.
+		defer func() {
+			if err := d.Err(); err != nil {
+				c.err.Set(fmt.Errorf("experts: helper GPU %d: %w", h+1, err))
+			}
+		}()
 		rows := c.helperRows[h]
 		if rows == nil {
 			if len(c.helperPlain) < n*H {

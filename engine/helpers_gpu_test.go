@@ -1,0 +1,181 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"strata/engine"
+	"strata/engine/compute/gpu"
+	"strata/engine/fixtures"
+	"strata/engine/model/modeltest"
+	"strata/engine/synth"
+)
+
+// TestHelpersOnGPU runs the helper GPUs' path on one card: STRATA_HELPERS_ON_MAIN opens
+// helpers 1 and 2 on the main card's ordinal, each in a context of its own, so their slots,
+// kernels and streams are apart from the main card's as on two more cards. On every
+// qwen3moe-tiny variant the GPU runs and on a small synthetic qwen3moe, a quarter of the
+// experts on the main card, a quarter on each helper and the rest pinned or cold gives the
+// greedy tokens of the whole model in VRAM and logits within the fixture's 8-bit rule
+// (reference.json's int8_activations: RMS(Δ)/std per prompt, max |Δ| on at least 90% of
+// rows); so does the same start under a 64 MiB pinned budget (WSL2 simulated) and a 7 MiB
+// one (the synth's 300-token prompt then comes back from the helpers in rounds), while a
+// 3 MiB one fails naming the budget and the knob to raise. It skips without a driver.
+func TestHelpersOnGPU(t *testing.T) {
+	if b, err := gpu.New(gpu.Options{}); errors.Is(err, gpu.ErrNoGPU) {
+		t.Skipf("no NVIDIA GPU or driver, skipping: %v", err)
+	} else if err == nil {
+		b.Close()
+	} else {
+		t.Fatal(err)
+	}
+	t.Setenv("STRATA_HELPERS_ON_MAIN", "1")
+	ref := fixtures.LoadReference(t, "qwen3moe-tiny")
+	tol := ref.Tolerances.Int8
+	type model struct {
+		name, path string
+		prompts    [][]int // prompt tokens
+		gen        int     // greedy tokens to compare
+	}
+	var models []model
+	for _, v := range ref.All() {
+		m := model{name: v.Name, path: ref.Path(v)}
+		for _, p := range v.Prompts {
+			m.prompts = append(m.prompts, p.Tokens)
+			m.gen = max(m.gen, len(p.Generated))
+		}
+		models = append(models, m)
+	}
+	spec, err := synth.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Layers, spec.Experts, spec.Pool = 4, 16, 256
+	sp := filepath.Join(t.TempDir(), "synth.gguf")
+	if err := synth.Write(context.Background(), sp, spec, nil); err != nil {
+		t.Fatal(err)
+	}
+	long := make([]int, 300) // longer than the helper result rows a 7 MiB budget leaves
+	for i := range long {
+		long[i] = (i*37 + 11) % spec.Vocab
+	}
+	models = append(models, model{name: "synth tiny", path: sp, prompts: [][]int{{10, 200, 31, 4, 77, 150, 9}, long}, gen: 12})
+
+	ran := 0
+	for _, m := range models {
+		info, err := engine.Inspect(context.Background(), m.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !gpu.HeadDimSupported(info.HeadDim) {
+			t.Logf("%s: head size %d has no GPU attention kernel, skipped", m.name, info.HeadDim)
+			continue
+		}
+		ran++
+		t.Run(m.name, func(t *testing.T) {
+			quarter := info.Layers * info.Experts / 4
+			base := func(c *engine.Config) {}
+			helpers := func(c *engine.Config) {
+				c.ExpertCache, c.ExpertCacheDevice1, c.ExpertCacheDevice2, c.TieredExperts = quarter, quarter, quarter, true
+			}
+			budget := func(mib int) func(*engine.Config) {
+				return func(c *engine.Config) { helpers(c); c.PinnedBudgetMiB = mib }
+			}
+			want := runOnGPU(t, m.path, m.prompts, m.gen, base, false)
+			for _, tc := range []struct {
+				name string
+				edit func(*engine.Config)
+				mib  int
+			}{{"helpers", helpers, 0}, {"helpers, 64 MiB pinned budget", budget(64), 64}, {"helpers, 7 MiB pinned budget", budget(7), 7}} {
+				got := runOnGPU(t, m.path, m.prompts, m.gen, tc.edit, true)
+				for i := range m.prompts {
+					if !slices.Equal(got.tokens[i], want.tokens[i]) {
+						t.Errorf("%s: prompt %d: greedy tokens %v, all in VRAM %v", tc.name, i, got.tokens[i], want.tokens[i])
+					}
+					g, w := got.logits[i], want.logits[i]
+					maxAbs, rel := modeltest.Compare(g, w)
+					rows, over := len(w)/info.Vocab, 0
+					for r := range rows {
+						if modeltest.MaxAbsDiff(g[r*info.Vocab:(r+1)*info.Vocab], w[r*info.Vocab:(r+1)*info.Vocab]) > tol.MaxAbsLogit {
+							over++
+						}
+					}
+					t.Logf("%s: prompt %d: RMS(Δ)/std %.2g, max |Δ| %.3g, %d of %d rows above %g", tc.name, i, rel, maxAbs, over, rows, tol.MaxAbsLogit)
+					if rel > tol.RMSOverStd || float64(over) > 0.1*float64(rows) || math.IsNaN(rel) {
+						t.Errorf("%s: prompt %d: RMS(Δ)/std %.4g (limit %g), %d of %d rows above %g", tc.name, i, rel, tol.RMSOverStd, over, rows, tol.MaxAbsLogit)
+					}
+				}
+				if c := got.snap.Cache; c == nil || c.HelperSlots != [2]int{quarter, quarter} || got.snap.HitsPerTier[engine.TierHelper] == 0 {
+					t.Errorf("%s: cache %+v, helper hits %d; want %d slots on each helper and hits there", tc.name, c, got.snap.HitsPerTier[engine.TierHelper], quarter)
+				} else {
+					t.Logf("%s: helper slots %v, hits per tier %v, helper round trips %v, pinned %d of %d bytes", tc.name, c.HelperSlots, got.snap.HitsPerTier, c.Helpers, c.PinnedUsed, c.PinnedBudget)
+					if tc.mib > 0 && (c.PinnedBudget != int64(tc.mib)<<20 || c.PinnedUsed > c.PinnedBudget) {
+						t.Errorf("%s: %d bytes pinned under a budget of %d", tc.name, c.PinnedUsed, c.PinnedBudget)
+					}
+					t.Logf("%s: notes %q", tc.name, c.Notes)
+				}
+			}
+			cfg := engine.DefaultConfig()
+			cfg.Backend, cfg.MaxContext, cfg.LearnProfile = "cuda", 128, false
+			helpers(&cfg)
+			cfg.PinnedBudgetMiB = 3
+			if mm, err := engine.Open(context.Background(), m.path, cfg, nil); err == nil {
+				mm.Close()
+				t.Error("a 3 MiB pinned budget with two helpers opened")
+			} else if !errors.Is(err, engine.ErrBudgetTooSmall) || !strings.Contains(err.Error(), "3 MiB (--pinned-budget-mib)") || !strings.Contains(err.Error(), "raise --pinned-budget-mib") {
+				t.Errorf("3 MiB pinned budget: %v, want ErrBudgetTooSmall naming the budget and the knob", err)
+			} else {
+				t.Logf("3 MiB pinned budget: %v", err)
+			}
+		})
+	}
+	if ran == 0 {
+		t.Fatal("no model had a head size the GPU runs")
+	}
+}
+
+// gpuRun is what runOnGPU saw: per prompt the logits of prompt+greedy tokens (teacher
+// forced) and the greedy tokens, and the tier map after.
+type gpuRun struct {
+	logits [][]float32
+	tokens [][]int
+	snap   engine.TierSnapshot
+}
+
+// runOnGPU opens path on the GPU with edit applied, generates n greedy tokens after each
+// prompt and evaluates prompt+those tokens.
+func runOnGPU(t *testing.T, path string, prompts [][]int, n int, edit func(*engine.Config), tiered bool) gpuRun {
+	t.Helper()
+	cfg := engine.DefaultConfig()
+	cfg.Backend, cfg.MaxContext, cfg.LearnProfile = "cuda", 512, false
+	edit(&cfg)
+	m, err := engine.Open(context.Background(), path, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var r gpuRun
+	for i, p := range prompts {
+		s := m.NewSession(engine.SessionOptions{})
+		res, err := s.Generate(context.Background(), p, engine.Sampling{MaxTokens: n, IgnoreEOS: true}, nil)
+		if err != nil {
+			t.Fatal(fmt.Errorf("prompt %d: %w", i, err))
+		}
+		var logits []float32
+		if err := s.Eval(context.Background(), append(slices.Clone(p), res.Tokens...), func(_ int, l []float32) { logits = append(logits, l...) }); err != nil {
+			t.Fatal(err)
+		}
+		r.tokens, r.logits = append(r.tokens, res.Tokens), append(r.logits, logits)
+	}
+	r.snap = m.Tiers()
+	if tiered != (r.snap.Cache != nil) {
+		t.Fatalf("tier knobs %v, expert cache in the tier map %v", tiered, r.snap.Cache != nil)
+	}
+	return r
+}
