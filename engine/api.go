@@ -247,8 +247,8 @@ type CacheActivity struct {
 
 // MemoryUse is one bar segment of the tier map: what uses how much of which memory.
 type MemoryUse struct {
-	Device string // "vram", "ram"
+	Device string // "vram", "ram", "helper gpu 1", "helper gpu 2"
 	Kind   string // "weights", "expert cache", "kv cache", "recurrent state", "pinned", "not pinned" (the
-	// pinned tier in plain RAM: the pinned budget could not hold it), "other"
+	// pinned tier in plain RAM: the pinned budget could not hold it), "helper experts", "other"
 	Bytes int64
 }

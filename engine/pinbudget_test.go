@@ -316,6 +316,16 @@ func TestHelpersOnStandIns(t *testing.T) {
 	if c := snap.Cache; on != 10 || c.HelperSlots != [2]int{6, 4} || snap.HitsPerTier[TierHelper] == 0 || c.VRAMSlots != 8 {
 		t.Errorf("tier map: %d experts on helpers, helper slots %v, %d helper hits, %d VRAM slots", on, c.HelperSlots, snap.HitsPerTier[TierHelper], c.VRAMSlots)
 	}
+	// The memory bars show each helper's slots, in the helper tier's bytes.
+	helperMem := map[string]int64{}
+	for _, u := range snap.Memory {
+		if u.Kind == "helper experts" {
+			helperMem[u.Device] += u.Bytes
+		}
+	}
+	if blob := snap.BytesPerTier[TierHelper] / 10; helperMem["helper gpu 1"] != 6*blob || helperMem["helper gpu 2"] != 4*blob || blob == 0 {
+		t.Errorf("memory bars of the helpers %v, want 6 and 4 experts of %d bytes", helperMem, blob)
+	}
 	if _, err := placeOnStandIns(t, path, func(c *Config) { c.ExpertCacheDevice2 = 2 }, 1); err == nil || !strings.Contains(err.Error(), "helper GPU 2 is not open") {
 		t.Errorf("helper 2 slots with one helper: %v", err)
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -121,6 +122,13 @@ func (m *Model) Tiers() TierSnapshot {
 		snap.Memory = append(snap.Memory,
 			MemoryUse{Device: "vram", Kind: "expert cache", Bytes: snap.BytesPerTier[TierVRAM]},
 			MemoryUse{Device: "ram", Kind: pinned, Bytes: snap.BytesPerTier[TierPinned]})
+		if c := snap.Cache; c != nil {
+			for h, n := range c.HelperSlots {
+				if n > 0 {
+					snap.Memory = append(snap.Memory, MemoryUse{Device: fmt.Sprintf("helper gpu %d", h+1), Kind: "helper experts", Bytes: int64(n) * blob})
+				}
+			}
+		}
 	}
 	kvb := kvBytes(m.info, m.cfg.MaxContext, kvType(m.cfg))
 	snap.Memory = append(snap.Memory, MemoryUse{Device: dev, Kind: "kv cache", Bytes: kvb})

@@ -327,3 +327,18 @@ func TestMemoryBarSegmentsHaveTheirOwnLegendColour(t *testing.T) {
 		}
 	}
 }
+
+// TestHelperMemoryBars: a helper GPU's slots get a bar of their own after the main card's,
+// painted in the helper tier's colour.
+func TestHelperMemoryBars(t *testing.T) {
+	mem := []engine.MemoryUse{
+		{Device: "ram", Kind: "pinned", Bytes: 4}, {Device: "vram", Kind: "expert cache", Bytes: 2},
+		{Device: "helper gpu 1", Kind: "helper experts", Bytes: 3},
+	}
+	if devs := memoryDevices(mem); len(devs) != 3 || devs[0] != "vram" || devs[2] != "helper gpu 1" {
+		t.Errorf("bars %v, want vram first and the helper's", devs)
+	}
+	if got, want := segmentColor(mem[2]), tierColor(engine.TierHelper); got != want {
+		t.Errorf("helper experts painted %v, the helper tier is %v", got, want)
+	}
+}

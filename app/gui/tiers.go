@@ -198,6 +198,8 @@ func segmentColor(u engine.MemoryUse) color.NRGBA {
 		return tierColor(engine.TierVRAM)
 	case "pinned", "not pinned": // the pinned tier's experts, page-locked or not
 		return tierColor(engine.TierPinned)
+	case "helper experts": // a helper GPU's slots
+		return tierColor(engine.TierHelper)
 	case "experts": // the whole model's experts, read by the backend that holds them
 		if u.Device == "vram" {
 			return tierColor(engine.TierVRAM)
