@@ -101,17 +101,31 @@ func openPlaced(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, p
 			cfg.Threads = c.Threads()
 		}
 	}
+	if cfg.Prefill <= 0 {
+		cfg.Prefill = defaultPrefill
+		if pl.batch > 0 { // what the plan's activations were sized for
+			cfg.Prefill = pl.batch
+		}
+	}
+	if g, ok := b.(*gpu.Backend); ok {
+		// The backend's scratch for the largest batch, now: it would grow on the first
+		// prompts, leaving the smaller buffers allocated beside the larger.
+		if err := g.Reserve(batchSpec(f, net.H, cfg.Prefill)); err != nil {
+			pl.close()
+			return nil, fmt.Errorf("engine: --prefill %d: %w", cfg.Prefill, err)
+		}
+	}
 	if cfg.MaxContext == 0 {
 		// Sliding-window layers cost their ring whatever the context, a recurrent layer its
 		// state; the rest grow with it.
 		fixed := kvBytes(info, info.RingKeep, kvType(cfg)) + info.RecurrentBytes
 		full := net.H.Layers - info.RingLayers - info.RecurrentLayers
-		cfg.MaxContext, err = kv.ContextFor(0, max(info.ContextLimit, 1), max(full, 1), net.H.KVHeads, net.H.HeadDim, kvType(cfg), max(kvBudget(ctx, b, cfg)-fixed, 1))
+		cfg.MaxContext, err = kv.ContextFor(0, max(info.ContextLimit, 1), max(full, 1), net.H.KVHeads, net.H.HeadDim, kvType(cfg), max(kvBudget(ctx, b, cfg, sessionActivationBytes(net.H, cfg.Prefill))-fixed, 1))
 		if err != nil {
 			pl.close()
 			return nil, err
 		}
-	} else if err := checkContextFits(cfg, info, explicitKVBudget(ctx, b, cfg, info)); err != nil {
+	} else if err := checkContextFits(cfg, info, explicitKVBudget(ctx, b, cfg, info, sessionActivationBytes(net.H, cfg.Prefill))); err != nil {
 		pl.close()
 		return nil, err
 	}
@@ -140,13 +154,13 @@ func kvType(cfg Config) kv.Type {
 }
 
 // kvBudget is the memory the default context's KV cache may take: on a GPU, what is free
-// after the weights, less the reserve and room for activations; on the CPU, a quarter of the
-// available RAM.
-func kvBudget(ctx context.Context, b compute.Backend, cfg Config) int64 {
+// after the weights and the backend's scratch, less the reserve and the session's
+// activations (act); on the CPU, a quarter of the available RAM.
+func kvBudget(ctx context.Context, b compute.Backend, cfg Config, act int64) int64 {
 	if g, ok := b.(*gpu.Backend); ok {
-		free := g.FreeBytes() - int64(cfg.VRAMReserveMiB)<<20 - 512<<20
+		free := g.FreeBytes() - int64(cfg.VRAMReserveMiB)<<20 - act
 		if cfg.VRAMBudgetMiB > 0 {
-			free = min(free, int64(cfg.VRAMBudgetMiB)<<20-g.UsedBytes()-512<<20)
+			free = min(free, int64(cfg.VRAMBudgetMiB)<<20-g.UsedBytes()-act)
 		}
 		return max(free, 1)
 	}
@@ -158,14 +172,14 @@ func kvBudget(ctx context.Context, b compute.Backend, cfg Config) int64 {
 
 // explicitKVBudget is what a context the user asked for (--max-context) may take: on a GPU
 // the same as kvBudget, on the CPU the available RAM less the non-expert weights (their
-// mapped pages count as available, but they are read every token) and activations, as the
-// plan counts it (a quarter of it is only the default's share).
-func explicitKVBudget(ctx context.Context, b compute.Backend, cfg Config, info ModelInfo) int64 {
+// mapped pages count as available, but they are read every token) and the session's
+// activations (act), as the plan counts it (a quarter of it is only the default's share).
+func explicitKVBudget(ctx context.Context, b compute.Backend, cfg Config, info ModelInfo, act int64) int64 {
 	if _, ok := b.(*gpu.Backend); ok {
-		return kvBudget(ctx, b, cfg)
+		return kvBudget(ctx, b, cfg, act)
 	}
 	if avail := platform.ProbeMemory(ctx).AvailableBytes; avail > 0 {
-		return max(avail-info.NonExpertBytes-activationBytes, 1)
+		return max(avail-info.NonExpertBytes-act, 1)
 	}
 	return 0 // not known: not checked
 }
@@ -227,6 +241,9 @@ func (s *Session) acquireState() error {
 		if err != nil {
 			return fmt.Errorf("engine: kv cache of %d tokens: %w", m.cfg.MaxContext, err)
 		}
+		// The scratch of a full prefill batch now, so it never grows (the plan counted it
+		// once).
+		m.net.ReserveScratch(st, m.cfg.Prefill)
 		m.kvState = st
 	}
 	if prev := m.kvOwner; prev != nil && prev != s {
@@ -239,9 +256,6 @@ func (s *Session) acquireState() error {
 
 // prefillBatch is the prompt chunk size per forward pass.
 func (s *Session) prefillBatch() int { return prefillBatchOf(s.m.cfg) }
-
-// defaultPrefillBatch is the prompt chunk without --prefill.
-const defaultPrefillBatch = 512
 
 // Eval runs tokens from an empty cache and hands the logits of every position to fn.
 func (s *Session) Eval(ctx context.Context, tokens []int, fn func(pos int, logits []float32)) error {

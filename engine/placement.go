@@ -46,6 +46,9 @@ type placement struct {
 	arenaNotPinned string
 	verify         []string // checksums for --verify
 	warm           *warmer  // maps the file's pages after a CPU load; nil when not worth it
+	// batch is the prefill batch the plan sized the activations for (0: no plan; --prefill
+	// or defaultPrefill).
+	batch int
 }
 
 func (p *placement) close() error {
@@ -284,16 +287,17 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 			in.HelperFreeBytes[h] = fb.FreeBytes()
 		}
 	}
-	ring := 0
-	if onGPU {
-		// The streaming ring (one layer's experts) comes out of the activations' share.
-		ring = streamRingSlots(s)
-		in.ActivationBytes += int64(ring) * s.BlobBytes()
+	h, err := model.ReadHparams(f)
+	if err != nil {
+		return err
 	}
-	plan, err := experts.MakePlan(in)
+	// The streaming ring (one layer's experts) comes out of the activations' share.
+	bp, err := planBatch(f, h, in, cfg, onGPU)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.Path, err)
 	}
+	plan, ring := bp.plan, bp.ring
+	p.batch = bp.batch
 	for _, n := range plan.Notes {
 		slog.Info("engine: plan", "note", n)
 	}
@@ -434,6 +438,9 @@ func (p *placement) helperPins(f *gguf.File, cfg Config, helpers []experts.Devic
 	}
 	rowBytes := int64(4 * h.Hidden * len(open))
 	want := prefillBatchOf(cfg)
+	if p.batch > 0 {
+		want = p.batch // what the plan sized the activations for
+	}
 	rows := want
 	for rows > 1 && !p.pins.take(int64(rows)*rowBytes) {
 		rows /= 2
@@ -468,7 +475,7 @@ func prefillBatchOf(cfg Config) int {
 	if cfg.Prefill > 0 {
 		return cfg.Prefill
 	}
-	return defaultPrefillBatch
+	return defaultPrefill
 }
 
 // fillArena reads the pinned experts into one RAM arena (from experts.bin when it sits next

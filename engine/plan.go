@@ -15,10 +15,6 @@ import (
 	"strata/platform"
 )
 
-// activationBytes is the VRAM kept for activations and scratch, as the KV budget of Open
-// keeps it.
-const activationBytes = 512 << 20
-
 // minPlanContext is the KV cache a plan keeps room for when --max-context is not given: a
 // chat with a thinking model runs past 2k tokens quickly, and 8k of a 30b-a3b cache cost
 // about 800 MiB, some 300 of its 6,144 expert slots.
@@ -80,13 +76,15 @@ func PlanForMachine(ctx context.Context, path string, cfg Config, mc Machine) (e
 	}
 	in := planInput(info, s, hw.gpuFree, hw.hostAvail, cfg, rank)
 	in.HelperFreeBytes = hw.helperFree
-	if hw.gpuFree > 0 {
-		in.ActivationBytes += int64(streamRingSlots(s)) * s.BlobBytes()
+	h, err := model.ReadHparams(f)
+	if err != nil {
+		return experts.Plan{}, info, err
 	}
-	plan, err := experts.MakePlan(in)
+	bp, err := planBatch(f, h, in, cfg, hw.gpuFree > 0)
 	if err != nil {
 		return experts.Plan{}, info, fmt.Errorf("%s: %w", path, err)
 	}
+	plan := bp.plan
 	plan.Notes = append(notes, plan.Notes...)
 	return plan, info, nil
 }
@@ -97,8 +95,8 @@ func PlanForMachine(ctx context.Context, path string, cfg Config, mc Machine) (e
 func streamRingSlots(s experts.Shape) int { return min(s.Experts, 128) }
 
 // planInput turns the model's sizes, the machine's free memory and the knobs into the
-// planner's input. gpuFree 0 means no usable GPU. Open calls it with the real backend's free
-// VRAM.
+// planner's input, all but the activations, which depend on the prefill batch (planBatch).
+// gpuFree 0 means no usable GPU. Open calls it with the real backend's free VRAM.
 func planInput(info ModelInfo, s experts.Shape, gpuFree, hostAvail int64, cfg Config, rank []experts.ID) experts.PlanInput {
 	modelCtx := max(info.ContextLimit, info.ContextLength) // a hand-made ModelInfo may give only the trained length
 	if modelCtx <= 0 {
@@ -123,7 +121,6 @@ func planInput(info ModelInfo, s experts.Shape, gpuFree, hostAvail int64, cfg Co
 		MinContext:          minCtx,
 		ModelContext:        modelCtx,
 		ContextGiven:        cfg.MaxContext > 0,
-		ActivationBytes:     activationBytes,
 
 		GPUFreeBytes:     max(gpuFree, 0),
 		VRAMReserveBytes: int64(cfg.VRAMReserveMiB) << 20,

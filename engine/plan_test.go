@@ -15,6 +15,7 @@ import (
 	"strata/engine/experts"
 	"strata/engine/fixtures"
 	"strata/engine/gguf"
+	"strata/engine/model"
 	"strata/engine/quant"
 	"strata/engine/synth"
 	"strata/platform"
@@ -35,7 +36,7 @@ func TestPlanInput(t *testing.T) {
 				in.ExpertCache != experts.AutoSlots || in.VRAMReserveBytes != 1024<<20 || in.VRAMBudgetBytes != 0 ||
 				in.HostReserveBytes != 8<<30 || in.HostBudgetBytes != 0 || in.Tiered || in.Resident ||
 				in.GPUFreeBytes != 16<<30 || in.HostAvailBytes != 30<<30 || in.NonExpertBytes != 1<<30 ||
-				in.ActivationBytes != activationBytes || len(in.Rank) != s.Count() {
+				in.ActivationBytes != 0 || len(in.Rank) != s.Count() { // planBatch adds the activations
 				return "wrong defaults"
 			}
 			return ""
@@ -94,12 +95,15 @@ func TestPlanInput(t *testing.T) {
 	// weights, 8192 tokens of KV and the activations leave.
 	cfg := DefaultConfig()
 	cfg.VRAMBudgetMiB = 12000
-	p, err := experts.MakePlan(planInput(info, s, 16<<30, 30<<30, cfg, rank))
+	const act = 300 << 20
+	in := planInput(info, s, 16<<30, 30<<30, cfg, rank)
+	in.ActivationBytes = act
+	p, err := experts.MakePlan(in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	kv := int64(8192 * 2 * 48 * 4 * 128 * 2)
-	wantSlots := int((12000<<20 - 1<<30 - kv - activationBytes) / (3 << 20))
+	wantSlots := int((12000<<20 - 1<<30 - kv - act) / (3 << 20))
 	if p.Slots != wantSlots || p.Context < 8192 {
 		t.Fatalf("%d slots and %d tokens of context, want %d and at least 8192", p.Slots, p.Context, wantSlots)
 	}
@@ -241,9 +245,20 @@ func TestPlanForMachine(t *testing.T) {
 			}
 			continue
 		}
-		// Open's tiered placement adds a streaming ring of one layer's experts to the activations.
-		if p.ActivationBytes != activationBytes+int64(info.Experts)*s.BlobBytes() {
-			t.Errorf("%s: activations %d, want %d + %d ring slots of %d", v.File, p.ActivationBytes, activationBytes, info.Experts, s.BlobBytes())
+		// The activations of the default prefill batch, plus Open's streaming ring of one
+		// layer's experts.
+		f, err = gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := model.ReadHparams(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		act := activationBytesFor(f, h, defaultPrefill)
+		f.Close()
+		if p.Batch != defaultPrefill || p.ActivationBytes != act+int64(info.Experts)*s.BlobBytes() {
+			t.Errorf("%s: activations %d for batches of %d, want %d + %d ring slots of %d for %d", v.File, p.ActivationBytes, p.Batch, act, info.Experts, s.BlobBytes(), defaultPrefill)
 		}
 		if p.VRAMLimit != (2000-1024)<<20 || p.Slots != s.Count() || !strings.Contains(notes, "2000 MiB free (given, not probed)") {
 			t.Errorf("%s: limit %d, %d slots, notes %q", v.File, p.VRAMLimit, p.Slots, p.Notes)

@@ -143,6 +143,7 @@ func TestPlanCommand(t *testing.T) {
 		t.Errorf("helper plan: notes %q do not say helper 2 is unchecked", p.Notes)
 	}
 
+	small := (p.NonExpertBytes + minCtx*kvPerToken) >> 20 // MiB, less than the weights and KV
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -152,8 +153,12 @@ func TestPlanCommand(t *testing.T) {
 		{"helper without room", []string{"-m", model, "--gpu-free-mib", "2000", "--expert-cache-device1", "2", "--device1-free-mib", "100"}, 1,
 			[]string{"--expert-cache-device1 2", "helper GPU 1 has 100 MiB free", "lower --expert-cache-device1"}},
 		{"helper room without the main GPU", []string{"-m", model, "--device1-free-mib", "100"}, 2, []string{"--gpu-free-mib too"}},
-		{"budget too small", []string{"-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", "100"}, 1,
-			[]string{"100 MiB for Strata", "needs " + mibText(need), mibText(p.NonExpertBytes) + " of non-expert weights", "raise --vram-budget-mib", "--backend cpu"}},
+		// Less than the weights and the KV cache: no prefill batch helps (--prefill auto tries
+		// down to 16 tokens, and says so).
+		{"budget too small", []string{"-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", fmt.Sprint(small)}, 1,
+			[]string{fmt.Sprintf("%d MiB for Strata", small), mibText(p.NonExpertBytes) + " of non-expert weights", "for prefill batches of 16 tokens (--prefill)", "raise --vram-budget-mib", "--max-context or --prefill", "--backend cpu"}},
+		{"budget too small for the batch asked for", []string{"-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", fmt.Sprint(budget - 1), "--prefill", "512"}, 1,
+			[]string{"needs " + mibText(need), "for prefill batches of 512 tokens (--prefill)", "--max-context or --prefill"}},
 		{"slots without a GPU", []string{"-m", model, "--backend", "cpu", "--expert-cache", "3"}, 1, []string{"no usable GPU"}},
 		{"slots that do not fit", []string{"-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", fmt.Sprint(budget), "--expert-cache", fmt.Sprint(fit + 1)}, 1, []string{fmt.Sprintf("at most %d", fit)}},
 		{"no model", []string{"--backend", "cpu"}, 2, []string{"-m MODEL is required"}},

@@ -21,6 +21,9 @@ type PlanInput struct {
 	// may take the RAM the weights and activations leave, not only the default's quarter.
 	ContextGiven    bool
 	ActivationBytes int64 // scratch for activations
+	// Batch is the prompt tokens one forward pass takes, which the activations are sized
+	// for (--prefill); 0 = not known. Only the messages use it.
+	Batch int
 
 	GPUFreeBytes     int64 // 0 = no usable GPU
 	VRAMReserveBytes int64 // left free for other apps
@@ -59,6 +62,7 @@ type Plan struct {
 	NonExpertBytes  int64
 	KVBytes         int64 // the KV cache for Context positions
 	ActivationBytes int64
+	Batch           int   // the prefill batch the activations are sized for (0: not known)
 	VRAMLimit       int64 // what Strata may take of the GPU; 0 without one
 	Context         int   // positions the KV cache gets
 	Notes           []string
@@ -129,7 +133,7 @@ func MakePlan(in PlanInput) (Plan, error) {
 	blob := s.BlobBytes()
 	p := Plan{
 		Shape: s, Tier: make([]Tier, s.Count()), Rank: rank, Bytes: map[Tier]int64{},
-		NonExpertBytes: in.NonExpertBytes, ActivationBytes: in.ActivationBytes,
+		NonExpertBytes: in.NonExpertBytes, ActivationBytes: in.ActivationBytes, Batch: in.Batch,
 	}
 	modelCtx := in.ModelContext
 	if modelCtx <= 0 {
@@ -214,14 +218,14 @@ func MakePlan(in PlanInput) (Plan, error) {
 		}
 	case in.ExpertCache > s.Count():
 		if s.Count() > fit {
-			return Plan{}, fmt.Errorf("plan: %w: --expert-cache %d: at most %d slots fit (%s left after %s of weights, %s of KV cache for %d tokens and %s of activations; one expert is %s)",
-				ErrBudgetTooSmall, in.ExpertCache, fit, mibs(left), mibs(in.NonExpertBytes), mibs(minKV), minCtx, mibs(in.ActivationBytes), fmt.Sprintf("%.1f MiB", float64(blob)/mib))
+			return Plan{}, fmt.Errorf("plan: %w: --expert-cache %d: at most %d slots fit (%s left after %s of weights, %s of KV cache for %d tokens and %s; one expert is %s)",
+				ErrBudgetTooSmall, in.ExpertCache, fit, mibs(left), mibs(in.NonExpertBytes), mibs(minKV), minCtx, activations(in), fmt.Sprintf("%.1f MiB", float64(blob)/mib))
 		}
 		p.Slots = s.Count()
 		note("--expert-cache %d is more than the model's %d experts; the cache holds all of them", in.ExpertCache, s.Count())
 	case in.ExpertCache > fit:
-		return Plan{}, fmt.Errorf("plan: %w: --expert-cache %d: at most %d slots fit (%s left after %s of weights, %s of KV cache for %d tokens and %s of activations; one expert is %s); lower --expert-cache or use auto, or raise --vram-budget-mib / lower --vram-reserve-mib%s",
-			ErrBudgetTooSmall, in.ExpertCache, fit, mibs(left), mibs(in.NonExpertBytes), mibs(minKV), minCtx, mibs(in.ActivationBytes), fmt.Sprintf("%.1f MiB", float64(blob)/mib),
+		return Plan{}, fmt.Errorf("plan: %w: --expert-cache %d: at most %d slots fit (%s left after %s of weights, %s of KV cache for %d tokens and %s; one expert is %s); lower --expert-cache or use auto, or raise --vram-budget-mib / lower --vram-reserve-mib, --max-context or --prefill%s",
+			ErrBudgetTooSmall, in.ExpertCache, fit, mibs(left), mibs(in.NonExpertBytes), mibs(minKV), minCtx, activations(in), fmt.Sprintf("%.1f MiB", float64(blob)/mib),
 			kvChoices(in, minCtx, limit-in.NonExpertBytes-in.ActivationBytes-int64(in.ExpertCache)*blob, blob))
 	default:
 		p.Slots = in.ExpertCache
@@ -395,8 +399,16 @@ func vramError(in PlanInput, limit, need int64, minCtx int, minKV int64) error {
 	} else {
 		from = fmt.Sprintf("%s free less the --vram-reserve-mib %d", mibs(in.GPUFreeBytes), in.VRAMReserveBytes/mib)
 	}
-	return fmt.Errorf("plan: %w: the GPU has %s for Strata (%s) but it needs %s before any expert: %s of non-expert weights, %s of KV cache for %d tokens, %s of activations; raise --vram-budget-mib, lower --vram-reserve-mib or --max-context, close other GPU apps, or use --backend cpu",
-		ErrBudgetTooSmall, mibs(max(limit, 0)), from, mibs(need), mibs(in.NonExpertBytes), mibs(minKV), minCtx, mibs(in.ActivationBytes))
+	return fmt.Errorf("plan: %w: the GPU has %s for Strata (%s) but it needs %s before any expert: %s of non-expert weights, %s of KV cache for %d tokens (--max-context), %s; raise --vram-budget-mib, lower --vram-reserve-mib, --max-context or --prefill, close other GPU apps, or use --backend cpu",
+		ErrBudgetTooSmall, mibs(max(limit, 0)), from, mibs(need), mibs(in.NonExpertBytes), mibs(minKV), minCtx, activations(in))
+}
+
+// activations says what the activations take, and for which batch when it is known.
+func activations(in PlanInput) string {
+	if in.Batch > 0 {
+		return fmt.Sprintf("%s of activations for prefill batches of %d tokens (--prefill)", mibs(in.ActivationBytes), in.Batch)
+	}
+	return mibs(in.ActivationBytes) + " of activations"
 }
 
 // checkInput rejects numbers no machine or model has.
@@ -486,7 +498,11 @@ func (p Plan) Summary() string {
 		fmt.Fprintf(&b, "  weights:         %12s (non-expert)\n", humanBytes(p.NonExpertBytes))
 		fmt.Fprintf(&b, "  expert cache:    %12s\n", humanBytes(p.Bytes[TierVRAM]))
 		fmt.Fprintf(&b, "  KV cache:        %12s (%d tokens)\n", humanBytes(p.KVBytes), p.Context)
-		fmt.Fprintf(&b, "  activations:     %12s\n", humanBytes(p.ActivationBytes))
+		if p.Batch > 0 {
+			fmt.Fprintf(&b, "  activations:     %12s (prefill batches of %d tokens)\n", humanBytes(p.ActivationBytes), p.Batch)
+		} else {
+			fmt.Fprintf(&b, "  activations:     %12s\n", humanBytes(p.ActivationBytes))
+		}
 		fmt.Fprintf(&b, "  left:            %12s\n", humanBytes(p.VRAMLimit-p.VRAMUsed()))
 	} else {
 		fmt.Fprintf(&b, "RAM: weights %s (non-expert), KV cache %s (%d tokens), activations %s\n",

@@ -428,6 +428,30 @@ func (s *State) Checkpoint() { s.rec.checkpoint(s.pos) }
 // Recurrent reports whether the state has layers that Rewind cannot truncate at will.
 func (s *State) Recurrent() bool { return len(s.rec.layers) > 0 }
 
+// ScratchFloats is the float32 scratch a forward pass of n tokens takes on its backend: the
+// hidden state, the projections, the router logits, the hybrids' gate and Gated DeltaNet
+// buffers, and one row of logits (the planner sizes the GPU's activations from it; an
+// all-logits pass takes n rows). It follows ensureScratch and logitsBuf.
+func (h Hparams) ScratchFloats(n int) int {
+	f := n * (3*h.Hidden + 2*h.Heads*h.HeadDim + 2*h.KVHeads*h.HeadDim + h.Experts)
+	if h.Hybrid.On {
+		s := h.SSM
+		channels := 2*s.KHeads*s.KDim + s.VHeads*s.VDim
+		f += n * (h.Heads*h.HeadDim + 1 + 2*channels + 2*s.VHeads*s.VDim + 2*s.VHeads)
+	}
+	return f + h.Vocab
+}
+
+// ReserveScratch sizes s's scratch for passes of up to n tokens and its logits for one row
+// now: scratch grows on demand, and a grown backend buffer leaves the old one allocated.
+func (m *Model) ReserveScratch(s *State, n int) {
+	if s.batch > 0 {
+		n = min(n, s.batch) // longer batches run as passes of s.batch
+	}
+	m.ensureScratch(s, n)
+	m.logitsBuf(s, 1)
+}
+
 func (m *Model) ensureScratch(s *State, n int) {
 	if s.n >= n {
 		return
