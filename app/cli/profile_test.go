@@ -72,7 +72,7 @@ func TestProfileCommand(t *testing.T) {
 			t.Errorf("layer %d: %d routes for %d tokens x %d experts", l, sum, p.Tokens, info.ExpertsUsed)
 		}
 	}
-	for _, w := range []string{"written to " + out, "move it there", "hottest tenth", "hottest experts: L"} {
+	for _, w := range []string{"written to " + out, "move it there", "hottest tenth", "hottest quarter of the experts", "hottest experts: L"} {
 		if !strings.Contains(stdout, w) {
 			t.Errorf("stdout lacks %q:\n%s", w, stdout)
 		}

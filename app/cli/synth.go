@@ -10,7 +10,7 @@ import (
 )
 
 // runSynth writes a synthetic model: `strata synth --arch qwen3moe|gpt-oss|qwen35moe|qwen3next --preset NAME|--shape
-// k=v,... --quant TYPE [--seed S] [--zipf S] [--pool N] -o FILE`.
+// k=v,... --quant TYPE [--seed S] [--zipf S | --hot-quarter F] [--pool N] -o FILE`.
 func runSynth(ctx context.Context, args []string, io IO) error {
 	fs := newFlags("synth", io)
 	arch := fs.String("arch", "qwen3moe", "architecture (qwen3moe, gpt-oss, qwen35moe, qwen3next)")
@@ -19,6 +19,7 @@ func runSynth(ctx context.Context, args []string, io IO) error {
 	quantName := fs.String("quant", "", "type of the attention, expert, embedding and output matrices (q8_0, q4_0, q4_k, q6_k, mxfp4, iq3_xxs, iq2_xxs, iq2_xs, iq2_s, iq3_s, f16, f32, ...; for gpt-oss of the experts, beside Q8_0 attention); default: the preset's (q4_k; gpt-oss mxfp4)")
 	seed := fs.Uint64("seed", 1, "random seed: the same seed gives the same bytes")
 	zipf := fs.Float64("zipf", 0, "skew expert popularity per layer like a Zipf law with this exponent (0: none)")
+	hotQuarter := fs.Float64("hot-quarter", 0, "skew expert popularity so that the hottest quarter of each layer's experts takes about this share of the routes, e.g. 0.4 for a trained model's balance (sets the Zipf exponent; 0: use --zipf)")
 	pool := fs.Int("pool", -1, "build quantised matrices from this many distinct random blocks (0: quantise every block; -1: the preset's choice)")
 	out := fs.String("o", "", "output GGUF file")
 	if err := parseFlags(fs, args, false); err != nil {
@@ -47,6 +48,18 @@ func runSynth(ctx context.Context, args []string, io IO) error {
 		}
 	}
 	spec.Seed, spec.Zipf = *seed, *zipf
+	if *hotQuarter != 0 {
+		if *zipf != 0 {
+			return usagef("give --zipf or --hot-quarter, not both")
+		}
+		if !(*hotQuarter > 0 && *hotQuarter < 1) {
+			return usagef("--hot-quarter %g: want a share between 0 and 1", *hotQuarter)
+		}
+		if spec.Zipf, err = synth.ZipfForHotQuarter(*hotQuarter, spec.Experts, spec.ExpertsUsed); err != nil {
+			return usagef("--hot-quarter: %v", err)
+		}
+		fmt.Fprintf(io.Err, "synth: --hot-quarter %g: Zipf exponent %.3f\n", *hotQuarter, spec.Zipf)
+	}
 	if *pool >= 0 {
 		spec.Pool = *pool
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,6 +114,9 @@ func TestSynthErrors(t *testing.T) {
 		{[]string{"--preset", "tiny", "--quant", "iq1_s", "-o", out}, "cannot quantise"},
 		{[]string{"--preset", "tiny", "--shape", "wings=2", "-o", out}, "unknown key \"wings\""},
 		{[]string{"--preset", "tiny", "--quant", "q4_k", "--shape", "hidden=100", "-o", out}, "not a multiple"},
+		{[]string{"--preset", "tiny", "--zipf", "1", "--hot-quarter", "0.4", "-o", out}, "not both"},
+		{[]string{"--preset", "tiny", "--hot-quarter", "1.2", "-o", out}, "between 0 and 1"},
+		{[]string{"--preset", "tiny", "--shape", "experts=3,experts_used=1", "--hot-quarter", "0.4", "-o", out}, "not defined"},
 	}
 	for _, c := range cases {
 		_, err := synthCLI(t, c.args...)
@@ -122,5 +126,34 @@ func TestSynthErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Error("a failed synth left a file")
+	}
+}
+
+// TestSynthHotQuarter: --hot-quarter picks the Zipf exponent for the share and says it; a
+// larger share is a larger exponent, so a larger skew.
+func TestSynthHotQuarter(t *testing.T) {
+	exponent := func(share string) string {
+		out := filepath.Join(t.TempDir(), "h.gguf")
+		stderr, err := synthCLI(t, "--preset", "tiny", "--quant", "q8_0", "--hot-quarter", share, "-o", out)
+		if err != nil {
+			t.Fatalf("--hot-quarter %s: %v\n%s", share, err, stderr)
+		}
+		_, after, ok := strings.Cut(stderr, "--hot-quarter "+share+": Zipf exponent ")
+		if !ok {
+			t.Fatalf("--hot-quarter %s: stderr %q does not give the exponent", share, stderr)
+		}
+		e, _, _ := strings.Cut(after, "\n")
+		return e
+	}
+	balanced, skewed := exponent("0.4"), exponent("0.8")
+	var b, s float64
+	if _, err := fmt.Sscan(balanced, &b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Sscan(skewed, &s); err != nil {
+		t.Fatal(err)
+	}
+	if !(b > 0 && s > b) {
+		t.Errorf("exponents %g for 0.4 and %g for 0.8: want 0 < the first < the second", b, s)
 	}
 }

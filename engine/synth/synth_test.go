@@ -262,44 +262,8 @@ func TestDeterministic(t *testing.T) {
 // router sees more than the embedding, but the embedding dominates at layer 0) and checks
 // that expert popularity falls with the Zipf rank, and is flat without skew.
 func TestZipfSkew(t *testing.T) {
-	pop := func(zipf float64, typ quant.Type, pool int) (counts []int, ranks []int) {
-		s := tinySpec(t, typ, pool)
-		s.Zipf, s.Vocab, s.Experts, s.ExpertsUsed = zipf, 4096, 16, 2
-		f, err := gguf.Open(write(t, s))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		emb := floats(t, f, "token_embd.weight")
-		router := floats(t, f, "blk.0.ffn_gate_inp.weight")
-		h := s.Hidden
-		counts = make([]int, s.Experts)
-		logits := make([]float64, s.Experts)
-		for tok := 0; tok < s.Vocab; tok++ {
-			x := emb[tok*h : (tok+1)*h]
-			var ss float64
-			for _, v := range x {
-				ss += float64(v) * float64(v)
-			}
-			inv := 1 / math.Sqrt(ss/float64(h)+s.RMSEps)
-			for e := range logits {
-				var dot float64
-				for j, w := range router[e*h : (e+1)*h] {
-					dot += float64(w) * float64(x[j]) * inv
-				}
-				logits[e] = dot
-			}
-			order := make([]int, s.Experts)
-			for i := range order {
-				order[i] = i
-			}
-			sort.Slice(order, func(a, b int) bool { return logits[order[a]] > logits[order[b]] })
-			for _, e := range order[:s.ExpertsUsed] {
-				counts[e]++
-			}
-		}
-		ranks = newGenerator(s).zipfRanks(0)
-		return counts, ranks
+	pop := func(zipf float64, typ quant.Type, pool int) ([]int, []int) {
+		return layer0Popularity(t, zipf, typ, pool)
 	}
 	flat, _ := pop(0, quant.F32, 0)
 	mn, mx := flat[0], flat[0]
@@ -502,4 +466,48 @@ func TestGptOssPresets(t *testing.T) {
 			t.Errorf("no tensor %s", name)
 		}
 	}
+}
+
+// layer0Popularity routes every token's normalised embedding through layer 0's router of a
+// tiny model (4096 tokens, 16 experts, 2 per token) skewed by zipf: the picks per expert and
+// each expert's Zipf rank.
+func layer0Popularity(t *testing.T, zipf float64, typ quant.Type, pool int) (counts []int, ranks []int) {
+	t.Helper()
+	s := tinySpec(t, typ, pool)
+	s.Zipf, s.Vocab, s.Experts, s.ExpertsUsed = zipf, 4096, 16, 2
+	f, err := gguf.Open(write(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	emb := floats(t, f, "token_embd.weight")
+	router := floats(t, f, "blk.0.ffn_gate_inp.weight")
+	h := s.Hidden
+	counts = make([]int, s.Experts)
+	logits := make([]float64, s.Experts)
+	for tok := 0; tok < s.Vocab; tok++ {
+		x := emb[tok*h : (tok+1)*h]
+		var ss float64
+		for _, v := range x {
+			ss += float64(v) * float64(v)
+		}
+		inv := 1 / math.Sqrt(ss/float64(h)+s.RMSEps)
+		for e := range logits {
+			var dot float64
+			for j, w := range router[e*h : (e+1)*h] {
+				dot += float64(w) * float64(x[j]) * inv
+			}
+			logits[e] = dot
+		}
+		order := make([]int, s.Experts)
+		for i := range order {
+			order[i] = i
+		}
+		sort.Slice(order, func(a, b int) bool { return logits[order[a]] > logits[order[b]] })
+		for _, e := range order[:s.ExpertsUsed] {
+			counts[e]++
+		}
+	}
+	ranks = newGenerator(s).zipfRanks(0)
+	return counts, ranks
 }
