@@ -3,12 +3,14 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"strata/engine"
 	"strata/engine/compute/gpu"
 	"strata/engine/fixtures"
+	"strata/engine/synth"
 )
 
 // nearTieGap: a greedy continuation on the GPU (8-bit activations, f16 KV) is held to the
@@ -97,4 +99,39 @@ func TestRecurrentStateReuseOnCUDA(t *testing.T) {
 	fixtures.Path(t, "qwen35moe-tiny")
 	skipWithoutGPU(t)
 	recurrentStateReuse(t, "cuda")
+}
+
+// TestPlanRefusesHybridShapesPastTheGPU: a hybrid whose delta-rule key heads are wider than
+// the GPU kernel takes is planned for the CPU by name, and --backend cuda is refused naming it,
+// while the published width plans the GPU.
+func TestPlanRefusesHybridShapesPastTheGPU(t *testing.T) {
+	mc := engine.Machine{GPUFreeBytes: 16 << 30, HostAvailBytes: 16 << 30}
+	for _, kd := range []int{64, 512} {
+		spec, err := synth.PresetFor("qwen3next", "tiny")
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.Hybrid.KDim, spec.Pool = kd, 256
+		path := filepath.Join(t.TempDir(), "model.gguf")
+		if err := synth.Write(context.Background(), path, spec, nil); err != nil {
+			t.Fatal(err)
+		}
+		cfg := engine.DefaultConfig()
+		cfg.Backend = "cuda"
+		_, _, err = engine.PlanForMachine(context.Background(), path, cfg, mc)
+		if kd == 64 {
+			if err != nil {
+				t.Errorf("key heads of %d: %v", kd, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "Gated DeltaNet") || !strings.Contains(err.Error(), "512") {
+			t.Errorf("key heads of %d, --backend cuda: %v, want a refusal naming them", kd, err)
+		}
+		cfg.Backend = "auto"
+		p, _, err := engine.PlanForMachine(context.Background(), path, cfg, mc)
+		if err != nil || p.VRAMLimit != 0 || p.Slots != 0 || !strings.Contains(strings.Join(p.Notes, "\n"), "Gated DeltaNet") {
+			t.Errorf("key heads of %d, auto: VRAM limit %d, %d slots, notes %q (%v), want the CPU with the reason", kd, p.VRAMLimit, p.Slots, p.Notes, err)
+		}
+	}
 }

@@ -202,6 +202,10 @@ func probePlanHardware(ctx context.Context, cfg Config, info ModelInfo, mc Machi
 		probeRAM()
 		return hw, noGPU(fmt.Sprintf("the GPU attention kernels do not handle a head size of %d yet", info.HeadDim))
 	}
+	if why := gpuLacks(info); why != "" {
+		probeRAM()
+		return hw, noGPU(why)
+	}
 	if hw.gpuFree > 0 {
 		probeRAM()
 		hw.notes = append(hw.notes, fmt.Sprintf("GPU: %d MiB free (given, not probed)", hw.gpuFree>>20))
