@@ -242,6 +242,7 @@ func (c *Controller) load(path string, demo bool) error {
 			}
 			path = p
 		}
+		cfg.MaxContext = capContext(ctx, path, cfg.MaxContext)
 		m, err := c.eng.Open(ctx, path, cfg, func(p engine.Progress) { c.report(p.Phase, p.Done, p.Total) })
 		if err == nil && ctx.Err() != nil {
 			m.Close()
@@ -350,4 +351,19 @@ func (c *Controller) Close() {
 	if m != nil {
 		m.Close()
 	}
+}
+
+// capContext is the settings' context length for the model at path: the setting is the
+// PC's (the wizard sized it from the memory, before any model was chosen), so a model that
+// takes less gets its own limit instead of the refusal a --max-context above it gets.
+func capContext(ctx context.Context, path string, maxContext int) int {
+	if maxContext <= 0 {
+		return maxContext
+	}
+	info, err := engine.Inspect(ctx, path)
+	if err != nil || info.ContextLimit <= 0 || maxContext <= info.ContextLimit {
+		return maxContext // Open reports a file it cannot read
+	}
+	slog.Info("context length capped at the model's limit", "setting", maxContext, "limit", info.ContextLimit)
+	return info.ContextLimit
 }

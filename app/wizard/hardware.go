@@ -6,6 +6,7 @@ package wizard
 
 import (
 	"strata/engine"
+	"strata/engine/kv"
 	"strata/platform"
 )
 
@@ -72,9 +73,15 @@ type Model struct {
 	Experts        int   // routed experts per layer
 	ExpertsUsed    int   // experts routed per token
 	ContextLength  int   // trained context
+	// ContextLimit is the most context the model takes (engine.ModelInfo.ContextLimit: the
+	// trained one, or YaRN's); 0 = ContextLength.
+	ContextLimit int
 	// KVBytesPerToken is the f16 KV cache of one token over all layers; 0 = estimated as
 	// 2 KiB per layer (4 KV heads of 128, the common MoE shape).
 	KVBytesPerToken int64
+	// KVInt8BytesPerToken is the same cache with --kv int8; 0 = 9/16 of the f16 one (a byte
+	// a value and a float32 scale per 32).
+	KVInt8BytesPerToken int64
 	// GPULacks says what of the model the GPU plans cannot run yet (Gated DeltaNet shapes
 	// past the GPU kernels'): such a model runs on the CPU. "" = they run it.
 	GPULacks string
@@ -94,10 +101,12 @@ func ModelFromInfo(mi engine.ModelInfo) Model {
 	m := Model{
 		Name: name, FileBytes: mi.FileBytes, ExpertBytes: mi.ExpertBytes, NonExpertBytes: mi.NonExpertBytes,
 		Layers: mi.Layers, Experts: mi.Experts, ExpertsUsed: mi.ExpertsUsed, ContextLength: mi.ContextLength,
+		ContextLimit: mi.ContextLimit,
 	}
 	if mi.Layers > 0 && mi.KVHeads > 0 && mi.HeadDim > 0 {
 		full := max(mi.Layers-mi.RingLayers-mi.RecurrentLayers, 1)
 		m.KVBytesPerToken = int64(full) * int64(mi.KVHeads) * int64(mi.HeadDim) * 2 * 2
+		m.KVInt8BytesPerToken = kv.Bytes(full, mi.KVHeads, mi.HeadDim, 1, kv.Int8)
 		m.NonExpertBytes += int64(mi.RingLayers)*int64(mi.RingKeep)*int64(mi.KVHeads)*int64(mi.HeadDim)*2*2 + mi.RecurrentBytes
 	}
 	m.GPULacks = engine.GPULacks(mi)

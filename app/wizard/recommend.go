@@ -48,22 +48,23 @@ const (
 
 // Budget holds the numbers behind a recommendation.
 type Budget struct {
-	MainGPU         int   `json:"main_gpu"`           // NVML index of the GPU that runs the model; -1 on the CPU
-	VRAMReserve     int64 `json:"vram_reserve_bytes"` // left free on the main GPU for the desktop and other apps
-	VRAMBudget      int64 `json:"vram_budget_bytes"`  // what Strata may take of the main GPU
-	NonExpertBytes  int64 `json:"non_expert_bytes"`
-	KVBytes         int64 `json:"kv_bytes"`       // KV cache for Context tokens
-	OverheadBytes   int64 `json:"overhead_bytes"` // CUDA context, activations, scratch
-	Context         int   `json:"context"`        // tokens the plan reserves KV cache for
-	BytesPerExpert  int64 `json:"bytes_per_expert"`
-	TotalExperts    int   `json:"total_experts"`      // layers x experts
-	ExpertSlots     int   `json:"expert_slots"`       // experts the main GPU holds
-	HelperGPUs      []int `json:"helper_gpus"`        // NVML indices of the helper GPUs, in Config's device1, device2 order
-	HelperSlots     []int `json:"helper_slots"`       // experts each helper holds
-	ComplementBytes int64 `json:"complement_bytes"`   // experts no GPU holds
-	HostReserve     int64 `json:"host_reserve_bytes"` // RAM left for the rest of the PC
-	HostBudget      int64 `json:"host_budget_bytes"`  // RAM Strata may use for experts
-	PinnedTier      int64 `json:"pinned_tier_bytes"`  // tiered: the page-locked part of HostBudget
+	MainGPU         int    `json:"main_gpu"`           // NVML index of the GPU that runs the model; -1 on the CPU
+	VRAMReserve     int64  `json:"vram_reserve_bytes"` // left free on the main GPU for the desktop and other apps
+	VRAMBudget      int64  `json:"vram_budget_bytes"`  // what Strata may take of the main GPU
+	NonExpertBytes  int64  `json:"non_expert_bytes"`
+	KVBytes         int64  `json:"kv_bytes"`       // KV cache for Context tokens
+	KVType          string `json:"kv_type"`        // f16 or int8 (Config.KVType)
+	OverheadBytes   int64  `json:"overhead_bytes"` // CUDA context, activations, scratch
+	Context         int    `json:"context"`        // tokens the plan reserves KV cache for
+	BytesPerExpert  int64  `json:"bytes_per_expert"`
+	TotalExperts    int    `json:"total_experts"`      // layers x experts
+	ExpertSlots     int    `json:"expert_slots"`       // experts the main GPU holds
+	HelperGPUs      []int  `json:"helper_gpus"`        // NVML indices of the helper GPUs, in Config's device1, device2 order
+	HelperSlots     []int  `json:"helper_slots"`       // experts each helper holds
+	ComplementBytes int64  `json:"complement_bytes"`   // experts no GPU holds
+	HostReserve     int64  `json:"host_reserve_bytes"` // RAM left for the rest of the PC
+	HostBudget      int64  `json:"host_budget_bytes"`  // RAM Strata may use for experts
+	PinnedTier      int64  `json:"pinned_tier_bytes"`  // tiered: the page-locked part of HostBudget
 }
 
 // GPUHeld is how many experts the GPUs hold under the recommended Config: the main GPU's
@@ -141,6 +142,7 @@ func Recommend(hw Hardware, m Model) Recommendation {
 	}
 	c.VRAMReserveMiB = int(b.VRAMReserve / mib)
 	c.MaxContext = b.Context
+	b.KVType = "f16"
 
 	gpuWords := describeGPUs(b, main)
 	switch {
@@ -169,7 +171,7 @@ func Recommend(hw Hardware, m Model) Recommendation {
 		r.Mode = ModeTiered
 		recommendTiered(&r, hw, held, gpuWords)
 	}
-	r.Reasons = append(r.Reasons, vramWords(hw, b, main))
+	r.Reasons = append(r.Reasons, vramWords(hw, b, main), gpuContextWords(*b))
 	if r.Mode != ModeAllGPU {
 		r.Reasons = append(r.Reasons, ramWords(hw, *b))
 	}
@@ -198,6 +200,8 @@ func normalize(m Model) (Model, []string) {
 	if m.ContextLength <= 0 {
 		m.ContextLength = defaultContext
 	}
+	m.ContextLimit = max(m.ContextLimit, m.ContextLength)
+	m.KVInt8BytesPerToken = max(0, m.KVInt8BytesPerToken)
 	return m, notes
 }
 
@@ -375,17 +379,17 @@ func recommendCPU(r *Recommendation, hw Hardware, m Model, why string) {
 	r.Mode = ModeCPUOnly
 	r.Config.Backend = "cpu"
 	r.Config.ExpertCache = 0
-	b.Context = contexts(m.ContextLength)[0]
-	b.KVBytes = int64(b.Context) * kvPerToken(m)
-	r.Config.MaxContext = b.Context
 	size := m.NonExpertBytes + m.ExpertBytes
+	cc := chooseCPUContext(m, b.HostBudget, size)
+	b.Context, b.KVBytes, b.KVType = cc.tokens, cc.bytes, cc.kvType
+	r.Config.MaxContext, r.Config.KVType = cc.tokens, cc.kvType
 	fits := size+b.KVBytes <= b.HostBudget
 	where := "it fits in RAM"
 	if !fits {
 		where = "it does not fit in RAM, so part of it is read from the drive"
 	}
 	r.Reasons = append(r.Reasons, fmt.Sprintf("CPU only: %s, so the whole model (%s) runs on the processor and %s.", why, gibStr(size), where))
-	r.Reasons = append(r.Reasons, ramWords(hw, *b))
+	r.Reasons = append(r.Reasons, ramWords(hw, *b), cc.reason)
 	if !fits {
 		w := fmt.Sprintf("The model (%s) is larger than the %s of RAM Strata may use: the rest is read from the drive for every token, which is slow", gibStr(size), gibStr(b.HostBudget))
 		if slowDrive(hw.Drive) {

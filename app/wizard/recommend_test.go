@@ -88,6 +88,7 @@ type want struct {
 	cfgResident float64 // Config.ResidentBudgetGiB
 	vramReserve int     // MiB
 	context     int
+	kv          string   // Config.KVType; "" = f16
 	warnings    []string // each must appear in some warning
 	noWarnings  bool
 	reasons     []string // each must appear in some reason
@@ -156,7 +157,8 @@ func TestRecommend(t *testing.T) {
 		},
 		{
 			name: "16 GB laptop + 8 GB GPU + 30B-A3B", hw: desktop(15.7, 11, rtx4060laptop()), model: qwen3_30b(),
-			want: want{mode: ModeTiered, slots: 1747, hostReserve: 3, hostBudget: 8, cfgHost: 8, vramReserve: 256, context: 8192, noWarnings: true},
+			want: want{mode: ModeTiered, slots: 1747, hostReserve: 3, hostBudget: 8, cfgHost: 8, vramReserve: 256, context: 8192, noWarnings: true,
+				reasons: []string{"Context: 8192 tokens with the f16 KV cache in VRAM (768 MiB): every 8192 tokens more would take about 287 expert slots"}},
 		},
 		{
 			name: "16 GB laptop + 8 GB GPU + 80B-A3B", hw: desktop(15.7, 11, rtx4060laptop()), model: qwen3next_80b(),
@@ -164,18 +166,27 @@ func TestRecommend(t *testing.T) {
 		},
 		{
 			name: "no NVIDIA GPU: cpu-only, model fits in RAM", hw: desktop(32, 27), model: qwen3_30b(),
-			want: want{mode: ModeCPUOnly, mainGPU: -1, hostReserve: 6, hostBudget: 21, vramReserve: 1024, context: 8192, noWarnings: true,
-				reasons: []string{"CPU only: no NVIDIA GPU was found", "it fits in RAM"}},
+			// 21 GiB for Strata - 17.3 of model leave 3.7 GiB for the cache: 32768 f16 tokens (3 GiB).
+			want: want{mode: ModeCPUOnly, mainGPU: -1, hostReserve: 6, hostBudget: 21, vramReserve: 1024, context: 32768, noWarnings: true,
+				reasons: []string{"CPU only: no NVIDIA GPU was found", "it fits in RAM", "Context: 32768 tokens with the f16 KV cache (3.0 GiB)", "beside the whole model", "the int8 KV cache (settings) would allow 40960 tokens"}},
+		},
+		{
+			// 8 GiB for Strata, the model does not fit: a quarter, 2 GiB, holds 16384 f16 tokens
+			// (1.5 GiB) or 32768 int8 ones (1.7 GiB): int8.
+			name: "no NVIDIA GPU, 16 GB laptop: the int8 cache doubles the context", hw: desktop(15.7, 11), model: qwen3_30b(),
+			want: want{mode: ModeCPUOnly, mainGPU: -1, hostReserve: 3, hostBudget: 8, vramReserve: 1024, context: 32768, kv: "int8",
+				warnings: []string{"larger than the 8.0 GiB"},
+				reasons:  []string{"Context: 32768 tokens with the int8 KV cache (1.7 GiB): with f16 only 16384 tokens would fit in the 2.0 GiB kept for it (a quarter of the 8.0 GiB of RAM Strata may use)"}},
 		},
 		{
 			name: "no NVIDIA GPU: cpu-only, 235B does not fit", hw: desktop(64, 58), model: qwen3_235b(),
-			want: want{mode: ModeCPUOnly, mainGPU: -1, hostReserve: 8, hostBudget: 50, vramReserve: 1024, context: 8192,
-				warnings: []string{"The model (133.0 GiB) is larger than the 50.0 GiB"}},
+			want: want{mode: ModeCPUOnly, mainGPU: -1, hostReserve: 8, hostBudget: 50, vramReserve: 1024, context: 40960,
+				warnings: []string{"The model (133.0 GiB) is larger than the 50.0 GiB"}, reasons: []string{"Context: 40960 tokens, the model's limit, with the f16 KV cache (7.3 GiB)"}},
 		},
 		{
 			name: "a 2 GB card cannot hold the non-expert weights: cpu-only",
 			hw:   desktop(64, 58, GPU{Name: "NVIDIA GeForce GT 1030", VRAMTotal: gb(2), VRAMFree: gb(1.7), Display: true}), model: qwen3_235b(),
-			want: want{mode: ModeCPUOnly, mainGPU: -1, hostReserve: 8, hostBudget: 50, vramReserve: 1024, context: 8192,
+			want: want{mode: ModeCPUOnly, mainGPU: -1, hostReserve: 8, hostBudget: 50, vramReserve: 1024, context: 40960,
 				warnings: []string{"larger than the 50.0 GiB"}, reasons: []string{"the largest GPU, NVIDIA GeForce GT 1030, has 1.0 GiB for Strata"}},
 		},
 		{
@@ -200,7 +211,7 @@ func TestRecommend(t *testing.T) {
 		{
 			name: "a Pascal card is too old for the kernels: cpu-only",
 			hw:   desktop(64, 58, GPU{Name: "NVIDIA GeForce GTX 1080 Ti", VRAMTotal: gb(11), VRAMFree: gb(10.5), Display: true, ComputeMajor: 6, ComputeMinor: 1}), model: qwen3_30b(),
-			want: want{mode: ModeCPUOnly, mainGPU: -1, hostReserve: 8, hostBudget: 50, vramReserve: 1024, context: 8192, noWarnings: true,
+			want: want{mode: ModeCPUOnly, mainGPU: -1, hostReserve: 8, hostBudget: 50, vramReserve: 1024, context: 40960, noWarnings: true,
 				reasons: []string{"too old for Strata's GPU code (compute capability 6.1; 7.5 or newer is needed)"}},
 		},
 		{
@@ -260,6 +271,12 @@ func TestRecommend(t *testing.T) {
 			check("config resident budget", c.ResidentBudgetGiB, w.cfgResident)
 			check("config vram reserve", c.VRAMReserveMiB, w.vramReserve)
 			check("context", c.MaxContext, w.context)
+			wantKV := w.kv
+			if wantKV == "" {
+				wantKV = "f16"
+			}
+			check("kv type", c.KVType, wantKV)
+			check("budget kv type", b.KVType, wantKV)
 			check("tiered flag", c.TieredExperts, w.mode == ModeTiered)
 			check("resident flag", c.ResidentExperts, w.mode == ModeResident)
 			check("backend", c.Backend, map[bool]string{true: "cpu", false: "cuda"}[w.mode == ModeCPUOnly])
