@@ -94,6 +94,7 @@ func planBatch(f *gguf.File, h model.Hparams, in experts.PlanInput, cfg Config, 
 				slots = streamRingSlots(in.Shape)
 				try.ActivationBytes += int64(slots) * in.Shape.BlobBytes()
 			}
+			try.ActivationBytes += expertBiasDeviceBytes(f, in.Shape, slots)
 		}
 		var p experts.Plan
 		p, err = experts.MakePlan(try)

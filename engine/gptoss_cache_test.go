@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"strata/engine/gguf"
+	"strata/engine/model"
 	"strata/engine/synth"
 )
 
@@ -94,5 +96,47 @@ func TestGptOssTiersOnAStandIn(t *testing.T) {
 	}
 	if why := HelpersLack(info); !strings.Contains(why, "expert biases") {
 		t.Errorf("HelpersLack(gpt-oss) = %q, want it to name the expert biases", why)
+	}
+}
+
+// TestExpertBiasDeviceBytes: what the plan adds to the GPU's activations for expert biases
+// is, for gpt-oss, one float32 set of gate, up and down bias rows for every expert and ring
+// slot (a plan filled to its last slot failed at load without them); nothing for a model
+// without expert biases.
+func TestExpertBiasDeviceBytes(t *testing.T) {
+	for _, tc := range []struct{ arch, preset string }{{"gpt-oss", "gptoss-small"}, {"qwen3moe", "tiny"}} {
+		spec, err := synth.PresetFor(tc.arch, tc.preset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "model.gguf")
+		if err := synth.Write(context.Background(), path, spec, nil); err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		h, err := model.ReadHparams(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := describe(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := expertShape(f, info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ring := streamRingSlots(s)
+		want := int64(0)
+		if tc.arch == "gpt-oss" {
+			want = int64(4*(2*h.ExpertFFN+h.Hidden)) * int64(s.Count()+ring)
+		}
+		if got := expertBiasDeviceBytes(f, s, ring); got != want {
+			t.Errorf("%s: %d bytes, want %d (%d experts and %d ring slots of %d x %d)", tc.arch, got, want, s.Count(), ring, h.ExpertFFN, h.Hidden)
+		}
 	}
 }

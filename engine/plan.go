@@ -94,6 +94,25 @@ func PlanForMachine(ctx context.Context, path string, cfg Config, mc Machine) (e
 // layer's experts, at most 128).
 func streamRingSlots(s experts.Shape) int { return min(s.Experts, 128) }
 
+// expertBiasDeviceBytes is what a model whose experts have biases (gpt-oss) keeps of them
+// on the GPU beside the slots' matrices: a float32 set of gate, up and down bias rows for
+// each VRAM slot, each pinned expert the GPU reads over PCIe (one set per expert at most)
+// and each of the ring's slots. The planner counts a slot as its blob only, so without
+// these a plan that fills the budget to the last slot fails at load; 0 without biases.
+func expertBiasDeviceBytes(f *gguf.File, s experts.Shape, ringSlots int) int64 {
+	var bias int64 // one expert's bias rows as float32, the widest layer's
+	for l := range s.Layers {
+		var per int64
+		for _, m := range []string{"gate", "up", "down"} {
+			if t, ok := f.Tensor(fmt.Sprintf("blk.%d.ffn_%s_exps.bias", l, m)); ok {
+				per += 4 * t.Elements() / int64(max(s.Experts, 1))
+			}
+		}
+		bias = max(bias, per)
+	}
+	return bias * int64(s.Count()+ringSlots)
+}
+
 // planInput turns the model's sizes, the machine's free memory and the knobs into the
 // planner's input, all but the activations, which depend on the prefill batch (planBatch).
 // gpuFree 0 means no usable GPU. Open calls it with the real backend's free VRAM.
