@@ -157,7 +157,8 @@ func BenchmarkMatVec(b *testing.B) {
 func BenchmarkMatVecQ8(b *testing.B) {
 	g := setup(b)
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, typ := range []cuda.QuantType{cuda.Q4_K, cuda.Q8_0, cuda.Q6_K, cuda.Q5_K, cuda.MXFP4, cuda.IQ4_XS, cuda.Q4_0} {
+	for _, typ := range []cuda.QuantType{cuda.Q4_K, cuda.Q8_0, cuda.Q6_K, cuda.Q5_K, cuda.MXFP4, cuda.IQ4_XS, cuda.Q4_0,
+		cuda.Q2_K, cuda.Q3_K, cuda.IQ2_XXS, cuda.IQ2_XS, cuda.IQ2_S, cuda.IQ3_XXS, cuda.IQ3_S} {
 		for _, sh := range []struct{ rows, cols int }{{4096, 4096}, {2048, 2048}, {151936, 2048}} {
 			if sh.rows > 100000 && typ != cuda.Q4_K && typ != cuda.Q8_0 {
 				continue

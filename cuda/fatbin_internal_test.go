@@ -38,7 +38,7 @@ func TestTypeGeometry(t *testing.T) {
 	for _, c := range []struct {
 		t          QuantType
 		cols, want int
-	}{{Q4_K, 2048, 8 * 144}, {Q8_0, 64, 68}, {MXFP4, 32, 17}, {F16, 8, 16}, {Q6_K, 256, 210}, {IQ4_XS, 512, 272}} {
+	}{{Q4_K, 2048, 8 * 144}, {Q8_0, 64, 68}, {MXFP4, 32, 17}, {F16, 8, 16}, {Q6_K, 256, 210}, {IQ4_XS, 512, 272}, {IQ3_XXS, 512, 196}, {IQ2_XXS, 256, 66}} {
 		got, err := c.t.RowBytes(c.cols)
 		if err != nil || got != c.want {
 			t.Errorf("%v.RowBytes(%d) = %d, %v; want %d", c.t, c.cols, got, err, c.want)
@@ -47,8 +47,8 @@ func TestTypeGeometry(t *testing.T) {
 	if _, err := Q4_K.RowBytes(100); err == nil {
 		t.Error("Q4_K.RowBytes(100): want an error for a partial block")
 	}
-	if _, err := QuantType(16).RowBytes(256); err == nil {
-		t.Error("IQ2_XXS has no kernel: want an error")
+	if _, err := QuantType(19).RowBytes(256); err == nil {
+		t.Error("IQ1_S has no kernel: want an error")
 	}
 	if got := Q8RowBytes(2048); got != 2048+256 || got%16 != 0 {
 		t.Errorf("Q8RowBytes(2048) = %d", got)

@@ -139,7 +139,7 @@ func (k *Kernels) matVec(s *Stream, t QuantType, w DevicePtr, expertStride int, 
 // HasQ8MatVec reports whether t has the fast 8-bit-activation matvec (MatVecQ8).
 func (t QuantType) HasQ8MatVec() bool {
 	switch t {
-	case Q4_0, Q8_0, MXFP4, IQ4_XS, Q4_K, Q5_K, Q6_K:
+	case Q4_0, Q8_0, MXFP4, IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S:
 		return true
 	}
 	return false

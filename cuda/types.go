@@ -8,22 +8,27 @@ type QuantType uint32
 
 // The weight types the kernels decode.
 const (
-	F32    QuantType = 0
-	F16    QuantType = 1
-	Q4_0   QuantType = 2
-	Q4_1   QuantType = 3
-	Q5_0   QuantType = 6
-	Q5_1   QuantType = 7
-	Q8_0   QuantType = 8
-	Q2_K   QuantType = 10
-	Q3_K   QuantType = 11
-	Q4_K   QuantType = 12
-	Q5_K   QuantType = 13
-	Q6_K   QuantType = 14
-	IQ4_NL QuantType = 20
-	IQ4_XS QuantType = 23
-	BF16   QuantType = 30
-	MXFP4  QuantType = 39
+	F32     QuantType = 0
+	F16     QuantType = 1
+	Q4_0    QuantType = 2
+	Q4_1    QuantType = 3
+	Q5_0    QuantType = 6
+	Q5_1    QuantType = 7
+	Q8_0    QuantType = 8
+	Q2_K    QuantType = 10
+	Q3_K    QuantType = 11
+	Q4_K    QuantType = 12
+	Q5_K    QuantType = 13
+	Q6_K    QuantType = 14
+	IQ2_XXS QuantType = 16
+	IQ2_XS  QuantType = 17
+	IQ3_XXS QuantType = 18
+	IQ4_NL  QuantType = 20
+	IQ3_S   QuantType = 21
+	IQ2_S   QuantType = 22
+	IQ4_XS  QuantType = 23
+	BF16    QuantType = 30
+	MXFP4   QuantType = 39
 )
 
 // layout is a type's kernel-name suffix and block geometry (values, bytes per block).
@@ -62,6 +67,16 @@ func (t QuantType) layout() (suffix string, qk, bytes int, ok bool) {
 		return "q6_K", 256, 210, true
 	case IQ4_XS:
 		return "iq4_xs", 256, 136, true
+	case IQ2_XXS:
+		return "iq2_xxs", 256, 66, true
+	case IQ2_XS:
+		return "iq2_xs", 256, 74, true
+	case IQ2_S:
+		return "iq2_s", 256, 82, true
+	case IQ3_XXS:
+		return "iq3_xxs", 256, 98, true
+	case IQ3_S:
+		return "iq3_s", 256, 110, true
 	}
 	return "", 0, 0, false
 }
@@ -71,7 +86,8 @@ func (t QuantType) Supported() bool { _, _, _, ok := t.layout(); return ok }
 
 // SupportedTypes lists every weight type the kernels read.
 func SupportedTypes() []QuantType {
-	return []QuantType{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS}
+	return []QuantType{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
+		IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S}
 }
 
 func (t QuantType) String() string {

@@ -19,7 +19,12 @@
 #define T_Q4_K 12
 #define T_Q5_K 13
 #define T_Q6_K 14
+#define T_IQ2_XXS 16
+#define T_IQ2_XS 17
+#define T_IQ3_XXS 18
 #define T_IQ4_NL 20
+#define T_IQ3_S 21
+#define T_IQ2_S 22
 #define T_IQ4_XS 23
 #define T_BF16 30
 #define T_MXFP4 39
@@ -49,6 +54,11 @@ TYPEINFO(T_Q4_K, 256, 144)
 TYPEINFO(T_Q5_K, 256, 176)
 TYPEINFO(T_Q6_K, 256, 210)
 TYPEINFO(T_IQ4_XS, 256, 136)
+TYPEINFO(T_IQ2_XXS, 256, 66)
+TYPEINFO(T_IQ2_XS, 256, 74)
+TYPEINFO(T_IQ2_S, 256, 82)
+TYPEINFO(T_IQ3_XXS, 256, 98)
+TYPEINFO(T_IQ3_S, 256, 110)
 #undef TYPEINFO
 
 static __device__ __forceinline__ float ld_half(const uint8_t *p) {
@@ -288,6 +298,8 @@ template <> __device__ __forceinline__ void deq8<T_Q3_K>(const uint8_t *b, int c
 	}
 }
 
+#include "iq.cuh"
+
 // Every type the kernels instantiate, as X(name, id).
 #define STRATA_ALL_TYPES(X) \
 	X(f32, T_F32)           \
@@ -305,7 +317,12 @@ template <> __device__ __forceinline__ void deq8<T_Q3_K>(const uint8_t *b, int c
 	X(q4_K, T_Q4_K)         \
 	X(q5_K, T_Q5_K)         \
 	X(q6_K, T_Q6_K)         \
-	X(iq4_xs, T_IQ4_XS)
+	X(iq4_xs, T_IQ4_XS)     \
+	X(iq2_xxs, T_IQ2_XXS)   \
+	X(iq2_xs, T_IQ2_XS)     \
+	X(iq2_s, T_IQ2_S)       \
+	X(iq3_xxs, T_IQ3_XXS)   \
+	X(iq3_s, T_IQ3_S)
 
 static __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

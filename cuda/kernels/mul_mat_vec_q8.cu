@@ -203,6 +203,8 @@ template <> struct Q8Dot<T_Q6_K> {
 	}
 };
 
+#include "mul_mat_vec_q8_iq.cuh"
+
 template <int T>
 static __device__ __forceinline__ void mmvq_body(const uint8_t *__restrict__ W, long long expert_stride,
 	const int *__restrict__ ids, const int8_t *__restrict__ xq, long long xq_stride, float *__restrict__ y,
@@ -242,6 +244,13 @@ MMVQ_KERNEL(iq4_xs, T_IQ4_XS)
 MMVQ_KERNEL(q4_K, T_Q4_K)
 MMVQ_KERNEL(q5_K, T_Q5_K)
 MMVQ_KERNEL(q6_K, T_Q6_K)
+MMVQ_KERNEL(q2_K, T_Q2_K)
+MMVQ_KERNEL(q3_K, T_Q3_K)
+MMVQ_KERNEL(iq2_xxs, T_IQ2_XXS)
+MMVQ_KERNEL(iq2_xs, T_IQ2_XS)
+MMVQ_KERNEL(iq2_s, T_IQ2_S)
+MMVQ_KERNEL(iq3_xxs, T_IQ3_XXS)
+MMVQ_KERNEL(iq3_s, T_IQ3_S)
 #undef MMVQ_KERNEL
 
 // ---------------------------------------------------------------------------------------
@@ -338,4 +347,11 @@ MOE_KERNELS(iq4_xs, T_IQ4_XS)
 MOE_KERNELS(q4_K, T_Q4_K)
 MOE_KERNELS(q5_K, T_Q5_K)
 MOE_KERNELS(q6_K, T_Q6_K)
+MOE_KERNELS(q2_K, T_Q2_K)
+MOE_KERNELS(q3_K, T_Q3_K)
+MOE_KERNELS(iq2_xxs, T_IQ2_XXS)
+MOE_KERNELS(iq2_xs, T_IQ2_XS)
+MOE_KERNELS(iq2_s, T_IQ2_S)
+MOE_KERNELS(iq3_xxs, T_IQ3_XXS)
+MOE_KERNELS(iq3_s, T_IQ3_S)
 #undef MOE_KERNELS

@@ -112,7 +112,7 @@ func TestFixtureModelOnGPU(t *testing.T) {
 // every tensor and the experts without routing.
 func TestSynthModelGPUMatchesCPU(t *testing.T) {
 	b := newGPU(t)
-	for _, qt := range []quant.Type{quant.Q4_K, quant.Q8_0, quant.Q6_K, quant.Q5_K, quant.Q4_0, quant.MXFP4} {
+	for _, qt := range []quant.Type{quant.Q4_K, quant.Q8_0, quant.Q6_K, quant.Q5_K, quant.Q4_0, quant.MXFP4, quant.IQ3_XXS} {
 		// hidden 256 is one K-quant block per row; 512 is two.
 		for _, hidden := range []int{256, 512} {
 			t.Run(fmt.Sprintf("%v/hidden-%d", qt, hidden), func(t *testing.T) {
@@ -172,7 +172,8 @@ func TestEveryMatrixGPUMatchesCPU(t *testing.T) {
 	b := newGPU(t)
 	c := cpu.New(cpu.Options{Threads: 4, FloatPath: true})
 	defer c.Close()
-	for _, qt := range []quant.Type{quant.Q4_K, quant.Q8_0, quant.Q6_K, quant.Q5_K, quant.Q4_0, quant.MXFP4} {
+	for _, qt := range []quant.Type{quant.Q4_K, quant.Q8_0, quant.Q6_K, quant.Q5_K, quant.Q4_0, quant.MXFP4,
+		quant.Q2_K, quant.Q3_K, quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S} {
 		for _, hidden := range []int{256, 512} {
 			t.Run(fmt.Sprintf("%v/hidden-%d", qt, hidden), func(t *testing.T) {
 				spec, err := synth.Preset("tiny")
