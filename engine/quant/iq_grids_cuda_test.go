@@ -3,21 +3,27 @@ package quant
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// cudaGridsFile is the CUDA kernels' copy of the grids, written from these tables.
-const cudaGridsFile = "../../cuda/kernels/iq_grids.cuh"
+// The C copies of the grids, written from these tables: the CUDA kernels' and the x86
+// kernels'.
+const (
+	cudaGridsFile = "../../cuda/kernels/iq_grids.cuh"
+	x86GridsFile  = "vecdot_iq_grids.h"
+)
 
-// cudaGridsSource is iq_grids.cuh's text: ggml's grid words as device arrays.
-func cudaGridsSource() string {
+// gridsSource is a C header of ggml's grid words as arrays declared with qual, named with
+// prefix, for the file name.
+func gridsSource(name, qual, prefix string) string {
 	var b strings.Builder
-	b.WriteString("// iq_grids.cuh: the IQ2/IQ3 grids as ggml's words (byte j = coordinate j), generated from\n")
+	fmt.Fprintf(&b, "// %s: the IQ2/IQ3 grids as ggml's words (byte j = coordinate j), generated from\n", name)
 	b.WriteString("// engine/quant's tables by TestCUDAGridsMatch (STRATA_WRITE_CUDA_GRIDS=1 rewrites it): do not edit.\n")
 	b.WriteString("#pragma once\n#include <stdint.h>\n")
 	w64 := func(name string, n int, f func(int) uint64) {
-		fmt.Fprintf(&b, "\nstatic const __device__ uint64_t %s[%d] = {", name, n)
+		fmt.Fprintf(&b, "\nstatic const %suint64_t %s%s[%d] = {", qual, prefix, name, n)
 		for i := range n {
 			if i%4 == 0 {
 				b.WriteString("\n\t")
@@ -29,7 +35,7 @@ func cudaGridsSource() string {
 		b.WriteString("\n};\n")
 	}
 	w32 := func(name string, n int, f func(int) uint32) {
-		fmt.Fprintf(&b, "\nstatic const __device__ uint32_t %s[%d] = {", name, n)
+		fmt.Fprintf(&b, "\nstatic const %suint32_t %s%s[%d] = {", qual, prefix, name, n)
 		for i := range n {
 			if i%8 == 0 {
 				b.WriteString("\n\t")
@@ -48,19 +54,24 @@ func cudaGridsSource() string {
 	return b.String()
 }
 
-// TestCUDAGridsMatch: the kernels' grids are these grids.
+// TestCUDAGridsMatch: the CUDA and x86 kernels' grids are these grids.
 func TestCUDAGridsMatch(t *testing.T) {
-	want := cudaGridsSource()
-	if os.Getenv("STRATA_WRITE_CUDA_GRIDS") == "1" {
-		if err := os.WriteFile(cudaGridsFile, []byte(want), 0o644); err != nil {
+	for _, f := range []struct{ path, qual, prefix string }{
+		{cudaGridsFile, "__device__ ", ""},
+		{x86GridsFile, "", "vd_"},
+	} {
+		want := gridsSource(filepath.Base(f.path), f.qual, f.prefix)
+		if os.Getenv("STRATA_WRITE_CUDA_GRIDS") == "1" {
+			if err := os.WriteFile(f.path, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := os.ReadFile(f.path)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	got, err := os.ReadFile(cudaGridsFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != want {
-		t.Errorf("%s differs from engine/quant's grids (STRATA_WRITE_CUDA_GRIDS=1 go test -run TestCUDAGridsMatch rewrites it)", cudaGridsFile)
+		if string(got) != want {
+			t.Errorf("%s differs from engine/quant's grids (STRATA_WRITE_CUDA_GRIDS=1 go test -run TestCUDAGridsMatch rewrites it)", f.path)
+		}
 	}
 }

@@ -105,3 +105,31 @@ func BenchmarkQuantizeIQ(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIQMatVecLevels: one 4096x4096 IQ matrix times one activation row on one thread,
+// at every kernel level this CPU has (generic: the Go reference), on quantised Gaussian
+// weights.
+func BenchmarkIQMatVecLevels(b *testing.B) {
+	const dim = 4096
+	x := gaussian(dim*dim, 3)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, wt := range iqQuantTypes() {
+		rb, _ := RowBytes(wt, dim)
+		w := make([]byte, dim*rb)
+		if err := Quantize(wt, x, w); err != nil {
+			b.Fatal(err)
+		}
+		a, _ := vdRandomActs(b, wt, dim, 1, rng)
+		y := make([]float32, dim)
+		for _, l := range vdLevels() {
+			b.Run(wt.String()+"/"+l.String(), func(b *testing.B) {
+				b.SetBytes(int64(len(w)))
+				for b.Loop() {
+					if err := vdMatMul(l, wt, w, rb, a, y, dim, 0, dim); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -109,7 +109,8 @@ func BenchmarkMatVecExpert(b *testing.B) {
 }
 
 func vdBenchTypes() []Type {
-	return []Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, F16, BF16, F32, IQ2_XXS}
+	return []Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, F16, BF16, F32,
+		IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S}
 }
 
 // BenchmarkMatVec runs a 4096x4096 product per type, on one thread and on all, for n = 1,
@@ -125,11 +126,6 @@ func BenchmarkMatVec(b *testing.B) {
 func vdBenchType(b *testing.B, wt Type, pools []*parallel.Pool) {
 	rng := rand.New(rand.NewPCG(11, uint64(wt)))
 	w := vdRandomRows(wt, vdBenchDim, vdBenchDim, rng)
-	if wt == IQ2_XXS { // random bytes are fine: the fallback only needs finite scales
-		for k := 0; k < len(w); k += wt.BlockBytes() {
-			w[k], w[k+1] = 0x00, 0x20 // fp16 0.0078
-		}
-	}
 	size := len(w)
 	var dram [][]byte // copies of w totalling >= vdBenchBytes, made on first use
 	dramSet := func() [][]byte {
@@ -161,7 +157,7 @@ func vdBenchType(b *testing.B, wt Type, pools []*parallel.Pool) {
 			}
 			name := fmt.Sprintf("n=%d/threads=%d", n, p.Size())
 			b.Run(name+"/cache", run(func() [][]byte { return [][]byte{w} }))
-			if n == 1 && wt != IQ2_XXS {
+			if n == 1 {
 				b.Run(name+"/dram", run(dramSet))
 			}
 		}

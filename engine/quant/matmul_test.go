@@ -15,7 +15,8 @@ import (
 
 // vdIntTypes are the weight types with integer kernels; vdFloatTypes are dotted in float.
 func vdIntTypes() []Type {
-	return []Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS}
+	return []Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
+		IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S}
 }
 
 func vdFloatTypes() []Type { return []Type{F32, F16, BF16} }
@@ -24,7 +25,7 @@ func vdFloatTypes() []Type { return []Type{F32, F16, BF16} }
 // byte (-1 when none), so random blocks can get sane scales.
 func vdScaleOffsets(t Type) (halves []int, e8m0 int) {
 	switch t {
-	case Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS:
+	case Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S:
 		return []int{0}, -1
 	case Q4_1, Q5_1, Q4_K, Q5_K:
 		return []int{0, 2}, -1

@@ -10,12 +10,14 @@
 #include <string.h>
 
 #include "vecdot_amd64.h"
+#include "vecdot_iq_grids.h"
 
 // GGML type ids (engine/quant/types.go).
 enum {
 	VD_F32 = 0, VD_F16 = 1, VD_Q4_0 = 2, VD_Q4_1 = 3, VD_Q5_0 = 6, VD_Q5_1 = 7, VD_Q8_0 = 8,
-	VD_Q2_K = 10, VD_Q3_K = 11, VD_Q4_K = 12, VD_Q5_K = 13, VD_Q6_K = 14, VD_IQ4_NL = 20,
-	VD_IQ4_XS = 23, VD_BF16 = 30, VD_MXFP4 = 39,
+	VD_Q2_K = 10, VD_Q3_K = 11, VD_Q4_K = 12, VD_Q5_K = 13, VD_Q6_K = 14, VD_IQ2_XXS = 16,
+	VD_IQ2_XS = 17, VD_IQ3_XXS = 18, VD_IQ4_NL = 20, VD_IQ3_S = 21, VD_IQ2_S = 22, VD_IQ4_XS = 23,
+	VD_BF16 = 30, VD_MXFP4 = 39,
 };
 
 // The 4-bit codebooks (types.go: KValuesIQ4NL, KValuesMXFP4 doubled).

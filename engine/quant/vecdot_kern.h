@@ -276,6 +276,136 @@ static inline VD_T void VD(b_iq4_xs)(const uint8_t *b, const int8_t *aq, float a
 	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad), _mm256_cvtepi32_ps(isum), *acc);
 }
 
+// ---- The IQ2/IQ3 grid types (iq2.go, iq3.go): per 32 values the grid entries (unsigned
+// bytes) are gathered from the tables, the signs go onto the activations, and the integer
+// dots are summed times each group's odd scale 2s+1; the float scale comes once per block,
+// as vdRefBlockIQ does. ----
+
+// sign_bytes: byte j of the result is -1 where bit j of the little-endian uint32 s is set,
+// else +1 (for _mm256_sign_epi8).
+static inline VD_T __m256i VD(sign_bytes)(uint32_t s) {
+	const __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+	                                     2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+	const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
+	__m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)s), sel);
+	v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+	return _mm256_or_si256(v, _mm256_set1_epi8(1));
+}
+
+// ksigns4: the four 7-bit sign indices in the low 28 bits of aux as 32 sign bits (each
+// byte's 8th bit the parity of its 7).
+static inline VD_T uint32_t VD(ksigns4)(uint32_t aux) {
+	uint32_t s = 0;
+	for (int l = 0; l < 4; l++) {
+		const uint32_t b = (aux >> (7 * l)) & 127u;
+		s |= (b | ((uint32_t)__builtin_parity(b) << 7)) << (8 * l);
+	}
+	return s;
+}
+
+// iq_dot32: the 32 grid bytes g against activations a with the signs s, as eight int32 lanes
+// (lanes 0-3 values 0..15, lanes 4-7 values 16..31).
+static inline VD_T __m256i VD(iq_dot32)(__m256i g, const int8_t *a, uint32_t s) {
+	return VD(dot_us)(g, _mm256_sign_epi8(VD(load)(a), VD(sign_bytes)(s)));
+}
+
+static inline VD_T void VD(b_iq2_xxs)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
+	(void)bs;
+	(void)corr;
+	__m256i isum = _mm256_setzero_si256();
+	for (int ib = 0; ib < 8; ib++) {
+		const uint8_t *q = b + 2 + 8 * ib;
+		uint32_t aux;
+		memcpy(&aux, q + 4, 4);
+		const __m256i g = _mm256_setr_epi64x((long long)vd_iq2xxs_grid[q[0]], (long long)vd_iq2xxs_grid[q[1]],
+		                                     (long long)vd_iq2xxs_grid[q[2]], (long long)vd_iq2xxs_grid[q[3]]);
+		const __m256i d = VD(iq_dot32)(g, aq + 32 * ib, VD(ksigns4)(aux));
+		isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d, _mm256_set1_epi32(2 * (int)(aux >> 28) + 1)));
+	}
+	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad * 0.125f), _mm256_cvtepi32_ps(isum), *acc);
+}
+
+static inline VD_T void VD(b_iq2_xs)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
+	(void)bs;
+	(void)corr;
+	__m256i isum = _mm256_setzero_si256();
+	for (int ib = 0; ib < 8; ib++) {
+		uint16_t q[4];
+		memcpy(q, b + 2 + 8 * ib, 8);
+		uint32_t s = 0;
+		for (int l = 0; l < 4; l++) {
+			const uint32_t k = q[l] >> 9;
+			s |= (k | ((uint32_t)__builtin_parity(k) << 7)) << (8 * l);
+		}
+		const __m256i g = _mm256_setr_epi64x((long long)vd_iq2xs_grid[q[0] & 511], (long long)vd_iq2xs_grid[q[1] & 511],
+		                                     (long long)vd_iq2xs_grid[q[2] & 511], (long long)vd_iq2xs_grid[q[3] & 511]);
+		const int sc = b[66 + ib];
+		const int s0 = 2 * (sc & 15) + 1, s1 = 2 * (sc >> 4) + 1;
+		const __m256i d = VD(iq_dot32)(g, aq + 32 * ib, s);
+		isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d, _mm256_setr_epi32(s0, s0, s0, s0, s1, s1, s1, s1)));
+	}
+	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad * 0.125f), _mm256_cvtepi32_ps(isum), *acc);
+}
+
+static inline VD_T void VD(b_iq2_s)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
+	(void)bs;
+	(void)corr;
+	__m256i isum = _mm256_setzero_si256();
+	for (int ib = 0; ib < 8; ib++) {
+		const uint8_t *qs = b + 2 + 4 * ib;
+		const int qh = b[66 + ib];
+		uint32_t s;
+		memcpy(&s, b + 34 + 4 * ib, 4);
+		const __m256i g = _mm256_setr_epi64x((long long)vd_iq2s_grid[qs[0] | ((qh << 8) & 0x300)],
+		                                     (long long)vd_iq2s_grid[qs[1] | ((qh << 6) & 0x300)],
+		                                     (long long)vd_iq2s_grid[qs[2] | ((qh << 4) & 0x300)],
+		                                     (long long)vd_iq2s_grid[qs[3] | ((qh << 2) & 0x300)]);
+		const int sc = b[74 + ib];
+		const int s0 = 2 * (sc & 15) + 1, s1 = 2 * (sc >> 4) + 1;
+		const __m256i d = VD(iq_dot32)(g, aq + 32 * ib, s);
+		isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d, _mm256_setr_epi32(s0, s0, s0, s0, s1, s1, s1, s1)));
+	}
+	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad * 0.125f), _mm256_cvtepi32_ps(isum), *acc);
+}
+
+static inline VD_T void VD(b_iq3_xxs)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
+	(void)bs;
+	(void)corr;
+	__m256i isum = _mm256_setzero_si256();
+	for (int ib = 0; ib < 8; ib++) {
+		const uint8_t *q = b + 2 + 8 * ib;
+		uint32_t aux;
+		memcpy(&aux, b + 66 + 4 * ib, 4);
+		const __m256i g = _mm256_setr_epi32((int)vd_iq3xxs_grid[q[0]], (int)vd_iq3xxs_grid[q[1]], (int)vd_iq3xxs_grid[q[2]],
+		                                    (int)vd_iq3xxs_grid[q[3]], (int)vd_iq3xxs_grid[q[4]], (int)vd_iq3xxs_grid[q[5]],
+		                                    (int)vd_iq3xxs_grid[q[6]], (int)vd_iq3xxs_grid[q[7]]);
+		const __m256i d = VD(iq_dot32)(g, aq + 32 * ib, VD(ksigns4)(aux));
+		isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d, _mm256_set1_epi32(2 * (int)(aux >> 28) + 1)));
+	}
+	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad * 0.25f), _mm256_cvtepi32_ps(isum), *acc);
+}
+
+static inline VD_T void VD(b_iq3_s)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
+	(void)bs;
+	(void)corr;
+	__m256i isum = _mm256_setzero_si256();
+	for (int ib = 0; ib < 8; ib++) {
+		const uint8_t *q = b + 2 + 8 * ib;
+		const int qh = b[66 + ib];
+		uint32_t s;
+		memcpy(&s, b + 74 + 4 * ib, 4);
+		const __m256i g = _mm256_setr_epi32(
+			(int)vd_iq3s_grid[q[0] | ((qh << 8) & 256)], (int)vd_iq3s_grid[q[1] | ((qh << 7) & 256)],
+			(int)vd_iq3s_grid[q[2] | ((qh << 6) & 256)], (int)vd_iq3s_grid[q[3] | ((qh << 5) & 256)],
+			(int)vd_iq3s_grid[q[4] | ((qh << 4) & 256)], (int)vd_iq3s_grid[q[5] | ((qh << 3) & 256)],
+			(int)vd_iq3s_grid[q[6] | ((qh << 2) & 256)], (int)vd_iq3s_grid[q[7] | ((qh << 1) & 256)]);
+		const int ls = 2 * ((b[106 + ib / 2] >> (4 * (ib & 1))) & 15) + 1;
+		const __m256i d = VD(iq_dot32)(g, aq + 32 * ib, s);
+		isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d, _mm256_set1_epi32(ls)));
+	}
+	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad), _mm256_cvtepi32_ps(isum), *acc);
+}
+
 // ---- Q4_K/Q5_K against up to four activation rows at once (n > 1): the weight block is
 // decoded once into u (codes) and s (int16 scales), then dotted with each row. (Q6_K gained
 // nothing this way on AVX2: its decode is cheap beside the dots.) ----
@@ -763,6 +893,11 @@ VD_ROWS256(q5_k, 176)
 VD_ROWS256(q6_k, 210)
 
 VD_ROWS256(iq4_xs, 136)
+VD_ROWS256(iq2_xxs, 66)
+VD_ROWS256(iq2_xs, 74)
+VD_ROWS256(iq2_s, 82)
+VD_ROWS256(iq3_xxs, 98)
+VD_ROWS256(iq3_s, 110)
 VD_ROWS256X4(q5_k, 176)
 
 // ---- Q5_K and Q6_K in tiles of two weight rows x up to four activation rows (n >= 4):
@@ -1078,6 +1213,11 @@ static VD_T int VD(run)(int type, const uint8_t *w, int64_t rb, const vd_act *a,
 	case VD_Q5_K: VD(mmt_q5_k)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_Q6_K: VD(mmt_q6_k)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_IQ4_XS: VD(mm_iq4_xs)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_IQ2_XXS: VD(mm_iq2_xxs)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_IQ2_XS: VD(mm_iq2_xs)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_IQ2_S: VD(mm_iq2_s)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_IQ3_XXS: VD(mm_iq3_xxs)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_IQ3_S: VD(mm_iq3_s)(w, rb, a, y, ldy, r0, r1); return 0;
 	}
 	return -1;
 }
