@@ -253,7 +253,7 @@ func BenchmarkMoEFused(b *testing.B) {
 	g := setup(b)
 	r := rand.New(rand.NewPCG(13, 14))
 	const nExp, hidden, ffn, topK = 128, 2048, 768, 8
-	for _, typ := range []cuda.QuantType{cuda.Q4_K, cuda.Q8_0} {
+	for _, typ := range []cuda.QuantType{cuda.Q4_K, cuda.Q8_0, cuda.IQ3_XXS, cuda.IQ2_XXS} {
 		b.Run(typ.String(), func(b *testing.B) {
 			rawG, _ := makeWeights(b, r, typ, nExp*ffn, hidden)
 			rawD, _ := makeWeights(b, r, typ, nExp*hidden, ffn)

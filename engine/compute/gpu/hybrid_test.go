@@ -169,7 +169,7 @@ func TestHybridSynthGPUMatchesCPU(t *testing.T) {
 	}
 	const gen = 16
 	for _, arch := range []string{"qwen35moe", "qwen3next"} {
-		for _, qt := range []quant.Type{quant.Q8_0, quant.Q4_K} {
+		for _, qt := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.IQ3_XXS} {
 			t.Run(fmt.Sprintf("%s/%v", arch, qt), func(t *testing.T) {
 				spec, err := synth.PresetFor(arch, "tiny")
 				if err != nil {
