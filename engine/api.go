@@ -249,6 +249,7 @@ type CacheActivity struct {
 type MemoryUse struct {
 	Device string // "vram", "ram", "helper gpu 1", "helper gpu 2"
 	Kind   string // "weights", "expert cache", "kv cache", "recurrent state", "pinned", "not pinned" (the
-	// pinned tier in plain RAM: the pinned budget could not hold it), "helper experts", "other"
+	// pinned tier in plain RAM: the pinned budget could not hold it), "helper experts",
+	// "token embeddings" (the table in pinned RAM, tiered on a GPU), "other"
 	Bytes int64
 }

@@ -24,9 +24,10 @@ import (
 // experts on the main card, a quarter on each helper and the rest pinned or cold gives the
 // greedy tokens of the whole model in VRAM and logits within the fixture's 8-bit rule
 // (reference.json's int8_activations: RMS(Δ)/std per prompt, max |Δ| on at least 90% of
-// rows); so does the same start under a 64 MiB pinned budget (WSL2 simulated) and a 7 MiB
-// one (the synth's 300-token prompt then comes back from the helpers in rounds), while a
-// 3 MiB one fails naming the budget and the knob to raise. It skips without a driver.
+// rows), with the token-embedding table in pinned RAM; so does the same start under a
+// 64 MiB pinned budget (WSL2 simulated) and a 7 MiB one (the synth's 300-token prompt then
+// comes back from the helpers in rounds), while a 3 MiB one fails naming the budget and the
+// knob to raise. It skips without a driver.
 func TestHelpersOnGPU(t *testing.T) {
 	if b, err := gpu.New(gpu.Options{}); errors.Is(err, gpu.ErrNoGPU) {
 		t.Skipf("no NVIDIA GPU or driver, skipping: %v", err)
@@ -119,6 +120,15 @@ func TestHelpersOnGPU(t *testing.T) {
 						t.Errorf("%s: %d bytes pinned under a budget of %d", tc.name, c.PinnedUsed, c.PinnedBudget)
 					}
 					t.Logf("%s: notes %q", tc.name, c.Notes)
+					var embd int64
+					for _, u := range got.snap.Memory {
+						if u.Kind == "token embeddings" && u.Device == "ram" {
+							embd += u.Bytes
+						}
+					}
+					if tc.mib == 0 && embd == 0 {
+						t.Errorf("%s: the token-embedding table is not in pinned RAM (memory %+v)", tc.name, got.snap.Memory)
+					}
 				}
 			}
 			cfg := engine.DefaultConfig()

@@ -391,3 +391,45 @@ func TestHelpersUnderAPinnedBudget(t *testing.T) {
 		}
 	}
 }
+
+// recordPlacer records the tensors it is asked to keep in pinned host memory.
+type recordPlacer struct{ names []string }
+
+func (r *recordPlacer) PlaceInHost(name string) { r.names = append(r.names, name) }
+
+// TestEmbeddingsInHostFallBack: on a GPU the token-embedding table goes to pinned host memory
+// when the pinned budget holds it (counted there), and stays in VRAM with one note naming
+// the budget when it does not; a model whose output layer shares the table keeps it in VRAM
+// without a note.
+func TestEmbeddingsInHostFallBack(t *testing.T) {
+	path, _ := bigArenaModel(t)
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ti, ok := f.Tensor("token_embd.weight")
+	if _, out := f.Tensor("output.weight"); !ok || !out {
+		t.Fatalf("the synth has token_embd %v and output.weight %v", ok, out)
+	}
+	logs := captureLog(t)
+	for _, tc := range []struct {
+		budget int64 // bytes
+		inHost bool
+	}{{0, true}, {ti.Size + 4096, true}, {ti.Size - 1, false}} {
+		p := &placement{pins: pinBudget{limit: tc.budget, source: "--pinned-budget-mib"}}
+		var r recordPlacer
+		logs.take()
+		p.embeddingsInHost(f, &r)
+		log := logs.take()
+		if got := len(r.names) == 1 && r.names[0] == "token_embd.weight"; got != tc.inHost {
+			t.Errorf("budget %d: placed in host %v, want %v", tc.budget, r.names, tc.inHost)
+		}
+		if tc.inHost && (p.embdInHost != ti.Size || p.pins.used != ti.Size) {
+			t.Errorf("budget %d: %d bytes in host, %d counted, the table is %d", tc.budget, p.embdInHost, p.pins.used, ti.Size)
+		}
+		if n := strings.Count(log, "the token-embedding table stays in the main card's VRAM"); n != map[bool]int{true: 0, false: 1}[tc.inHost] || (!tc.inHost && !strings.Contains(log, "(--pinned-budget-mib)")) {
+			t.Errorf("budget %d: %d fallback lines; log:\n%s", tc.budget, n, log)
+		}
+	}
+}

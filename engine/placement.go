@@ -42,6 +42,8 @@ type placement struct {
 	fill     experts.FillStats
 	notes    []string  // what the tiers could not do as planned (shown in the tier map)
 	pins     pinBudget // page-locked host memory counted against --pinned-budget-mib / WSL2
+	// embdInHost is the bytes of the token-embedding table in pinned host memory (0: in VRAM).
+	embdInHost int64
 	// arenaNotPinned says why the pinned expert tier stayed in plain RAM ("" when it did not).
 	arenaNotPinned string
 	verify         []string // checksums for --verify
@@ -333,6 +335,10 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 		}
 	}
 
+	if hp, ok := dev.(hostPlacer); ok {
+		p.embeddingsInHost(f, hp)
+	}
+
 	var host *cpu.Backend
 	if hd, ok := dev.(experts.HostDevice); ok {
 		host = hd.Backend // the CPU computes everything: one pool
@@ -468,6 +474,28 @@ func ringParts(helpers []experts.Device, tier []experts.Tier) int {
 		}
 	}
 	return n
+}
+
+// hostPlacer is a device that can keep a tensor in pinned host memory (gpu.Backend).
+type hostPlacer interface{ PlaceInHost(name string) }
+
+// embeddingsInHost puts the token-embedding table in pinned host memory, where a step reads
+// only its tokens' rows over PCIe, so its VRAM goes to expert slots; it stays in the main
+// card's VRAM when the output layer shares it (tied embeddings: every step reads all of it)
+// or, with one log line, when the pinned budget cannot hold it.
+func (p *placement) embeddingsInHost(f *gguf.File, g hostPlacer) {
+	const name = "token_embd.weight"
+	ti, ok := f.Tensor(name)
+	if _, out := f.Tensor("output.weight"); !ok || !out || len(ti.Ne) != 2 {
+		return
+	}
+	n := gpu.PlacedBytes(ti.Type, int(ti.Ne[1]), int(ti.Ne[0]), ti.Size)
+	if !p.pins.take(n) {
+		p.note("the token-embedding table stays in the main card's VRAM: its %.1f MiB do not fit the pinned budget of %s (%.1f MiB left)", mib(n), p.pins.String(), mib(max(p.pins.left(), 0)))
+		return
+	}
+	g.PlaceInHost(name)
+	p.embdInHost = n
 }
 
 // prefillBatchOf is the prompt chunk a forward pass takes (Session.prefillBatch).

@@ -111,7 +111,10 @@ func (m *Model) Tiers() TierSnapshot {
 	if whole == TierVRAM {
 		dev = "vram"
 	}
-	snap.Memory = []MemoryUse{{Device: dev, Kind: "weights", Bytes: m.info.NonExpertBytes}}
+	snap.Memory = []MemoryUse{{Device: dev, Kind: "weights", Bytes: m.info.NonExpertBytes - m.place.embdInHost}}
+	if m.place.embdInHost > 0 {
+		snap.Memory = append(snap.Memory, MemoryUse{Device: "ram", Kind: "token embeddings", Bytes: m.place.embdInHost})
+	}
 	if tiers == nil {
 		snap.Memory = append(snap.Memory, MemoryUse{Device: dev, Kind: "experts", Bytes: m.info.ExpertBytes})
 	} else {

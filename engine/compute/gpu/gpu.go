@@ -78,8 +78,11 @@ type Backend struct {
 
 	// ropes holds each frequency table RoPE was given, in VRAM (a model keeps one Rope).
 	ropes map[*compute.Rope]cuda.DevicePtr
-	// rows are pinned host rows from PinnedFloats, freed at Close.
+	// rows are pinned host rows from PinnedFloats and the tensors placed there, freed at
+	// Close.
 	rows []*cuda.HostBuffer
+	// inHost names the tensors Place puts in pinned host memory (PlaceInHost).
+	inHost map[string]bool
 	// decodedTaps holds conv weights of types the conv kernel does not read, decoded to f16.
 	decodedTaps map[*Weight]cuda.DevicePtr
 }
@@ -412,6 +415,15 @@ func (b *Backend) Place(spec compute.WeightSpec) (compute.Weight, error) {
 		}
 	}
 	rb, _ := quant.RowBytes(typ, spec.Cols)
+	if b.inHost[spec.Name] {
+		hb, err := b.ctx.HostAlloc(len(data))
+		if err != nil {
+			return nil, fmt.Errorf("gpu: tensor %q in pinned host memory: %w", spec.Name, err)
+		}
+		copy(hb.Bytes, data)
+		b.rows = append(b.rows, hb)
+		return &Weight{name: spec.Name, typ: typ, rows: spec.Rows, cols: spec.Cols, exps: exps, rowBytes: rb, stride: rb * spec.Rows, p: hb.Dev}, nil
+	}
 	b.step.brk()
 	p, err := b.alloc(len(data), "tensor "+spec.Name)
 	if err != nil {
@@ -630,6 +642,30 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 	}
 	b.step.brk()
 	b.err.Set(b.k.AttentionPrefill(b.s, dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), pos, s.N, s.Heads, s.KVHeads, s.HeadDim, s.Scale, o))
+}
+
+// PlaceInHost makes Place put the named tensor in pinned, mapped host memory instead of
+// VRAM: the kernels read it over PCIe. For tables of which a step reads a few rows (the
+// token embeddings), it leaves their VRAM to the expert cache.
+func (b *Backend) PlaceInHost(name string) {
+	if b.inHost == nil {
+		b.inHost = map[string]bool{}
+	}
+	b.inHost[name] = true
+}
+
+// PlacedBytes is what Place takes for a rows x cols tensor of typ stored in fileBytes, in
+// VRAM or pinned host memory: the file's bytes, or float32 for a vector and float16 for a
+// type the kernels cannot read.
+func PlacedBytes(typ quant.Type, rows, cols int, fileBytes int64) int64 {
+	n := int64(rows) * int64(cols)
+	switch {
+	case rows == 1 && typ != quant.F32:
+		return 4 * n
+	case rows != 1 && !cuda.QuantType(typ).Supported():
+		return 2 * n
+	}
+	return fileBytes
 }
 
 // Ordinal is the CUDA device the backend runs on.
