@@ -15,6 +15,7 @@ import (
 	"strata/engine/fixtures"
 	"strata/engine/model/modeltest"
 	"strata/engine/synth"
+	"strata/platform"
 )
 
 // TestHelpersOnGPU runs the helper GPUs' path on one card: STRATA_HELPERS_ON_MAIN opens
@@ -93,8 +94,16 @@ func TestHelpersOnGPU(t *testing.T) {
 				name string
 				edit func(*engine.Config)
 				mib  int
-			}{{"helpers", helpers, 0}, {"helpers, 64 MiB pinned budget", budget(64), 64}, {"helpers, 7 MiB pinned budget", budget(7), 7}} {
+				wsl2 bool // STRATA_FORCE_WSL2: the driver's budget without the knob
+			}{{"helpers", helpers, 0, false}, {"helpers, 64 MiB pinned budget", budget(64), 64, false}, {"helpers, 7 MiB pinned budget", budget(7), 7, false},
+				{"helpers, WSL2 forced", helpers, int(platform.WSLPinnedBudgetBytes >> 20), true}} {
+				if tc.wsl2 {
+					t.Setenv("STRATA_FORCE_WSL2", "1")
+				}
 				got := runOnGPU(t, m.path, m.prompts, m.gen, tc.edit, true)
+				if tc.wsl2 {
+					t.Setenv("STRATA_FORCE_WSL2", "")
+				}
 				for i := range m.prompts {
 					if !slices.Equal(got.tokens[i], want.tokens[i]) {
 						t.Errorf("%s: prompt %d: greedy tokens %v, all in VRAM %v", tc.name, i, got.tokens[i], want.tokens[i])

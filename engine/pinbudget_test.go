@@ -433,3 +433,13 @@ func TestEmbeddingsInHostFallBack(t *testing.T) {
 		}
 	}
 }
+
+// TestForceWSL2: STRATA_FORCE_WSL2=1 makes Open see WSL2, so a GPU start takes the driver's
+// pinned budget without the knob.
+func TestForceWSL2(t *testing.T) {
+	t.Setenv(forceWSL2Env, "1")
+	w := detectWSL()
+	if b := newPinBudget(DefaultConfig(), w, true); !w.WSL2 || b.limit != platform.WSLPinnedBudgetBytes || b.source != defaultWSLBudgetNote {
+		t.Errorf("forced WSL2: %+v, budget %+v", w, b)
+	}
+}

@@ -132,7 +132,7 @@ func place(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, report
 		return nil, err
 	}
 	g, isGPU := b.(*gpu.Backend)
-	p := &placement{backend: b, pins: newPinBudget(cfg, platform.DetectWSL(), isGPU)}
+	p := &placement{backend: b, pins: newPinBudget(cfg, detectWSL(), isGPU)}
 	if helperSlotsSet(cfg) {
 		if !isGPU {
 			err = &ConfigError{Flag: "expert-cache-device1/2", Msg: fmt.Sprintf("helper GPU slots need the model on a main GPU, but it runs on the CPU (%s); leave them at 0", b.Name())}
@@ -189,6 +189,18 @@ func place(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, report
 		return nil, err
 	}
 	return p, nil
+}
+
+// forceWSL2Env, set to 1, makes Open treat the machine as WSL2 (the driver's pinned budget
+// applies to a GPU start). It exists for tests of the WSL2 start on a Linux machine.
+const forceWSL2Env = "STRATA_FORCE_WSL2"
+
+// detectWSL is platform.DetectWSL, or WSL2 where forceWSL2Env says so.
+func detectWSL() platform.WSL {
+	if os.Getenv(forceWSL2Env) == "1" {
+		return platform.WSL{WSL2: true, Evidence: []string{forceWSL2Env + "=1"}, PinnedBudgetBytes: platform.WSLPinnedBudgetBytes}
+	}
+	return platform.DetectWSL()
 }
 
 // helpersOnMainEnv, set to 1, opens the helper GPUs on the main card's ordinal, each in a
