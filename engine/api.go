@@ -226,6 +226,7 @@ type CacheActivity struct {
 	Uploads                time.Duration // streaming experts and miss results to the GPU
 	HelperSlots            [2]int        // expert slots on helper GPUs 1 and 2
 	Helpers                time.Duration // sending inputs to the helpers and their results back
+	HelperResults          time.Duration // of that, waiting for the results and bringing them back
 
 	// The RAM arena of the pinned (tiered) or resident experts.
 	ArenaBytes      int64

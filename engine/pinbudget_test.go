@@ -316,6 +316,9 @@ func TestHelpersOnStandIns(t *testing.T) {
 	if c := snap.Cache; on != 10 || c.HelperSlots != [2]int{6, 4} || snap.HitsPerTier[TierHelper] == 0 || c.VRAMSlots != 8 {
 		t.Errorf("tier map: %d experts on helpers, helper slots %v, %d helper hits, %d VRAM slots", on, c.HelperSlots, snap.HitsPerTier[TierHelper], c.VRAMSlots)
 	}
+	if c := snap.Cache; c.HelperResults <= 0 || c.HelperResults > c.Helpers {
+		t.Errorf("helper results took %v of the helpers' %v", c.HelperResults, c.Helpers)
+	}
 	// The memory bars show each helper's slots, in the helper tier's bytes.
 	helperMem := map[string]int64{}
 	for _, u := range snap.Memory {

@@ -174,7 +174,7 @@ func runBench(ctx context.Context, args []string, io IO) error {
 			PCIeReads: c.PCIeReads, Streamed: c.Streamed, ColdReads: c.ColdReads,
 			FillGB: float64(c.FillBytes) / 1e9, FillSeconds: c.FillTime.Seconds(),
 			WaitRoutesSeconds: c.WaitRoutes.Seconds(), CPUMissSeconds: c.CPUMisses.Seconds(), UploadSeconds: c.Uploads.Seconds(),
-			HelperSlots: c.HelperSlots[:], HelperHits: tiers.HitsPerTier[engine.TierHelper], HelperSeconds: c.Helpers.Seconds(),
+			HelperSlots: c.HelperSlots[:], HelperHits: tiers.HitsPerTier[engine.TierHelper], HelperSeconds: c.Helpers.Seconds(), HelperResultSeconds: c.HelperResults.Seconds(),
 			ArenaGB: float64(c.ArenaBytes) / 1e9, ArenaSeconds: c.ArenaFill.Seconds(),
 			ArenaUnbuffered: c.ArenaUnbuffered, ArenaLocked: c.ArenaLocked, ArenaFromPack: c.ArenaFromPack,
 			ArenaUnmapped: c.ArenaUnmapped, ArenaNotPinned: c.ArenaNotPinned,
@@ -257,12 +257,15 @@ type cacheReport struct {
 	HelperSlots       []int   `json:"helper_slots"` // helper GPUs 1 and 2
 	HelperHits        uint64  `json:"helper_hits"`  // routed pairs the helpers computed
 	HelperSeconds     float64 `json:"helper_s"`     // host time sending them inputs and bringing results back
-	ArenaGB           float64 `json:"arena_gb"`
-	ArenaSeconds      float64 `json:"arena_fill_s"`
-	ArenaUnbuffered   bool    `json:"arena_unbuffered"`
-	ArenaLocked       bool    `json:"arena_locked"`
-	ArenaFromPack     bool    `json:"arena_from_pack"`
-	ArenaUnmapped     bool    `json:"arena_filled_unmapped"`
+	// HelperResultSeconds is the part of HelperSeconds spent waiting for the helpers' results
+	// and bringing them back to the main GPU.
+	HelperResultSeconds float64 `json:"helper_results_s"`
+	ArenaGB             float64 `json:"arena_gb"`
+	ArenaSeconds        float64 `json:"arena_fill_s"`
+	ArenaUnbuffered     bool    `json:"arena_unbuffered"`
+	ArenaLocked         bool    `json:"arena_locked"`
+	ArenaFromPack       bool    `json:"arena_from_pack"`
+	ArenaUnmapped       bool    `json:"arena_filled_unmapped"`
 	// ArenaNotPinned: "not pinned: why" when the pinned budget could not hold the arena.
 	ArenaNotPinned  string   `json:"arena_not_pinned,omitempty"`
 	PinnedBudgetMiB float64  `json:"pinned_budget_mib,omitempty"` // 0: no cap

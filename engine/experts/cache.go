@@ -142,6 +142,7 @@ type CacheStats struct {
 	CPUMisses      time.Duration // host computing misses
 	Uploads        time.Duration // host time uploading miss results and streamed experts
 	Helpers        time.Duration // host time sending inputs to the helper GPUs and their results back
+	HelperResults  time.Duration // of that, waiting for the results and bringing them back
 	DeviceSlots    int
 	PinnedSlots    int
 	HelperSlots    [2]int
@@ -729,6 +730,7 @@ func (c *Cache) helperResults(dst compute.Buf, helper [2][]entry, n, H int) {
 	}
 	c.mu.Lock()
 	c.stats.Helpers += time.Since(t0)
+	c.stats.HelperResults += time.Since(t0)
 	c.mu.Unlock()
 }
 
