@@ -158,3 +158,35 @@ func TestConfigFlags(t *testing.T) {
 		t.Errorf("unchanged knobs in %q", got)
 	}
 }
+
+// TestHWRecommendsAHelper: with a second card that has room, `strata hw -m` says in plain
+// words that it helps and how many experts it holds, and the flags give it its slots.
+func TestHWRecommendsAHelper(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("LocalAppData", t.TempDir())
+	const gib = 1 << 30
+	path := filepath.Join(t.TempDir(), "Qwen3-235B-A22B-Q4_K_M.gguf")
+	if err := os.WriteFile(path, bytes.Repeat([]byte{1}, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	info := engine.ModelInfo{Path: path, Name: "Qwen3-235B-A22B", Architecture: "qwen3moe", FileBytes: 133 * gib,
+		ExpertBytes: 126 * gib, NonExpertBytes: 7 * gib, Layers: 94, Experts: 128, ExpertsUsed: 8, ContextLength: 40960, KVHeads: 4, HeadDim: 128}
+	host := func(ctx context.Context) platform.Host {
+		h := fakeHost(ctx)
+		h.GPUs.Devices = append(h.GPUs.Devices, platform.GPU{Index: 1, Name: "NVIDIA GeForce RTX 3060", VRAMTotalBytes: 12 * gib, VRAMFreeBytes: 11 * gib,
+			ComputeMajor: 8, ComputeMinor: 6, PCIeGen: 4, PCIeWidth: 4})
+		h.GPUs.Devices[0].ComputeMajor, h.GPUs.Devices[0].ComputeMinor = 8, 9
+		return h
+	}
+	deps := hwDeps{probe: host, probeDrive: platform.ProbeDrive,
+		inspect: func(context.Context, string) (engine.ModelInfo, error) { return info, nil }}
+	var out bytes.Buffer
+	if err := hw(context.Background(), []string{"-m", path}, IO{Out: &out, Err: &out}, deps); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"with one helper GPU", "Helper GPU 1, the NVIDIA GeForce RTX 3060 (GPU 1), has room for", "it computes them itself", "--expert-cache-device1="} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("no %q in:\n%s", s, out.String())
+		}
+	}
+}
