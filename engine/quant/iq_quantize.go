@@ -17,7 +17,9 @@ import (
 //     is mapped to its nearest grid entry (a table made once per grid); the least-squares
 //     scale of the chosen entries is kept for the trial that fits best.
 //  3. The block's fp16 d comes from the largest group scale, each group's 4-bit scale is
-//     rounded against d, and the grid entries are chosen again for the scale as stored.
+//     rounded against d, and the grid entries are chosen again for the scale as stored,
+//     this time the best on the values themselves of the iqNeighbours entries nearest the
+//     rounded vector.
 
 // iqGrid is one grid as the quantiser sees it: each entry's coordinate values, and for
 // every vector of level indices (base len(levels), coordinate 0 lowest) its nearest entry.
@@ -27,8 +29,12 @@ type iqGrid struct {
 	mids    []float32 // midpoints between consecutive levels
 	invStep float32   // levels-1 over the span of the levels: the first guess of level
 	entries []float32 // entry i's coordinates at [dim*i, dim*i+dim)
-	nearest []uint16
+	nearest []uint16  // per key its iqNeighbours nearest entries, nearest first
 }
+
+// iqNeighbours is how many grid entries near a rounded vector the final choice weighs on
+// the values themselves (the trials take the nearest only).
+const iqNeighbours = 6
 
 func newIQGrid(hex string, dim int, levels []float32) *iqGrid {
 	n := len(hex) / 4
@@ -54,23 +60,35 @@ func newIQGrid(hex string, dim int, levels []float32) *iqGrid {
 	for range dim {
 		keys *= nl
 	}
-	g.nearest = make([]uint16, keys)
+	g.nearest = make([]uint16, keys*iqNeighbours)
 	v := make([]float32, dim)
+	var best [iqNeighbours]int
+	var bestD [iqNeighbours]float32
 	for k := range keys {
 		for j, r := 0, k; j < dim; j, r = j+1, r/nl {
 			v[j] = levels[r%nl]
 		}
-		best, bestD := 0, float32(math.MaxFloat32)
+		for m := range bestD {
+			best[m], bestD[m] = 0, float32(math.MaxFloat32)
+		}
 		for i := range n {
 			var d float32
 			for j, c := range g.entries[dim*i : dim*i+dim] {
 				d += (c - v[j]) * (c - v[j])
 			}
-			if d < bestD {
-				best, bestD = i, d
+			// Insert into the sorted shortlist.
+			for m := range iqNeighbours {
+				if d < bestD[m] {
+					copy(best[m+1:], best[m:iqNeighbours-1])
+					copy(bestD[m+1:], bestD[m:iqNeighbours-1])
+					best[m], bestD[m] = i, d
+					break
+				}
 			}
 		}
-		g.nearest[k] = uint16(best)
+		for m := range iqNeighbours {
+			g.nearest[k*iqNeighbours+m] = uint16(best[m])
+		}
 	}
 	return g
 }
@@ -92,20 +110,47 @@ func (g *iqGrid) level(v float32) int {
 	return k
 }
 
-// pick returns the grid entry for a (dim values, >= 0) at scale inv = 1/g, and the sums
-// of a*q and q*q over its coordinates q.
-func (g *iqGrid) pick(a []float32, inv float32) (idx int, sumQX, sumQ2 float32) {
+// key is the index of the level vector nearest a*inv.
+func (g *iqGrid) key(a []float32, inv float32) int {
 	key, mul := 0, 1
 	for _, v := range a[:g.dim] {
 		key += g.level(v*inv) * mul
 		mul *= len(g.levels)
 	}
-	idx = int(g.nearest[key])
+	return key
+}
+
+// pick returns the grid entry for a (dim values, >= 0) at scale inv = 1/g: the entry
+// nearest the rounded vector, and the sums of a*q and q*q over its coordinates q.
+func (g *iqGrid) pick(a []float32, inv float32) (idx int, sumQX, sumQ2 float32) {
+	idx = int(g.nearest[g.key(a, inv)*iqNeighbours])
 	for j, q := range g.entries[g.dim*idx : g.dim*idx+g.dim] {
 		sumQX += a[j] * q
 		sumQ2 += q * q
 	}
 	return idx, sumQX, sumQ2
+}
+
+// pickBest is pick over the rounded vector's neighbours, judged by the squared error at
+// scale gq against a itself.
+func (g *iqGrid) pickBest(a []float32, gq float32) int {
+	inv := float32(0)
+	if gq > 0 {
+		inv = 1 / gq
+	}
+	near := g.nearest[g.key(a, inv)*iqNeighbours:][:iqNeighbours]
+	best, bestE := int(near[0]), float32(math.MaxFloat32)
+	for _, i := range near {
+		var e float32
+		for j, q := range g.entries[g.dim*int(i) : g.dim*int(i)+g.dim] {
+			d := a[j] - gq*q
+			e += d * d
+		}
+		if e < bestE {
+			best, bestE = int(i), e
+		}
+	}
+	return best
 }
 
 // iqGrids holds the five grids, built on first use (a few milliseconds) and only read after.
@@ -208,13 +253,9 @@ func quantBlockIQ(lay iqLayout, x []float32, blk *iqBlock) {
 		s := clampInt(nearestInt(gs[ib]/(blk.d*lay.mul)-lay.off), 0, 15)
 		blk.scales[ib] = s
 		gq := blk.d * (lay.off + float32(s)) * lay.mul
-		inv := float32(0)
-		if gq > 0 {
-			inv = 1 / gq
-		}
 		for k := 0; k < lay.group; k += g.dim {
 			v := ib*lay.group + k
-			blk.idx[v/g.dim], _, _ = g.pick(a[v:], inv)
+			blk.idx[v/g.dim] = g.pickBest(a[v:], gq)
 		}
 	}
 }
