@@ -124,9 +124,6 @@ func place(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, report
 	// here, first, before any weight, staging buffer, arena registration or file mapping is
 	// allocated (Open has only read the header), so a context's own pinned memory is never
 	// the allocation that fails. (The order is the same outside WSL2: it costs nothing.)
-	if why := HelpersLack(info); why != "" && helperSlotsSet(cfg) {
-		return nil, &ConfigError{Flag: "expert-cache-device1/2", Msg: why, NotBuilt: true}
-	}
 	b, whole, err := newBackend(cfg, info)
 	if err != nil {
 		return nil, err
@@ -595,16 +592,6 @@ func (p *placement) verifyChecksums() {
 // GPULacks says what of the model the CUDA backend cannot run yet ("" when it runs it all,
 // in every tier mode), for callers that choose a backend (the wizard).
 func GPULacks(info ModelInfo) string { return gpuLacks(info) }
-
-// HelpersLack says what of the model helper GPUs cannot run yet ("" when they run it), for
-// callers that give helpers slots (the wizard): the expert cache's helper slots carry no
-// expert biases, so gpt-oss's experts stay off them.
-func HelpersLack(info ModelInfo) string {
-	if info.Architecture == "gpt-oss" {
-		return "helper GPUs (--expert-cache-device1/2) do not run gpt-oss's expert biases yet; leave them at 0"
-	}
-	return ""
-}
 
 // gpuLacks says what of the model the CUDA backend cannot run yet ("" when it runs it all).
 func gpuLacks(info ModelInfo) string {

@@ -85,9 +85,6 @@ type Model struct {
 	// GPULacks says what of the model the GPU plans cannot run yet (Gated DeltaNet shapes
 	// past the GPU kernels'): such a model runs on the CPU. "" = they run it.
 	GPULacks string
-	// HelpersLack says what of the model helper GPUs cannot run yet (gpt-oss's expert
-	// biases): such a model gets no helper slots. "" = they run it.
-	HelpersLack string
 }
 
 // ModelFromInfo takes what the decision needs from engine.Inspect's answer. The KV cache per
@@ -110,6 +107,5 @@ func ModelFromInfo(mi engine.ModelInfo) Model {
 		m.NonExpertBytes += int64(mi.RingLayers)*int64(mi.RingKeep)*int64(mi.KVHeads)*int64(mi.HeadDim)*2*2 + mi.RecurrentBytes
 	}
 	m.GPULacks = engine.GPULacks(mi)
-	m.HelpersLack = engine.HelpersLack(mi)
 	return m
 }

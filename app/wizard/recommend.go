@@ -122,10 +122,6 @@ func Recommend(hw Hardware, m Model) Recommendation {
 		return r
 	}
 	placeHelpers(hw, b, main.Index)
-	if len(b.HelperGPUs) > 0 && m.HelpersLack != "" {
-		r.Reasons = append(r.Reasons, fmt.Sprintf("No helper GPU: %d more experts would fit on the other cards, but %s.", b.GPUHeld()-b.ExpertSlots, m.HelpersLack))
-		b.HelperGPUs, b.HelperSlots = nil, nil
-	}
 	held := b.GPUHeld()
 	if b.TotalExperts > 0 {
 		b.ComplementBytes = m.ExpertBytes * int64(b.TotalExperts-held) / int64(b.TotalExperts)

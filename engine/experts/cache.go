@@ -675,7 +675,7 @@ func (c *Cache) sendToHelpers(L *layerCache, helper [2][]entry, n, H int) {
 		}
 		d.Write(c.helperX[h], c.hostXs[:n*H])
 		d.Write(c.helperOut[h], c.helperZeros[:n*H])
-		c.runOn(d, c.helperOut[h], c.helperX[h], L.helper[h], nil, es, n)
+		c.runOn(d, c.helperOut[h], c.helperX[h], L.helper[h], L.ffn.helper[h], es, n)
 		d.Flush()
 	}
 	c.mu.Lock()

@@ -12,27 +12,26 @@ import (
 // layerFFN is one layer's ExpertFFN placed for each stack its experts run on: the file's
 // stacks are indexed by expert id, the pinned and VRAM slot stacks by slot, so each gets its
 // biases in its own order. pinDev is the pinned slots' biases on the device, for the pinned
-// experts it reads over PCIe (the arena holds the matrices only). bias keeps the file's bias
-// stacks, whose rows a swap copies into the slots and a batch into the streaming ring.
+// experts it reads over PCIe (the arena holds the matrices only); helper those of each helper
+// GPU's slots, on that GPU. bias keeps the file's bias stacks, whose rows a swap copies into
+// the slots and a batch into the streaming ring.
 type layerFFN struct {
 	file, pinned, vram, pinDev *compute.ExpertFFN
+	helper                     [2]*compute.ExpertFFN
 	bias                       [3]compute.WeightSpec
 }
 
 // UseFFN gives layer l's experts biases and the clamped SwiGLU. The biases of the pinned
 // and VRAM experts are copied into slot order (a few KB per expert; the VRAM ones into
 // float32 stacks on the device, rewritten with the slot on a swap; the pinned ones also on
-// the device when it reads the pinned experts over PCIe). The streaming ring gets bias
-// stacks of its own, which each batch rewrites with the rows of the experts it streams.
-// Helper GPUs do not carry the biases yet, so a layer with helper slots refuses.
+// the device when it reads the pinned experts over PCIe; a helper GPU's on that GPU, which
+// keeps its experts). The streaming ring gets bias stacks of its own, which each batch
+// rewrites with the rows of the experts it streams.
 func (c *Cache) UseFFN(l int, ffn model.ExpertFFN) error {
 	if l < 0 || l >= c.sh.Layers || c.lays[l] == nil {
 		return fmt.Errorf("experts: expert biases for layer %d, which is not placed", l)
 	}
 	L := c.lays[l]
-	if L.helper[0][0] != nil || L.helper[1][0] != nil {
-		return fmt.Errorf("experts: layer %d: helper GPUs do not run expert biases (gpt-oss) yet; use the main GPU's tiers", l)
-	}
 	file := &compute.ExpertFFN{Limit: ffn.Limit, Alpha: ffn.Alpha}
 	pinned := &compute.ExpertFFN{Limit: ffn.Limit, Alpha: ffn.Alpha}
 	vram := &compute.ExpertFFN{Limit: ffn.Limit, Alpha: ffn.Alpha}
@@ -41,17 +40,29 @@ func (c *Cache) UseFFN(l int, ffn model.ExpertFFN) error {
 		pinDev = &compute.ExpertFFN{Limit: ffn.Limit, Alpha: ffn.Alpha}
 	}
 	rg := c.rings[keyOf(L.file)]
-	var slots []int  // expert of each pinned slot
-	var vslots []int // expert of each VRAM slot
+	var slots []int     // expert of each pinned slot
+	var vslots []int    // expert of each VRAM slot
+	var hslots [2][]int // expert of each helper GPU's slot
+	var helper [2]*compute.ExpertFFN
 	for e := range c.sh.Experts {
 		switch i := c.sh.Index(ID{l, e}); c.tier[i] {
 		case TierPinned:
 			slots = append(slots, e)
 		case TierVRAM:
 			vslots = append(vslots, e)
+		case TierHelper:
+			h := c.cfg.HelperOf[i]
+			hslots[h] = append(hslots[h], e)
 		}
 	}
-	slices.SortFunc(vslots, func(a, b int) int { return int(c.slot[c.sh.Index(ID{l, a})] - c.slot[c.sh.Index(ID{l, b})]) })
+	bySlot := func(a, b int) int { return int(c.slot[c.sh.Index(ID{l, a})] - c.slot[c.sh.Index(ID{l, b})]) }
+	slices.SortFunc(vslots, bySlot)
+	for h := range hslots {
+		slices.SortFunc(hslots[h], bySlot)
+		if len(hslots[h]) > 0 {
+			helper[h] = &compute.ExpertFFN{Limit: ffn.Limit, Alpha: ffn.Alpha}
+		}
+	}
 	var bias [3]compute.WeightSpec
 	for m, s := range ffn.Bias {
 		if s.Data == nil {
@@ -81,6 +92,14 @@ func (c *Cache) UseFFN(l int, ffn model.ExpertFFN) error {
 				return err
 			}
 		}
+		for h, es := range hslots {
+			if len(es) == 0 {
+				continue
+			}
+			if *biasOf(helper[h], m), err = c.cfg.Helpers[h].Place(rowsOf(s, es, fmt.Sprintf("helper GPU %d slots", h+1))); err != nil {
+				return fmt.Errorf("experts: helper GPU %d: %w", h+1, err)
+			}
+		}
 		if rg != nil && rg.bias[m] == nil {
 			// Layers of one shape share the ring, and so its bias stacks (zeros until a batch
 			// writes them).
@@ -92,7 +111,7 @@ func (c *Cache) UseFFN(l int, ffn model.ExpertFFN) error {
 			}
 		}
 	}
-	L.ffn = layerFFN{file: file, pinned: pinned, vram: vram, pinDev: pinDev, bias: bias}
+	L.ffn = layerFFN{file: file, pinned: pinned, vram: vram, pinDev: pinDev, helper: helper, bias: bias}
 	return nil
 }
 
