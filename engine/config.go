@@ -30,7 +30,7 @@ type Config struct {
 	VRAMReserveMiB    int     // VRAM left free for the desktop and other apps
 	VRAMBudgetMiB     int     // cap on what Strata takes of a card; 0 = no cap
 	TieredExperts     bool    // VRAM, then pinned RAM, then cold on the SSD
-	HostBudgetGiB     float64 // pinned tier size; 0 = auto (available RAM - HostReserveGiB)
+	HostBudgetGiB     float64 // pinned tier size; 0 = auto (available RAM - HostReserveGiB); > 0 on a GPU pins as TieredExperts does
 	HostReserveGiB    float64 // RAM kept free for the rest of the PC
 	ResidentExperts   bool    // copy the complement of the GPU cache into one RAM arena
 	ResidentBudgetGiB float64 // cap on that arena; 0 = no cap

@@ -287,6 +287,9 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 	}
 	onGPU := gpuFree > 0
 	in := planInput(info, s, gpuFree, platform.ProbeMemory(ctx).AvailableBytes, cfg, rank)
+	if n := pinsImplicitlyNote(cfg, onGPU); n != "" {
+		slog.Info("engine: plan", "note", n)
+	}
 	for h, n := range in.HelperSlots {
 		if n == 0 {
 			continue

@@ -76,6 +76,9 @@ func PlanForMachine(ctx context.Context, path string, cfg Config, mc Machine) (e
 	}
 	in := planInput(info, s, hw.gpuFree, hw.hostAvail, cfg, rank)
 	in.HelperFreeBytes = hw.helperFree
+	if n := pinsImplicitlyNote(cfg, hw.gpuFree > 0); n != "" {
+		notes = append(notes, n)
+	}
 	h, err := model.ReadHparams(f)
 	if err != nil {
 		return experts.Plan{}, info, err
@@ -150,14 +153,33 @@ func planInput(info ModelInfo, s experts.Shape, gpuFree, hostAvail int64, cfg Co
 		HostBudgetBytes:  gib(cfg.HostBudgetGiB),
 		HostReserveBytes: gib(cfg.HostReserveGiB),
 
-		// --pcie-frac needs pinned experts for the GPU to read: it pins as the tiered mode does.
-		Tiered:              cfg.TieredExperts || (cfg.PCIeFrac > 0 && !cfg.ResidentExperts && gpuFree > 0),
+		Tiered:              pinsImplicitly(cfg, gpuFree > 0) || cfg.TieredExperts,
 		Resident:            cfg.ResidentExperts,
 		ResidentBudgetBytes: gib(cfg.ResidentBudgetGiB),
 
 		HelperSlots: [2]int{cfg.ExpertCacheDevice1, cfg.ExpertCacheDevice2},
 
 		Rank: rank,
+	}
+}
+
+// pinsImplicitly says whether knobs other than --tiered-experts turn the pinned tier on for
+// a run on a GPU without --resident-experts: --pcie-frac needs pinned experts for the GPU to
+// read, and a --host-budget-gib is the pinned tier's size, which a run would otherwise ignore
+// (the H200 bench with --host-budget-gib 20 and no --tiered-experts read every miss cold).
+func pinsImplicitly(cfg Config, onGPU bool) bool {
+	return onGPU && !cfg.TieredExperts && !cfg.ResidentExperts && (cfg.PCIeFrac > 0 || cfg.HostBudgetGiB > 0)
+}
+
+// pinsImplicitlyNote says why the pinned tier is on without --tiered-experts ("" when it is not).
+func pinsImplicitlyNote(cfg Config, onGPU bool) string {
+	switch {
+	case !pinsImplicitly(cfg, onGPU):
+		return ""
+	case cfg.HostBudgetGiB > 0:
+		return fmt.Sprintf("--host-budget-gib %g turns on the pinned tier as --tiered-experts does: the experts VRAM cannot hold are pinned in RAM up to it", cfg.HostBudgetGiB)
+	default:
+		return fmt.Sprintf("--pcie-frac %g needs pinned experts for the GPU to read: the pinned tier is on as with --tiered-experts", cfg.PCIeFrac)
 	}
 }
 

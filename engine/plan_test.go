@@ -75,6 +75,18 @@ func TestPlanInput(t *testing.T) {
 			}
 			return ""
 		}},
+		{"--host-budget-gib on a GPU pins the experts outside VRAM", func(c *Config) { c.HostBudgetGiB = 20 }, func(in experts.PlanInput) string {
+			if !in.Tiered || in.Resident || in.HostBudgetBytes != 20<<30 {
+				return "host budget without a pinned tier"
+			}
+			return ""
+		}},
+		{"--host-budget-gib beside --resident-experts leaves the arena to it", func(c *Config) { c.HostBudgetGiB, c.ResidentExperts = 20, true }, func(in experts.PlanInput) string {
+			if in.Tiered || !in.Resident {
+				return "resident and tiered at once"
+			}
+			return ""
+		}},
 		{"resident", func(c *Config) { c.ResidentExperts, c.ResidentBudgetGiB = true, 20 }, func(in experts.PlanInput) string {
 			if !in.Resident || in.ResidentBudgetBytes != 20<<30 {
 				return "resident not carried"

@@ -49,7 +49,7 @@ func addEngineFlags(fs *flag.FlagSet, cfg *engine.Config) {
 	fs.IntVar(&cfg.VRAMReserveMiB, "vram-reserve-mib", cfg.VRAMReserveMiB, "VRAM left free for other apps (MiB)")
 	fs.IntVar(&cfg.VRAMBudgetMiB, "vram-budget-mib", cfg.VRAMBudgetMiB, "cap on the VRAM Strata takes of a card (MiB, 0 = no cap)")
 	fs.BoolVar(&cfg.TieredExperts, "tiered-experts", cfg.TieredExperts, "VRAM, then pinned RAM, then SSD tiers for experts")
-	fs.Float64Var(&cfg.HostBudgetGiB, "host-budget-gib", cfg.HostBudgetGiB, "pinned RAM tier size (GiB, 0 = auto)")
+	fs.Float64Var(&cfg.HostBudgetGiB, "host-budget-gib", cfg.HostBudgetGiB, "pinned RAM tier size (GiB, 0 = auto); given on a GPU, it turns the pinned tier on as --tiered-experts does")
 	fs.Float64Var(&cfg.HostReserveGiB, "host-reserve-gib", cfg.HostReserveGiB, "RAM kept free for the rest of the PC (GiB)")
 	fs.IntVar(&cfg.PinnedBudgetMiB, "pinned-budget-mib", cfg.PinnedBudgetMiB, "cap on page-locked host memory (MiB, 0 = about 1 GiB under WSL2, no cap elsewhere)")
 	fs.BoolVar(&cfg.ResidentExperts, "resident-experts", cfg.ResidentExperts, "copy the experts the GPU does not hold into RAM")
