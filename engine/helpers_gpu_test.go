@@ -13,6 +13,7 @@ import (
 	"strata/engine"
 	"strata/engine/compute/gpu"
 	"strata/engine/fixtures"
+	"strata/engine/gguf"
 	"strata/engine/model/modeltest"
 	"strata/engine/synth"
 	"strata/platform"
@@ -197,4 +198,79 @@ func runOnGPU(t *testing.T, path string, prompts [][]int, n int, edit func(*engi
 		t.Fatalf("tier knobs %v, expert cache in the tier map %v", tiered, r.snap.Cache != nil)
 	}
 	return r
+}
+
+// TestEmbeddingsInHostOnGPU: tiered on the GPU, gpt-oss and the hybrids keep the
+// token-embedding table in pinned RAM too (or in VRAM where the output layer shares it),
+// with the greedy tokens of the whole model in VRAM and logits within each fixture's 8-bit
+// rule; gpt-oss refuses helper slots by name. It skips without a driver.
+func TestEmbeddingsInHostOnGPU(t *testing.T) {
+	if b, err := gpu.New(gpu.Options{}); errors.Is(err, gpu.ErrNoGPU) {
+		t.Skipf("no NVIDIA GPU or driver, skipping: %v", err)
+	} else if err == nil {
+		b.Close()
+	} else {
+		t.Fatal(err)
+	}
+	for _, folder := range []string{"gptoss-tiny", "qwen35moe-tiny"} {
+		ref := fixtures.LoadReference(t, folder)
+		tol := ref.Tolerances.Int8
+		for _, v := range ref.All() {
+			path := ref.Path(v)
+			info, err := engine.Inspect(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !gpu.HeadDimSupported(info.HeadDim) || engine.GPULacks(info) != "" {
+				t.Logf("%s/%s: not run on the GPU (head size %d; %s)", folder, v.Name, info.HeadDim, engine.GPULacks(info))
+				continue
+			}
+			t.Run(folder+"/"+v.Name, func(t *testing.T) {
+				var prompts [][]int
+				n := 0
+				for _, p := range v.Prompts {
+					prompts, n = append(prompts, p.Tokens), max(n, len(p.Generated))
+				}
+				quarter := info.Layers * info.Experts / 4
+				want := runOnGPU(t, path, prompts, n, func(*engine.Config) {}, false)
+				got := runOnGPU(t, path, prompts, n, func(c *engine.Config) { c.ExpertCache, c.TieredExperts = quarter, true }, true)
+				for i := range prompts {
+					if !slices.Equal(got.tokens[i], want.tokens[i]) {
+						t.Errorf("prompt %d: tiered tokens %v, all in VRAM %v", i, got.tokens[i], want.tokens[i])
+					}
+					maxAbs, rel := modeltest.Compare(got.logits[i], want.logits[i])
+					t.Logf("prompt %d: RMS(Δ)/std %.2g, max |Δ| %.3g", i, rel, maxAbs)
+					if rel > tol.RMSOverStd || math.IsNaN(rel) {
+						t.Errorf("prompt %d: RMS(Δ)/std %.4g (limit %g)", i, rel, tol.RMSOverStd)
+					}
+				}
+				var embd int64
+				for _, u := range got.snap.Memory {
+					if u.Kind == "token embeddings" {
+						embd += u.Bytes
+					}
+				}
+				t.Logf("token embeddings in pinned RAM: %d bytes; notes %q", embd, got.snap.Cache.Notes)
+				f, err := gguf.Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, untied := f.Tensor("output.weight")
+				f.Close()
+				if untied != (embd > 0) {
+					t.Errorf("output.weight present %v, token embeddings in pinned RAM %d bytes", untied, embd)
+				}
+				if info.Architecture == "gpt-oss" {
+					cfg := engine.DefaultConfig()
+					cfg.Backend, cfg.MaxContext, cfg.ExpertCacheDevice1 = "cuda", 128, 2
+					if m, err := engine.Open(context.Background(), path, cfg, nil); err == nil {
+						m.Close()
+						t.Error("gpt-oss opened with helper slots")
+					} else if !strings.Contains(err.Error(), "expert biases") {
+						t.Errorf("gpt-oss with helper slots: %v, want the expert biases named", err)
+					}
+				}
+			})
+		}
+	}
 }
