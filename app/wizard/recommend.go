@@ -413,7 +413,10 @@ func applyWSL2(r *Recommendation, hw Hardware) {
 	r.WSL2Adjustments = []string{
 		fmt.Sprintf("pinned RAM capped at %d MiB (--pinned-budget-mib %d): the driver grants all of WSL2 about %s; staging buffers shrink and the pinned expert tier stays in plain RAM when they do not fit", r.Config.PinnedBudgetMiB, r.Config.PinnedBudgetMiB, gibStr(budget)),
 		"the GPU does not read experts from RAM over PCIe (--pcie-frac 0)",
-		"every GPU context is created before any weight, buffer or pinned memory (the engine always starts in this order)",
+		"every GPU context, the main card's and the helpers', is created before any weight, buffer or pinned memory (the engine always starts in this order)",
+	}
+	if len(r.Budget.HelperSlots) > 0 {
+		r.WSL2Adjustments = append(r.WSL2Adjustments, "the helper GPUs' staging buffers and result rows count against the same cap: they shrink first, and their results come back a few tokens at a time if they must")
 	}
 	r.Reasons = append(r.Reasons, fmt.Sprintf("Running under WSL2, where the NVIDIA driver lets the whole VM pin only about %s of RAM: GPU contexts are created first, large pinned buffers are avoided, and the GPU does not read RAM directly.",
 		gibStr(budget)))
