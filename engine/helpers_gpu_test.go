@@ -15,6 +15,7 @@ import (
 	"strata/engine/fixtures"
 	"strata/engine/gguf"
 	"strata/engine/model/modeltest"
+	"strata/engine/sample"
 	"strata/engine/synth"
 	"strata/platform"
 )
@@ -90,7 +91,7 @@ func TestHelpersOnGPU(t *testing.T) {
 			budget := func(mib int) func(*engine.Config) {
 				return func(c *engine.Config) { helpers(c); c.PinnedBudgetMiB = mib }
 			}
-			want := runOnGPU(t, m.path, m.prompts, m.gen, base, false)
+			want := runOnGPU(t, m.path, m.prompts, m.gen, base, false, nil)
 			for _, tc := range []struct {
 				name string
 				edit func(*engine.Config)
@@ -101,7 +102,7 @@ func TestHelpersOnGPU(t *testing.T) {
 				if tc.wsl2 {
 					t.Setenv("STRATA_FORCE_WSL2", "1")
 				}
-				got := runOnGPU(t, m.path, m.prompts, m.gen, tc.edit, true)
+				got := runOnGPU(t, m.path, m.prompts, m.gen, tc.edit, true, nil)
 				if tc.wsl2 {
 					t.Setenv("STRATA_FORCE_WSL2", "")
 				}
@@ -169,8 +170,8 @@ type gpuRun struct {
 }
 
 // runOnGPU opens path on the GPU with edit applied, generates n greedy tokens after each
-// prompt and evaluates prompt+those tokens.
-func runOnGPU(t *testing.T, path string, prompts [][]int, n int, edit func(*engine.Config), tiered bool) gpuRun {
+// prompt and evaluates prompt+forced[i] (nil: prompt+those tokens).
+func runOnGPU(t *testing.T, path string, prompts [][]int, n int, edit func(*engine.Config), tiered bool, forced [][]int) gpuRun {
 	t.Helper()
 	cfg := engine.DefaultConfig()
 	cfg.Backend, cfg.MaxContext, cfg.LearnProfile = "cuda", 512, false
@@ -188,7 +189,11 @@ func runOnGPU(t *testing.T, path string, prompts [][]int, n int, edit func(*engi
 			t.Fatal(fmt.Errorf("prompt %d: %w", i, err))
 		}
 		var logits []float32
-		if err := s.Eval(context.Background(), append(slices.Clone(p), res.Tokens...), func(_ int, l []float32) { logits = append(logits, l...) }); err != nil {
+		after := res.Tokens
+		if forced != nil {
+			after = forced[i]
+		}
+		if err := s.Eval(context.Background(), append(slices.Clone(p), after...), func(_ int, l []float32) { logits = append(logits, l...) }); err != nil {
 			t.Fatal(err)
 		}
 		r.tokens, r.logits = append(r.tokens, res.Tokens), append(r.logits, logits)
@@ -202,8 +207,12 @@ func runOnGPU(t *testing.T, path string, prompts [][]int, n int, edit func(*engi
 
 // TestEmbeddingsInHostOnGPU: tiered on the GPU, gpt-oss and the hybrids keep the
 // token-embedding table in pinned RAM too (or in VRAM where the output layer shares it),
-// with the greedy tokens of the whole model in VRAM and logits within each fixture's 8-bit
-// rule; gpt-oss refuses helper slots by name. It skips without a driver.
+// within each fixture's 8-bit rule of the whole model in VRAM: fed the reference
+// continuation, RMS(Δ)/std and a tenth of the rows past max_abs_logit, the argmax equal where
+// the reference gap exceeds modeltest.ArgmaxGap8Bit; their own greedy tokens equal up to the
+// first near tie. (gptoss-tiny's mxfp4 p2 parts at a step whose reference gap is 0.035,
+// where the tiered run's CPU misses tip it; such a prompt is held to the top-1 rule only.)
+// It skips without a driver.
 func TestEmbeddingsInHostOnGPU(t *testing.T) {
 	if b, err := gpu.New(gpu.Options{}); errors.Is(err, gpu.ErrNoGPU) {
 		t.Skipf("no NVIDIA GPU or driver, skipping: %v", err)
@@ -226,22 +235,51 @@ func TestEmbeddingsInHostOnGPU(t *testing.T) {
 				continue
 			}
 			t.Run(folder+"/"+v.Name, func(t *testing.T) {
-				var prompts [][]int
+				var prompts, gens [][]int
 				n := 0
 				for _, p := range v.Prompts {
-					prompts, n = append(prompts, p.Tokens), max(n, len(p.Generated))
+					prompts, gens, n = append(prompts, p.Tokens), append(gens, p.Generated), max(n, len(p.Generated))
 				}
 				quarter := info.Layers * info.Experts / 4
-				want := runOnGPU(t, path, prompts, n, func(*engine.Config) {}, false)
-				got := runOnGPU(t, path, prompts, n, func(c *engine.Config) { c.ExpertCache, c.TieredExperts = quarter, true }, true)
-				for i := range prompts {
-					if !slices.Equal(got.tokens[i], want.tokens[i]) {
-						t.Errorf("prompt %d: tiered tokens %v, all in VRAM %v", i, got.tokens[i], want.tokens[i])
+				// Both runs are fed the reference continuation, so their logits compare row for
+				// row; their own greedy tokens are held equal up to the first near tie.
+				want := runOnGPU(t, path, prompts, n, func(*engine.Config) {}, false, gens)
+				got := runOnGPU(t, path, prompts, n, func(c *engine.Config) { c.ExpertCache, c.TieredExperts = quarter, true }, true, gens)
+				for i, p := range v.Prompts {
+					nearTie := false // the runs' own tokens part at a near tie
+					for k := range min(len(got.tokens[i]), len(want.tokens[i])) {
+						if got.tokens[i][k] == want.tokens[i][k] {
+							continue
+						}
+						if nearTie = k < len(p.Margins.Greedy) && p.Margins.Greedy[k] < modeltest.GreedyGap8Bit; !nearTie {
+							t.Errorf("%s: tiered tokens %v, all in VRAM %v (step %d)", p.Name, got.tokens[i], want.tokens[i], k)
+						}
+						break
 					}
-					maxAbs, rel := modeltest.Compare(got.logits[i], want.logits[i])
-					t.Logf("prompt %d: RMS(Δ)/std %.2g, max |Δ| %.3g", i, rel, maxAbs)
-					if rel > tol.RMSOverStd || math.IsNaN(rel) {
-						t.Errorf("prompt %d: RMS(Δ)/std %.4g (limit %g)", i, rel, tol.RMSOverStd)
+					g, w := got.logits[i], want.logits[i]
+					maxAbs, rel := modeltest.Compare(g, w)
+					// Row len(prompt)+k follows gen[k]: greedy step k+1 chose from it (step 0
+					// from the prompt's last row).
+					margins := slices.Clone(p.Margins.Prompt)
+					if len(p.Margins.Greedy) > 1 {
+						margins = append(margins, p.Margins.Greedy[1:]...)
+					}
+					rows, over := len(w)/info.Vocab, 0
+					for r := range rows {
+						gr, wr := g[r*info.Vocab:(r+1)*info.Vocab], w[r*info.Vocab:(r+1)*info.Vocab]
+						if modeltest.MaxAbsDiff(gr, wr) > tol.MaxAbsLogit {
+							over++
+						}
+						if r < len(margins) && margins[r] > modeltest.ArgmaxGap8Bit && sample.Argmax(gr) != sample.Argmax(wr) {
+							t.Errorf("%s: row %d: argmax differs where the reference gap is %.2f", p.Name, r, margins[r])
+						}
+					}
+					t.Logf("%s: RMS(Δ)/std %.2g, max |Δ| %.3g, %d of %d rows above %g (parted at a near tie: %v)", p.Name, rel, maxAbs, over, rows, tol.MaxAbsLogit, nearTie)
+					// Where the runs part at a near tie an expert choice flips with them, and
+					// the rows after it move by more (TestInt8KVCacheMatchesF16 says how much):
+					// the top-1 rule above holds them.
+					if !nearTie && (rel > tol.RMSOverStd || math.IsNaN(rel) || float64(over) > modeltest.RowsOver8Bit*float64(rows)) {
+						t.Errorf("%s: RMS(Δ)/std %.4g (limit %g), %d of %d rows above %g", p.Name, rel, tol.RMSOverStd, over, rows, tol.MaxAbsLogit)
 					}
 				}
 				var embd int64
@@ -259,16 +297,6 @@ func TestEmbeddingsInHostOnGPU(t *testing.T) {
 				f.Close()
 				if untied != (embd > 0) {
 					t.Errorf("output.weight present %v, token embeddings in pinned RAM %d bytes", untied, embd)
-				}
-				if info.Architecture == "gpt-oss" {
-					cfg := engine.DefaultConfig()
-					cfg.Backend, cfg.MaxContext, cfg.ExpertCacheDevice1 = "cuda", 128, 2
-					if m, err := engine.Open(context.Background(), path, cfg, nil); err == nil {
-						m.Close()
-						t.Error("gpt-oss opened with helper slots")
-					} else if !strings.Contains(err.Error(), "expert biases") {
-						t.Errorf("gpt-oss with helper slots: %v, want the expert biases named", err)
-					}
 				}
 			})
 		}
