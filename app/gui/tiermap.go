@@ -50,29 +50,65 @@ func cellColor(t engine.Tier, hits, maxHits uint64, lit bool) color.NRGBA {
 	return c
 }
 
-// gridGeometry places layers (rows) and experts (columns) in a w x h pixel image: whole-pixel
-// cells, a one-pixel gap when cells are big enough to show it, centred.
+// gridGeometry places layers and experts in a w x h pixel image: whole-pixel cells, a
+// one-pixel gap when cells are big enough to show it, centred. Each layer is a band of
+// bands rows of cols experts: one row while the experts fit across with cells at least two
+// pixels wide, else wrapped so that the cells are as large as the room allows (qwen3next's
+// 512 experts a layer in a 256-pixel-wide map). Bands are one pixel apart when the height
+// has room for it.
 type gridGeometry struct {
 	cellW, cellH, gap, offX, offY int
+	bands, cols, layerGap         int
 }
 
 func geometry(w, h, layers, experts int) gridGeometry {
 	if layers <= 0 || experts <= 0 || w <= 0 || h <= 0 {
 		return gridGeometry{}
 	}
-	g := gridGeometry{cellW: w / experts, cellH: h / layers}
-	if g.cellW >= 4 && g.cellH >= 4 {
-		g.gap = 1
+	var best gridGeometry
+	for bands := 1; bands <= experts; bands++ {
+		cols := (experts + bands - 1) / bands
+		if bands > 1 && (experts+bands-2)/(bands-1) == cols {
+			continue // the same columns as fewer bands: more rows for nothing
+		}
+		g := gridGeometry{bands: bands, cols: cols, cellW: w / cols, cellH: h / (layers * bands)}
+		if bands > 1 {
+			if withGap := (h - layers) / (layers * bands); withGap >= 3 || (withGap >= 1 && withGap == g.cellH) {
+				g.cellH, g.layerGap = withGap, 1
+			}
+		}
+		if g.cellW == 0 || g.cellH == 0 {
+			if cols == 1 {
+				break
+			}
+			continue
+		}
+		if bands == 1 && g.cellW >= 2 {
+			best = g
+			break
+		}
+		if best.cellW == 0 || min(g.cellW, g.cellH) > min(best.cellW, best.cellH) {
+			best = g
+		}
+		if cols == 1 {
+			break
+		}
 	}
-	g.offX = (w - g.cellW*experts) / 2
-	g.offY = (h - g.cellH*layers) / 2
-	return g
+	if best.cellW == 0 {
+		return gridGeometry{} // more experts than pixels: nothing honest to draw
+	}
+	if best.cellW >= 4 && best.cellH >= 4 {
+		best.gap = 1
+	}
+	best.offX = (w - best.cellW*best.cols) / 2
+	best.offY = (h - layers*(best.bands*best.cellH+best.layerGap) + best.layerGap) / 2
+	return best
 }
 
 // cell is the pixel rectangle of one expert's cell, without the gap.
 func (g gridGeometry) cell(layer, expert int) image.Rectangle {
-	x0 := g.offX + expert*g.cellW
-	y0 := g.offY + layer*g.cellH
+	x0 := g.offX + expert%g.cols*g.cellW
+	y0 := g.offY + layer*(g.bands*g.cellH+g.layerGap) + expert/g.cols*g.cellH
 	return image.Rect(x0, y0, x0+g.cellW-g.gap, y0+g.cellH-g.gap)
 }
 
@@ -86,7 +122,7 @@ func drawGrid(w, h int, snap engine.TierSnapshot, prev [][]uint64) *image.NRGBA 
 	}
 	g := geometry(w, h, snap.Layers, snap.Experts)
 	if g.cellW == 0 || g.cellH == 0 {
-		return img // more experts than pixels: nothing honest to draw
+		return img // more experts than pixels, even wrapped: nothing honest to draw
 	}
 	var maxHits uint64
 	for _, row := range snap.Hits {
@@ -164,8 +200,9 @@ func (t *TierMap) SetSnapshot(s engine.TierSnapshot) {
 	t.raster.Refresh()
 }
 
-// MinSize keeps a pixel per cell of a 256-expert model, and leaves the window narrow
-// enough for half a small screen.
+// MinSize keeps a pixel per cell of a 256-expert model in one row a layer, and of 48
+// layers x 512 experts wrapped (qwen3next), and leaves the window narrow enough for half a
+// small screen.
 func (t *TierMap) MinSize() fyne.Size { return fyne.NewSize(256, 160) }
 
 // CreateRenderer implements fyne.Widget.

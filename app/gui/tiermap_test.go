@@ -94,7 +94,7 @@ func TestDrawGridRejectsMalformedSnapshots(t *testing.T) {
 		"short rows":   {Layers: 2, Experts: 2, Tier: [][]engine.Tier{{0, 0}}, Hits: [][]uint64{{0, 0}, {0, 0}}},
 		"ragged hits":  {Layers: 1, Experts: 2, Tier: [][]engine.Tier{{0, 0}}, Hits: [][]uint64{{0}}},
 		"negative":     {Layers: -1, Experts: 3},
-		"more than px": {Layers: 1, Experts: 500, Tier: [][]engine.Tier{make([]engine.Tier, 500)}, Hits: [][]uint64{make([]uint64, 500)}},
+		"more than px": wideSnapshot(48, 512, nil), // 24,576 experts in 5,000 pixels
 	} {
 		img := drawGrid(100, 50, s, nil)
 		if img.Bounds() != image.Rect(0, 0, 100, 50) {
@@ -340,5 +340,136 @@ func TestHelperMemoryBars(t *testing.T) {
 	}
 	if got, want := segmentColor(mem[2]), tierColor(engine.TierHelper); got != want {
 		t.Errorf("helper experts painted %v, the helper tier is %v", got, want)
+	}
+}
+
+// wideSnapshot is a layers x experts snapshot with the tiers cycling so that neighbours
+// differ and hits that vary; tier (if not nil) gives an expert's tier instead.
+func wideSnapshot(layers, experts int, tier func(l, e int) engine.Tier) engine.TierSnapshot {
+	tiers := []engine.Tier{engine.TierVRAM, engine.TierHelper, engine.TierPinned, engine.TierCold, engine.TierCPU}
+	s := engine.TierSnapshot{Layers: layers, Experts: experts, Tier: make([][]engine.Tier, layers), Hits: make([][]uint64, layers)}
+	for l := range layers {
+		s.Tier[l], s.Hits[l] = make([]engine.Tier, experts), make([]uint64, experts)
+		for e := range experts {
+			s.Tier[l][e] = tiers[(l+e)%len(tiers)]
+			if tier != nil {
+				s.Tier[l][e] = tier(l, e)
+			}
+			s.Hits[l][e] = uint64((l*experts + e) % 97)
+		}
+	}
+	return s
+}
+
+// TestTierMapDrawsEveryExpertOf512: the tier map of a qwen3next-sized model (48 layers x 512
+// experts) in the window sizes a user has, down to the map's minimum size, draws every
+// expert exactly once, inside the map, in its tier's colour shaded by its hits, and
+// nothing else but the background; the map's minimum size does not grow with the experts.
+func TestTierMapDrawsEveryExpertOf512(t *testing.T) {
+	test.NewTempApp(t)
+	const layers, experts = 48, 512
+	snap := wideSnapshot(layers, experts, nil)
+	var maxHits uint64
+	for _, row := range snap.Hits {
+		for _, n := range row {
+			maxHits = max(maxHits, n)
+		}
+	}
+	tm := NewTierMap()
+	if ms := tm.MinSize(); ms.Width > 256 || ms.Height > 160 {
+		t.Errorf("minimum size %v grew past 256 x 160", ms)
+	}
+	w := test.NewTempWindow(t, tm)
+	w.SetPadded(false)
+	tm.SetSnapshot(snap)
+	bg := gridBackground()
+	for _, size := range []fyne.Size{tm.MinSize(), fyne.NewSize(300, 200), fyne.NewSize(520, 360), fyne.NewSize(1400, 700)} {
+		w.Resize(size)
+		img := w.Canvas().Capture()
+		pos := tm.Position() // the window's only content, unpadded
+		got := tm.Size()
+		if img.Bounds().Dx() < int(pos.X+got.Width) || img.Bounds().Dy() < int(pos.Y+got.Height) {
+			t.Fatalf("%v: a %v capture does not hold the %v map at %v", size, img.Bounds(), got, pos)
+		}
+		g := geometry(int(got.Width), int(got.Height), layers, experts)
+		if g.cellW == 0 || g.cellH == 0 {
+			t.Fatalf("%v: no room for %d x %d experts in a %v map", size, layers, experts, got)
+		}
+		// Every expert once: the cells are inside the map and never overlap.
+		bounds := image.Rect(0, 0, int(got.Width), int(got.Height))
+		owner := make([]int32, bounds.Dx()*bounds.Dy())
+		for l := range layers {
+			for e := range experts {
+				r := g.cell(l, e)
+				if r.Empty() || !r.In(bounds) {
+					t.Fatalf("%v: layer %d expert %d: cell %v empty or outside the map %v", size, l, e, r, bounds)
+				}
+				for y := r.Min.Y; y < r.Max.Y; y++ {
+					for x := r.Min.X; x < r.Max.X; x++ {
+						if o := owner[y*bounds.Dx()+x]; o != 0 {
+							t.Fatalf("%v: layer %d expert %d overlaps expert %d at (%d,%d)", size, l, e, o-1, x, y)
+						}
+						owner[y*bounds.Dx()+x] = int32(l*experts+e) + 1
+					}
+				}
+			}
+		}
+		// What the screen shows: each pixel of a cell in its expert's colour, the rest
+		// the background.
+		bad := 0
+		for y := range bounds.Dy() {
+			for x := range bounds.Dx() {
+				want := bg
+				if o := owner[y*bounds.Dx()+x]; o != 0 {
+					l, e := int(o-1)/experts, int(o-1)%experts
+					want = cellColor(snap.Tier[l][e], snap.Hits[l][e], maxHits, false)
+				}
+				if px := color.NRGBAModel.Convert(img.At(int(pos.X)+x, int(pos.Y)+y)).(color.NRGBA); !near(px, want) {
+					if bad++; bad <= 5 {
+						t.Errorf("%v: pixel (%d,%d) is %v, want %v", size, x, y, px, want)
+					}
+				}
+			}
+		}
+		if bad > 5 {
+			t.Errorf("%v: %d pixels wrong in all", size, bad)
+		}
+		if size == tm.MinSize() && g.bands < 2 {
+			t.Errorf("%v: %d experts in one row of %d pixels", size, experts, bounds.Dx())
+		}
+		if size.Width >= 1400 && (g.bands != 1 || g.cellW < 2) {
+			t.Errorf("%v: %d bands of %d-pixel cells; a wide map keeps a layer a row", size, g.bands, g.cellW)
+		}
+	}
+}
+
+// TestGeometryKeepsCellsReadable: one row a layer while the experts fit two pixels wide;
+// wrapped only when they do not, into cells no smaller than one row would give.
+func TestGeometryKeepsCellsReadable(t *testing.T) {
+	for _, tc := range []struct {
+		w, h, layers, experts int
+		bands                 int // 0: more than one
+	}{
+		{400, 200, 2, 4, 1},
+		{600, 400, 48, 128, 1},
+		{600, 400, 94, 128, 1},
+		{600, 400, 48, 512, 0},
+		{256, 160, 48, 512, 0},
+		{256, 160, 40, 256, 0}, // one pixel wide, wrapped into 2 x 2 cells
+	} {
+		g := geometry(tc.w, tc.h, tc.layers, tc.experts)
+		one := gridGeometry{cellW: tc.w / tc.experts, cellH: tc.h / tc.layers}
+		switch {
+		case g.cellW == 0 || g.cellH == 0:
+			t.Errorf("%+v: nothing drawn", tc)
+		case tc.bands == 1 && g.bands != 1:
+			t.Errorf("%+v: %d bands, want one row a layer", tc, g.bands)
+		case tc.bands == 0 && g.bands < 2:
+			t.Errorf("%+v: one row a layer of %d-pixel cells, want it wrapped", tc, g.cellW)
+		case min(g.cellW, g.cellH) < min(one.cellW, one.cellH):
+			t.Errorf("%+v: cells %d x %d, smaller than one row a layer's %d x %d", tc, g.cellW, g.cellH, one.cellW, one.cellH)
+		case g.cols*g.bands < tc.experts || g.cols*g.cellW > tc.w || tc.layers*(g.bands*g.cellH+g.layerGap)-g.layerGap > tc.h:
+			t.Errorf("%+v: %d bands of %d columns of %d x %d cells do not hold the experts in the map", tc, g.bands, g.cols, g.cellW, g.cellH)
+		}
 	}
 }

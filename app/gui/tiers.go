@@ -45,7 +45,7 @@ func (a *App) newTiersView() *tiersView {
 	for _, t := range []engine.Tier{engine.TierVRAM, engine.TierHelper, engine.TierPinned, engine.TierCold, engine.TierCPU} {
 		legend.Add(container.NewHBox(swatch(tierColor(t)), widget.NewLabel(tierTitle(t))))
 	}
-	note := secondaryText("Rows are layers, columns are experts. Brighter = routed more often; flashes = routed since the last refresh.")
+	note := secondaryText("Rows are layers, columns are experts (a layer wraps onto several rows when its experts do not fit across). Brighter = routed more often; flashes = routed since the last refresh.")
 	side := container.NewVBox(
 		widget.NewLabelWithStyle("Memory", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), v.memory,
 		widget.NewLabelWithStyle("Where routed experts ran", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), v.rates,
