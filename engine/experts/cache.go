@@ -122,9 +122,9 @@ type Cache struct {
 	helperPlain        []float32      // results coming back without HelperRows
 	// Each helper's result rows (HelperRows tokens, pinned when it offers them) and, when a
 	// batch comes back in rounds, a round's rows on the helper and on the main device.
-	helperRows               [2][]float32
-	helperRound, mainRound   [2]compute.Buf
-	helperRoundN, mainRoundN [2]int
+	helperRows             [2][]float32
+	helperRound, mainRound [2]compute.Buf
+	helperRoundN           [2]int
 }
 
 // CacheStats is what the tier map and benchmarks show of the cache.
