@@ -15,6 +15,10 @@ import (
 	"strata/engine/gguf"
 )
 
+// maxStateFloatsPerLayer bounds one Gated DeltaNet layer's recurrent state (4 GiB of float32;
+// qwen3next-80b-a3b's is about 550k floats).
+const maxStateFloatsPerLayer = 1 << 30
+
 // readHybrid reads the Gated DeltaNet shapes, the layer pattern, the partial RoPE and the
 // shared expert of a hybrid, and checks that the head splits divide.
 func readHybrid(f *gguf.File, h *Hparams) error {
@@ -51,6 +55,13 @@ func readHybrid(f *gguf.File, h *Hparams) error {
 		return fmt.Errorf("model: %s: %s.ssm.conv_kernel %d: a causal conv needs at least 2 taps", f.Path, h.Arch, h.SSM.ConvKernel)
 	}
 	h.SSM.VDim = inner / h.SSM.VHeads
+	// Each key is bounded alone; their product, one layer's state, must be too, or a damaged
+	// file's state overflows the sizes the planner adds up.
+	s := h.SSM
+	if floats := float64(s.ConvKernel-1)*(2*float64(s.KHeads)*float64(s.KDim)+float64(inner)) + float64(inner)*float64(s.KDim); floats > maxStateFloatsPerLayer {
+		return fmt.Errorf("model: %s: %s.ssm.conv_kernel %d, ssm.state_size %d, ssm.group_count %d and ssm.inner_size %d give a Gated DeltaNet state of %.3g floats a layer, more than %d",
+			f.Path, h.Arch, s.ConvKernel, s.KDim, s.KHeads, inner, floats, maxStateFloatsPerLayer)
+	}
 	// Multi-token-prediction layers (nextn_predict_layers) follow the trunk in block_count;
 	// Strata does not draft with them, so the model is the layers before them.
 	nextn, kerr := f.ArchUintOr("nextn_predict_layers", 0)
