@@ -3,13 +3,18 @@ package engine
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"strata/engine/compute"
+	"strata/engine/compute/cpu"
 	"strata/engine/compute/gpu"
 	"strata/engine/experts"
 	"strata/engine/gguf"
 	"strata/engine/model"
+	"strata/engine/quant"
+	"strata/engine/synth"
 )
 
 // activationsOf is activationBytesFor of the model at path for each batch.
@@ -93,8 +98,8 @@ func TestPlanSizesActivationsFromTheBatch(t *testing.T) {
 
 // TestPlannedActivationsHoldOnTheGPU: on a real GPU, a --vram-budget-mib that holds what the
 // plan counts (weights, the KV cache, the activations of the batch, two expert slots) runs a
-// prompt of several batches and a decode without the backend asking for more. It skips
-// without an NVIDIA driver.
+// prompt of several batches, a decode and an eval of every position without the backend
+// asking for more. It skips without an NVIDIA driver.
 func TestPlannedActivationsHoldOnTheGPU(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	path := smallestVariant(t)
@@ -118,11 +123,114 @@ func TestPlannedActivationsHoldOnTheGPU(t *testing.T) {
 	for i := range prompt {
 		prompt[i] = (i*37 + 11) % m.Info().Vocab
 	}
-	res, err := m.NewSession(SessionOptions{}).Generate(context.Background(), prompt, Sampling{MaxTokens: 16, IgnoreEOS: true}, nil)
+	s := m.NewSession(SessionOptions{})
+	res, err := s.Generate(context.Background(), prompt, Sampling{MaxTokens: 16, IgnoreEOS: true}, nil)
 	if err != nil {
 		t.Fatalf("--vram-budget-mib %d: %v", cfg.VRAMBudgetMiB, err)
 	}
 	if len(res.Tokens) != 16 {
 		t.Errorf("generated %d tokens, want 16", len(res.Tokens))
+	}
+	// Every position's logits (strata eval) within the same plan.
+	rows := 0
+	if err := s.Eval(context.Background(), prompt, func(int, []float32) { rows++ }); err != nil {
+		t.Fatalf("eval under --vram-budget-mib %d: %v", cfg.VRAMBudgetMiB, err)
+	}
+	if rows != len(prompt) {
+		t.Errorf("eval gave %d rows of logits, want %d", rows, len(prompt))
+	}
+}
+
+// countingStandIn is the CPU backend standing in for the GPU one, counting the floats of
+// the activation buffers it hands out (the gpu backend's NewBuf, which --vram-budget-mib
+// caps).
+type countingStandIn struct {
+	*cpu.Backend
+	floats int
+}
+
+func (c *countingStandIn) NewBuf(n int) compute.Buf {
+	c.floats += n
+	return c.Backend.NewBuf(n)
+}
+
+// TestEvalStaysInThePlannedActivations: the plan counts one row of logits in a session's
+// activations (sessionActivationBytes, from ScratchFloats of the prefill batch), and strata
+// eval asks for every row's. An Eval of several prefill batches and a remainder, after a
+// Generate, allocates exactly that scratch and no rows x vocab logits buffer (which on the
+// H200 under --vram-budget-mib 8192 failed: "gpu: activations: 66 MiB more would exceed the
+// VRAM budget"); its logits match a Generate's at the last position.
+func TestEvalStaysInThePlannedActivations(t *testing.T) {
+	spec, err := synth.PresetFor("gpt-oss", "tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Quant, spec.Pool = quant.Q8_0, 64
+	path := filepath.Join(t.TempDir(), "gptoss.gguf")
+	if err := synth.Write(context.Background(), path, spec, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := describe(f)
+	if err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	b := &countingStandIn{Backend: cpu.New(cpu.Options{Threads: 2})}
+	net, err := model.Load(f, b, nil)
+	if err != nil {
+		b.Close()
+		f.Close()
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Threads, cfg.MaxContext, cfg.Prefill, cfg.LearnProfile = 2, 64, 8, false
+	m, err := openPlaced(context.Background(), f, cfg, info, &placement{backend: b, net: net})
+	if err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tokens := make([]int, 2*cfg.Prefill+3)
+	for i := range tokens {
+		tokens[i] = (i*37 + 11) % info.Vocab
+	}
+	b.floats = 0
+	s := m.NewSession(SessionOptions{})
+	res, err := s.Generate(context.Background(), tokens, Sampling{MaxTokens: 1, IgnoreEOS: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned := m.net.H.ScratchFloats(cfg.Prefill)
+	if b.floats != planned {
+		t.Fatalf("a Generate allocated %d floats of activations, the plan counts %d", b.floats, planned)
+	}
+	var last []float32
+	if err := s.Eval(context.Background(), tokens, func(pos int, l []float32) {
+		if pos == len(tokens)-1 {
+			last = append([]float32(nil), l...)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if b.floats != planned {
+		t.Errorf("an Eval of %d tokens in batches of %d allocated %d floats of activations (%d rows of logits more), the plan counts %d (one row of logits)",
+			len(tokens), cfg.Prefill, b.floats, (b.floats-planned)/info.Vocab, planned)
+	}
+	if 4*int64(planned) > sessionActivationBytes(m.net.H, cfg.Prefill) {
+		t.Errorf("the session's activations (%d bytes) do not hold its scratch of %d floats", sessionActivationBytes(m.net.H, cfg.Prefill), planned)
+	}
+	// The greedy token after the prompt is the largest of Eval's last logits.
+	best := 0
+	for i, v := range last {
+		if v > last[best] {
+			best = i
+		}
+	}
+	if len(last) != info.Vocab || len(res.Tokens) != 1 || res.Tokens[0] != best {
+		t.Errorf("Eval's last logits (%d) pick %d, Generate picked %v", len(last), best, res.Tokens)
 	}
 }

@@ -359,8 +359,9 @@ type State struct {
 	buf      scratch
 	n        int // tokens the scratch is sized for
 	logits   compute.Buf
-	rows     int // logit rows the logits buffer holds
-	batch    int // most tokens one pass may add when ring layers hold window+batch-1 positions; 0: any
+	rows     int  // logit rows the logits buffer holds
+	rowsSet  bool // ReserveScratch fixed rows: passes compute their logits in chunks of it
+	batch    int  // most tokens one pass may add when ring layers hold window+batch-1 positions; 0: any
 }
 
 type scratch struct {
@@ -444,12 +445,16 @@ func (h Hparams) ScratchFloats(n int) int {
 
 // ReserveScratch sizes s's scratch for passes of up to n tokens and its logits for one row
 // now: scratch grows on demand, and a grown backend buffer leaves the old one allocated.
+// From then on the logits buffer stays at that row: a pass that wants every row's logits
+// (eval) computes them a row at a time (see forward), so what ScratchFloats counted is all
+// the state ever takes, whoever the caller.
 func (m *Model) ReserveScratch(s *State, n int) {
 	if s.batch > 0 {
 		n = min(n, s.batch) // longer batches run as passes of s.batch
 	}
 	m.ensureScratch(s, n)
 	m.logitsBuf(s, 1)
+	s.rowsSet = true
 }
 
 func (m *Model) ensureScratch(s *State, n int) {
@@ -472,9 +477,10 @@ func (m *Model) ensureScratch(s *State, n int) {
 	s.n = n
 }
 
-// logitsBuf holds rows x vocab logits; most steps need one row, so it grows only for evals.
+// logitsBuf holds rows x vocab logits; most steps need one row, so it grows only for evals,
+// and never once ReserveScratch has fixed it.
 func (m *Model) logitsBuf(s *State, rows int) compute.Buf {
-	if s.rows < rows {
+	if s.rows < rows && !s.rowsSet {
 		s.logits, s.rows = m.b.NewBuf(rows*m.H.Vocab), rows
 	}
 	return s.logits
@@ -580,11 +586,29 @@ func (m *Model) forward(s *State, tokens []int, allLogits bool, logits []float32
 	b.Copy(sb.xn, 0, sb.x, first*h.Hidden, rows*h.Hidden)
 	b.RMSNorm(sb.xn, sb.xn, m.outNorm, rows, h.Eps)
 	hidden(h.Layers+1, sb.xn, rows)
-	out := m.logitsBuf(s, rows)
-	b.MatMul(out, m.out, sb.xn, rows)
-	b.Read(out, logits[:rows*h.Vocab])
-	if err := b.Err(); err != nil {
-		return fmt.Errorf("model: output: %w", err)
+	// The logits come out in chunks of the rows the buffer holds once ReserveScratch fixed
+	// it (one): the plan counts that row, not rows x vocab (201k floats a row for gpt-oss),
+	// so an all-logits pass stays inside the VRAM it planned for. Chunking here, rather
+	// than a knob that makes the plan reserve every row, keeps the plan true for any caller
+	// (eval today, logprobs or perplexity later) without taking VRAM from expert slots that
+	// decode would use; the price is a matvec per row of the output weight, for evals only.
+	chunk := rows
+	if s.rowsSet {
+		chunk = min(rows, max(s.rows, 1))
+	}
+	out := m.logitsBuf(s, chunk)
+	for r := 0; r < rows; r += chunk {
+		k := min(chunk, rows-r)
+		x := sb.xn
+		if r > 0 { // the chunk's normed rows to the start of a free buffer (proj is done)
+			b.Copy(sb.proj, 0, sb.xn, r*h.Hidden, k*h.Hidden)
+			x = sb.proj
+		}
+		b.MatMul(out, m.out, x, k)
+		b.Read(out, logits[r*h.Vocab:(r+k)*h.Vocab])
+		if err := b.Err(); err != nil {
+			return fmt.Errorf("model: output: %w", err)
+		}
 	}
 	if obs != nil { // after the Read, every layer's routes are on the host
 		for l, r := range routes {

@@ -2,6 +2,7 @@ package model_test
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"testing"
 
@@ -63,6 +64,75 @@ func TestScratchFloatsIsWhatAPassTakes(t *testing.T) {
 			if want := net.H.ScratchFloats(n); b.floats != want {
 				t.Errorf("%s, %d tokens: the pass allocated %d floats, ScratchFloats says %d", arch, n, b.floats, want)
 			}
+		}
+		b.Close()
+		f.Close()
+	}
+}
+
+// TestAllLogitsStayInTheReservedScratch: once ReserveScratch has sized a state for passes
+// of n tokens (what the plan counts, ScratchFloats(n)), a pass that wants every row's
+// logits (strata eval) allocates nothing more: it computes them in chunks of the reserved
+// row instead of a rows x vocab buffer (which on a GPU under --vram-budget-mib failed with
+// "activations: ... would exceed the VRAM budget"). The chunked logits are those of one
+// batched product, row for row.
+func TestAllLogitsStayInTheReservedScratch(t *testing.T) {
+	for _, arch := range []string{"qwen3moe", "gpt-oss", "qwen35moe"} {
+		s, err := synth.PresetFor(arch, "tiny")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Quant, s.Pool = quant.Q8_0, 64
+		path := filepath.Join(t.TempDir(), arch+".gguf")
+		if err := synth.Write(context.Background(), path, s, nil); err != nil {
+			t.Fatalf("%s: %v", arch, err)
+		}
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := &countingBackend{Backend: cpu.New(cpu.Options{Threads: 2})}
+		net, err := model.Load(f, b, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", arch, err)
+		}
+		const n = 7
+		tokens := make([]int, n)
+		for i := range tokens {
+			tokens[i] = (i*31 + 3) % net.H.Vocab
+		}
+		free, err := net.NewState(16, "f16")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float32, n*net.H.Vocab)
+		if err := net.Forward(free, tokens, true, want, nil); err != nil {
+			t.Fatalf("%s: %v", arch, err)
+		}
+		st, err := net.NewState(16, "f16")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.floats = 0
+		net.ReserveScratch(st, n)
+		if reserved := net.H.ScratchFloats(n); b.floats != reserved {
+			t.Fatalf("%s: ReserveScratch(%d) allocated %d floats, ScratchFloats says %d", arch, n, b.floats, reserved)
+		}
+		b.floats = 0
+		got := make([]float32, n*net.H.Vocab)
+		if err := net.Forward(st, tokens, true, got, nil); err != nil {
+			t.Fatalf("%s: %v", arch, err)
+		}
+		if b.floats != 0 {
+			t.Errorf("%s: an all-logits pass of %d tokens allocated %d floats past the reserved scratch (%d rows of logits)", arch, n, b.floats, b.floats/net.H.Vocab)
+		}
+		var worst, scale float64
+		for i := range want {
+			worst = max(worst, math.Abs(float64(got[i]-want[i])))
+			scale = max(scale, math.Abs(float64(want[i])))
+		}
+		if worst > 1e-5*scale {
+			t.Errorf("%s: chunked logits differ from one batched product by %g (largest logit %g)", arch, worst, scale)
 		}
 		b.Close()
 		f.Close()
