@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,6 +96,51 @@ func TestHostBudgetPinsHybridExperts(t *testing.T) {
 		onCPU.Backend, onCPU.ExpertCache = "cpu", Auto
 		if p, _, err := PlanForMachine(context.Background(), path, onCPU, mc); err != nil || p.Counts()[experts.TierCPU] != count {
 			t.Errorf("%s: --backend cpu with a host budget: %v, tiers %v", arch, err, p.Counts())
+		}
+	}
+}
+
+// TestHostBudgetPinsOnAStandInGPU: placed as Open places a model on a GPU (the CPU standing
+// in for it), a tiny qwen3next with 8 VRAM slots and --host-budget-gib but no
+// --tiered-experts pins every other expert (the cache's pinned slots are what bench --json
+// reports as pinned_slots; they were 0 on the H200) and gives the tokens of the
+// --tiered-experts start; without a host budget nothing is pinned.
+func TestHostBudgetPinsOnAStandInGPU(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	spec, err := synth.PresetFor("qwen3next", "tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Pool = 64
+	path := filepath.Join(t.TempDir(), "qwen3next.gguf")
+	if err := synth.Write(context.Background(), path, spec, nil); err != nil {
+		t.Fatal(err)
+	}
+	count := spec.Layers * spec.Experts
+	var want []int
+	for _, tc := range []struct {
+		name   string
+		edit   func(*Config)
+		pinned int
+	}{
+		{"--tiered-experts", func(*Config) {}, count - 8},
+		{"--host-budget-gib alone", func(c *Config) { c.TieredExperts = false }, count - 8},
+		{"neither", func(c *Config) { c.TieredExperts, c.HostBudgetGiB = false, 0 }, 0},
+	} {
+		m, err := placeOnStandIns(t, path, tc.edit, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		got := greedy(t, m)
+		c := m.Tiers().Cache
+		m.Close()
+		if c == nil || c.PinnedSlots != tc.pinned {
+			t.Errorf("%s: cache %+v, want %d pinned slots", tc.name, c, tc.pinned)
+		}
+		if want == nil {
+			want = got
+		} else if !slices.Equal(got, want) {
+			t.Errorf("%s: tokens %v, with --tiered-experts %v", tc.name, got, want)
 		}
 	}
 }
