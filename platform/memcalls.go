@@ -34,8 +34,6 @@ func checkAlign(n, align int) error {
 	return nil
 }
 
-func roundUp(n, to int) int { return (n + to - 1) / to * to }
-
 // UnbufferedSupported reports whether path's file system takes unbuffered reads (tmpfs and
 // some overlays refuse them), by opening path that way.
 func UnbufferedSupported(path string) bool {

@@ -118,3 +118,6 @@ func FreeAligned(b []byte) error {
 	}
 	return nil
 }
+
+// roundUp is n rounded up to a multiple of to.
+func roundUp(n, to int) int { return (n + to - 1) / to * to }

@@ -2,7 +2,6 @@ package gui
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -430,6 +429,3 @@ func (v *libraryView) confirmDelete(m library.LocalModel) {
 func probeHardware(ctx context.Context) wizard.Hardware {
 	return wizard.HardwareFromHost(platform.Probe(ctx), nil)
 }
-
-// errNoReveal says the OS has no file manager command Strata knows.
-var errNoReveal = errors.New("no file manager to show the file in")

@@ -3,11 +3,16 @@
 package gui
 
 import (
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 )
+
+// errNoReveal says the OS has no file manager command Strata knows (Windows always has
+// Explorer).
+var errNoReveal = errors.New("no file manager to show the file in")
 
 // revealFile opens the file manager on the file's folder (macOS selects the file).
 func revealFile(path string) error {
