@@ -431,8 +431,9 @@ func (s *State) Recurrent() bool { return len(s.rec.layers) > 0 }
 
 // ScratchFloats is the float32 scratch a forward pass of n tokens takes on its backend: the
 // hidden state, the projections, the router logits, the hybrids' gate and Gated DeltaNet
-// buffers, and one row of logits (the planner sizes the GPU's activations from it; an
-// all-logits pass takes n rows). It follows ensureScratch and logitsBuf.
+// buffers, and one row of logits (the planner sizes the GPU's activations from it; after
+// ReserveScratch an all-logits pass computes its rows one at a time in that row, without
+// it the pass takes n rows). It follows ensureScratch and logitsBuf.
 func (h Hparams) ScratchFloats(n int) int {
 	f := n * (3*h.Hidden + 2*h.Heads*h.HeadDim + 2*h.KVHeads*h.HeadDim + h.Experts)
 	if h.Hybrid.On {
