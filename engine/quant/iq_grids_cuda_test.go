@@ -51,6 +51,21 @@ func gridsSource(name, qual, prefix string) string {
 	w64("iq2s_grid", 1024, gridIQ2S)
 	w32("iq3xxs_grid", 256, gridIQ3XXS)
 	w32("iq3s_grid", 512, gridIQ3S)
+	if qual == "" {
+		// The x86 kernels' sign table: for each 7-bit sign index, the 8 signs as bytes
+		// (0xff for -1, 0x01 for +1), ready for _mm256_sign_epi8.
+		w64("ksigns_bytes", 128, func(i int) uint64 {
+			var w uint64
+			for j, s := 0, ksignsIQ2XS(uint32(i)); j < 8; j++ {
+				v := uint64(0x01)
+				if s>>j&1 != 0 {
+					v = 0xff
+				}
+				w |= v << (8 * j)
+			}
+			return w
+		})
+	}
 	return b.String()
 }
 

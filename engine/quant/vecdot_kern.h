@@ -292,21 +292,18 @@ static inline VD_T __m256i VD(sign_bytes)(uint32_t s) {
 	return _mm256_or_si256(v, _mm256_set1_epi8(1));
 }
 
-// ksigns4: the four 7-bit sign indices in the low 28 bits of aux as 32 sign bits (each
-// byte's 8th bit the parity of its 7).
-static inline VD_T uint32_t VD(ksigns4)(uint32_t aux) {
-	uint32_t s = 0;
-	for (int l = 0; l < 4; l++) {
-		const uint32_t b = (aux >> (7 * l)) & 127u;
-		s |= (b | ((uint32_t)__builtin_parity(b) << 7)) << (8 * l);
-	}
-	return s;
+// ksigns32: the signs of four 7-bit sign indices (bits 7l..7l+6 of aux; each byte's 8th the
+// parity of its 7) as -1/+1 bytes, from the table.
+static inline VD_T __m256i VD(ksigns32)(uint32_t aux) {
+	return _mm256_setr_epi64x((long long)vd_ksigns_bytes[aux & 127], (long long)vd_ksigns_bytes[(aux >> 7) & 127],
+	                          (long long)vd_ksigns_bytes[(aux >> 14) & 127], (long long)vd_ksigns_bytes[(aux >> 21) & 127]);
 }
 
-// iq_dot32: the 32 grid bytes g against activations a with the signs s, as eight int32 lanes
-// (lanes 0-3 values 0..15, lanes 4-7 values 16..31).
-static inline VD_T __m256i VD(iq_dot32)(__m256i g, const int8_t *a, uint32_t s) {
-	return VD(dot_us)(g, _mm256_sign_epi8(VD(load)(a), VD(sign_bytes)(s)));
+// iq_dot32: the 32 grid bytes g against activations a with the signs sg (-1/+1 bytes), the
+// pairs of int16 products times the int16 scales sc summed into eight int32 lanes (lanes 0-3
+// values 0..15, lanes 4-7 values 16..31). No int16 overflows: |g| <= 62, |a| <= 127.
+static inline VD_T __m256i VD(iq_dot32)(__m256i g, const int8_t *a, __m256i sg, __m256i sc) {
+	return VD(dot_us16)(g, _mm256_sign_epi8(VD(load)(a), sg), sc);
 }
 
 static inline VD_T void VD(b_iq2_xxs)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
@@ -319,8 +316,8 @@ static inline VD_T void VD(b_iq2_xxs)(const uint8_t *b, const int8_t *aq, float 
 		memcpy(&aux, q + 4, 4);
 		const __m256i g = _mm256_setr_epi64x((long long)vd_iq2xxs_grid[q[0]], (long long)vd_iq2xxs_grid[q[1]],
 		                                     (long long)vd_iq2xxs_grid[q[2]], (long long)vd_iq2xxs_grid[q[3]]);
-		const __m256i d = VD(iq_dot32)(g, aq + 32 * ib, VD(ksigns4)(aux));
-		isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d, _mm256_set1_epi32(2 * (int)(aux >> 28) + 1)));
+		const __m256i sc = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
+		isum = _mm256_add_epi32(isum, VD(iq_dot32)(g, aq + 32 * ib, VD(ksigns32)(aux), sc));
 	}
 	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad * 0.125f), _mm256_cvtepi32_ps(isum), *acc);
 }
@@ -332,17 +329,14 @@ static inline VD_T void VD(b_iq2_xs)(const uint8_t *b, const int8_t *aq, float a
 	for (int ib = 0; ib < 8; ib++) {
 		uint16_t q[4];
 		memcpy(q, b + 2 + 8 * ib, 8);
-		uint32_t s = 0;
-		for (int l = 0; l < 4; l++) {
-			const uint32_t k = q[l] >> 9;
-			s |= (k | ((uint32_t)__builtin_parity(k) << 7)) << (8 * l);
-		}
+		const __m256i sg = _mm256_setr_epi64x((long long)vd_ksigns_bytes[q[0] >> 9], (long long)vd_ksigns_bytes[q[1] >> 9],
+		                                      (long long)vd_ksigns_bytes[q[2] >> 9], (long long)vd_ksigns_bytes[q[3] >> 9]);
 		const __m256i g = _mm256_setr_epi64x((long long)vd_iq2xs_grid[q[0] & 511], (long long)vd_iq2xs_grid[q[1] & 511],
 		                                     (long long)vd_iq2xs_grid[q[2] & 511], (long long)vd_iq2xs_grid[q[3] & 511]);
-		const int sc = b[66 + ib];
-		const int s0 = 2 * (sc & 15) + 1, s1 = 2 * (sc >> 4) + 1;
-		const __m256i d = VD(iq_dot32)(g, aq + 32 * ib, s);
-		isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d, _mm256_setr_epi32(s0, s0, s0, s0, s1, s1, s1, s1)));
+		const int scb = b[66 + ib];
+		const int s0 = 2 * (scb & 15) + 1, s1 = 2 * (scb >> 4) + 1;
+		const __m256i sc = _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0));
+		isum = _mm256_add_epi32(isum, VD(iq_dot32)(g, aq + 32 * ib, sg, sc));
 	}
 	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad * 0.125f), _mm256_cvtepi32_ps(isum), *acc);
 }
@@ -360,10 +354,10 @@ static inline VD_T void VD(b_iq2_s)(const uint8_t *b, const int8_t *aq, float ad
 		                                     (long long)vd_iq2s_grid[qs[1] | ((qh << 6) & 0x300)],
 		                                     (long long)vd_iq2s_grid[qs[2] | ((qh << 4) & 0x300)],
 		                                     (long long)vd_iq2s_grid[qs[3] | ((qh << 2) & 0x300)]);
-		const int sc = b[74 + ib];
-		const int s0 = 2 * (sc & 15) + 1, s1 = 2 * (sc >> 4) + 1;
-		const __m256i d = VD(iq_dot32)(g, aq + 32 * ib, s);
-		isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d, _mm256_setr_epi32(s0, s0, s0, s0, s1, s1, s1, s1)));
+		const int scb = b[74 + ib];
+		const int s0 = 2 * (scb & 15) + 1, s1 = 2 * (scb >> 4) + 1;
+		const __m256i sc = _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0));
+		isum = _mm256_add_epi32(isum, VD(iq_dot32)(g, aq + 32 * ib, VD(sign_bytes)(s), sc));
 	}
 	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad * 0.125f), _mm256_cvtepi32_ps(isum), *acc);
 }
@@ -379,8 +373,8 @@ static inline VD_T void VD(b_iq3_xxs)(const uint8_t *b, const int8_t *aq, float 
 		const __m256i g = _mm256_setr_epi32((int)vd_iq3xxs_grid[q[0]], (int)vd_iq3xxs_grid[q[1]], (int)vd_iq3xxs_grid[q[2]],
 		                                    (int)vd_iq3xxs_grid[q[3]], (int)vd_iq3xxs_grid[q[4]], (int)vd_iq3xxs_grid[q[5]],
 		                                    (int)vd_iq3xxs_grid[q[6]], (int)vd_iq3xxs_grid[q[7]]);
-		const __m256i d = VD(iq_dot32)(g, aq + 32 * ib, VD(ksigns4)(aux));
-		isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d, _mm256_set1_epi32(2 * (int)(aux >> 28) + 1)));
+		const __m256i sc = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
+		isum = _mm256_add_epi32(isum, VD(iq_dot32)(g, aq + 32 * ib, VD(ksigns32)(aux), sc));
 	}
 	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad * 0.25f), _mm256_cvtepi32_ps(isum), *acc);
 }
@@ -400,8 +394,7 @@ static inline VD_T void VD(b_iq3_s)(const uint8_t *b, const int8_t *aq, float ad
 			(int)vd_iq3s_grid[q[4] | ((qh << 4) & 256)], (int)vd_iq3s_grid[q[5] | ((qh << 3) & 256)],
 			(int)vd_iq3s_grid[q[6] | ((qh << 2) & 256)], (int)vd_iq3s_grid[q[7] | ((qh << 1) & 256)]);
 		const int ls = 2 * ((b[106 + ib / 2] >> (4 * (ib & 1))) & 15) + 1;
-		const __m256i d = VD(iq_dot32)(g, aq + 32 * ib, s);
-		isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(d, _mm256_set1_epi32(ls)));
+		isum = _mm256_add_epi32(isum, VD(iq_dot32)(g, aq + 32 * ib, VD(sign_bytes)(s), _mm256_set1_epi16((short)ls)));
 	}
 	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad), _mm256_cvtepi32_ps(isum), *acc);
 }
