@@ -381,12 +381,27 @@ func BenchmarkLaunch(b *testing.B) {
 	})
 }
 
+// benchKV is one layer's K/V of positions rows in f16 and in int8, for the attention
+// benchmarks.
+type benchKV struct {
+	k, v cuda.DevicePtr
+	i8   cuda.Int8KV
+}
+
+func newBenchKV(b *testing.B, g *gpu, r *rand.Rand, positions, nKV, hd int) benchKV {
+	kf, vf := randFloats(r, positions*nKV*hd, 1), randFloats(r, positions*nKV*hd, 1)
+	block := cuda.Int8KVBlock(hd)
+	k8, ks := quantizeInt8(kf, block)
+	v8, vs := quantizeInt8(vf, block)
+	return benchKV{k: upload(b, g, toF16(kf)), v: upload(b, g, toF16(vf)),
+		i8: cuda.Int8KV{K: upload(b, g, k8), KScales: upload(b, g, ks), V: upload(b, g, v8), VScales: upload(b, g, vs)}}
+}
+
 func BenchmarkAttentionPrefill(b *testing.B) {
 	g := setup(b)
 	r := rand.New(rand.NewPCG(11, 12))
 	const nHead, nKV, hd, nTok = 32, 4, 128, 512
-	kc := upload(b, g, toF16(randFloats(r, nTok*nKV*hd, 1)))
-	vc := upload(b, g, toF16(randFloats(r, nTok*nKV*hd, 1)))
+	c := newBenchKV(b, g, r, nTok, nKV, hd)
 	q := upload(b, g, randFloats(r, nTok*nHead*hd, 1))
 	out := g.buf(b, 4*nTok*nHead*hd)
 	pos := make([]int32, nTok)
@@ -394,10 +409,18 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 		pos[i] = int32(i)
 	}
 	dpos := upload(b, g, pos)
-	per := timeLaunches(b, g, func(int) error {
-		return g.k.AttentionPrefill(g.s, q, kc, vc, out, dpos, nTok, nHead, nKV, hd, 0.088, cuda.AttentionOptions{})
+	b.Run("kv=f16", func(b *testing.B) {
+		per := timeLaunches(b, g, func(int) error {
+			return g.k.AttentionPrefill(g.s, q, c.k, c.v, out, dpos, nTok, nHead, nKV, hd, 0.088, cuda.AttentionOptions{})
+		})
+		b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
 	})
-	b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+	b.Run("kv=int8", func(b *testing.B) {
+		per := timeLaunches(b, g, func(int) error {
+			return g.k.AttentionPrefillInt8(g.s, q, c.i8, out, dpos, nTok, nHead, nKV, hd, 0.088, cuda.AttentionOptions{})
+		})
+		b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+	})
 }
 
 func BenchmarkAttentionDecode(b *testing.B) {
@@ -405,20 +428,25 @@ func BenchmarkAttentionDecode(b *testing.B) {
 	r := rand.New(rand.NewPCG(7, 8))
 	const nHead, nKV, hd = 32, 4, 128
 	for _, ctxLen := range []int{512, 4096, 32768} {
-		kc := upload(b, g, toF16(randFloats(r, ctxLen*nKV*hd, 1)))
-		vc := upload(b, g, toF16(randFloats(r, ctxLen*nKV*hd, 1)))
+		c := newBenchKV(b, g, r, ctxLen, nKV, hd)
 		q := upload(b, g, randFloats(r, nHead*hd, 1))
 		out := g.buf(b, 4*nHead*hd)
 		pos := upload(b, g, []int32{int32(ctxLen - 1)})
 		// DecodeSplits(ctx), and 64 spans: what a graph captured for a long maximum context uses
 		for _, nSplit := range []int{cuda.DecodeSplits(ctxLen), 64} {
-			b.Run(fmt.Sprintf("ctx=%d/splits=%d", ctxLen, nSplit), func(b *testing.B) {
-				scratch := cuda.DevicePtr(0)
-				if n := cuda.AttentionDecodeScratchBytes(nHead, hd, nSplit); n > 0 {
-					scratch = g.buf(b, n)
-				}
+			scratch := cuda.DevicePtr(0)
+			if n := cuda.AttentionDecodeScratchBytes(nHead, hd, nSplit); n > 0 {
+				scratch = g.buf(b, n)
+			}
+			b.Run(fmt.Sprintf("kv=f16/ctx=%d/splits=%d", ctxLen, nSplit), func(b *testing.B) {
 				per := timeLaunches(b, g, func(int) error {
-					return g.k.AttentionDecode(g.s, q, kc, vc, out, pos, nHead, nKV, hd, 0.088, nSplit, scratch, cuda.AttentionOptions{})
+					return g.k.AttentionDecode(g.s, q, c.k, c.v, out, pos, nHead, nKV, hd, 0.088, nSplit, scratch, cuda.AttentionOptions{})
+				})
+				b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+			})
+			b.Run(fmt.Sprintf("kv=int8/ctx=%d/splits=%d", ctxLen, nSplit), func(b *testing.B) {
+				per := timeLaunches(b, g, func(int) error {
+					return g.k.AttentionDecodeInt8(g.s, q, c.i8, out, pos, nHead, nKV, hd, 0.088, nSplit, scratch, cuda.AttentionOptions{})
 				})
 				b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
 			})

@@ -42,10 +42,11 @@ func kernelNames() []string {
 	}
 	names = append(names, "quantize_q8")
 	for hd := attentionHeadStep; hd <= MaxAttentionHeadDim; hd += attentionHeadStep {
-		names = append(names, fmt.Sprintf("attention_decode_%d", hd), fmt.Sprintf("attention_prefill_%d", hd))
+		names = append(names, fmt.Sprintf("attention_decode_%d", hd), fmt.Sprintf("attention_prefill_%d", hd),
+			fmt.Sprintf("attention_decode_int8_%d", hd), fmt.Sprintf("attention_prefill_int8_%d", hd))
 	}
 	names = append(names, deltaNetKernelNames()...)
-	return append(names, "attention_merge", "gemm_f16_f32", "gemm_f16_f16", "rms_norm", "rope_neox", "router_topk",
+	return append(names, "kv_write_int8", "attention_merge", "gemm_f16_f32", "gemm_f16_f16", "rms_norm", "rope_neox", "router_topk",
 		"swiglu", "add_f32", "scaled_add", "moe_combine", "kv_write", "f32_to_f16", "swiglu_clamped", "add_bias", "expert_bias", "rope_table")
 }
 
@@ -426,15 +427,26 @@ func DecodeSplits(maxCtx int) int {
 // The positions are split into nSplit spans computed in parallel and merged (scratch:
 // AttentionDecodeScratchBytes; 0 when nSplit is 1).
 func (k *Kernels) AttentionDecode(s *Stream, q, kCache, vCache, out, pos DevicePtr, nHead, nKV, headDim int, scale float32, nSplit int, scratch DevicePtr, o AttentionOptions) error {
-	if err := checkAttention("attention_decode", nHead, nKV, headDim, o); err != nil {
+	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale).Ptr(scratch).
+		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
+	return k.attentionDecode("attention_decode", s, a, out, nHead, nKV, headDim, nSplit, scratch, o)
+}
+
+// AttentionDecodeInt8 is AttentionDecode reading an int8 cache in place.
+func (k *Kernels) AttentionDecodeInt8(s *Stream, q DevicePtr, c Int8KV, out, pos DevicePtr, nHead, nKV, headDim int, scale float32, nSplit int, scratch DevicePtr, o AttentionOptions) error {
+	a := new(Args).Ptr(q).Ptr(c.K).Ptr(c.KScales).Ptr(c.V).Ptr(c.VScales).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale).Ptr(scratch).
+		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
+	return k.attentionDecode("attention_decode_int8", s, a, out, nHead, nKV, headDim, nSplit, scratch, o)
+}
+
+func (k *Kernels) attentionDecode(name string, s *Stream, a *Args, out DevicePtr, nHead, nKV, headDim, nSplit int, scratch DevicePtr, o AttentionOptions) error {
+	if err := checkAttention(name, nHead, nKV, headDim, o); err != nil {
 		return err
 	}
 	if nSplit < 1 || nSplit > 65535 || (nSplit > 1 && scratch == 0) {
-		return fmt.Errorf("cuda: attention_decode: %d spans need %d bytes of scratch", nSplit, AttentionDecodeScratchBytes(nHead, headDim, nSplit))
+		return fmt.Errorf("cuda: %s: %d spans need %d bytes of scratch", name, nSplit, AttentionDecodeScratchBytes(nHead, headDim, nSplit))
 	}
-	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale).Ptr(scratch).
-		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
-	if err := k.launch(fmt.Sprintf("attention_decode_%d", headDim), s, Dim3{X: nHead, Y: nSplit}, Dim3{X: 128}, 0, a); err != nil {
+	if err := k.launch(fmt.Sprintf("%s_%d", name, headDim), s, Dim3{X: nHead, Y: nSplit}, Dim3{X: 128}, 0, a); err != nil {
 		return err
 	}
 	if nSplit == 1 {
@@ -447,15 +459,48 @@ func (k *Kernels) AttentionDecode(s *Stream, q, kCache, vCache, out, pos DeviceP
 // attends positions 0..pos[t] of the caches (which must already hold them), or the last
 // o.Window of them.
 func (k *Kernels) AttentionPrefill(s *Stream, q, kCache, vCache, out, pos DevicePtr, nTok, nHead, nKV, headDim int, scale float32, o AttentionOptions) error {
-	if err := checkAttention("attention_prefill", nHead, nKV, headDim, o); err != nil {
+	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nTok).Int(nHead).Int(nKV).Float(scale).
+		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
+	return k.attentionPrefill("attention_prefill", s, a, nTok, nHead, nKV, headDim, o)
+}
+
+// AttentionPrefillInt8 is AttentionPrefill reading an int8 cache in place.
+func (k *Kernels) AttentionPrefillInt8(s *Stream, q DevicePtr, c Int8KV, out, pos DevicePtr, nTok, nHead, nKV, headDim int, scale float32, o AttentionOptions) error {
+	a := new(Args).Ptr(q).Ptr(c.K).Ptr(c.KScales).Ptr(c.V).Ptr(c.VScales).Ptr(out).Ptr(pos).Int(nTok).Int(nHead).Int(nKV).Float(scale).
+		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
+	return k.attentionPrefill("attention_prefill_int8", s, a, nTok, nHead, nKV, headDim, o)
+}
+
+func (k *Kernels) attentionPrefill(name string, s *Stream, a *Args, nTok, nHead, nKV, headDim int, o AttentionOptions) error {
+	if err := checkAttention(name, nHead, nKV, headDim, o); err != nil {
 		return err
 	}
 	if nTok <= 0 || ceilDiv(nTok, 4) > 65535 {
-		return fmt.Errorf("cuda: attention_prefill: %d tokens out of range", nTok)
+		return fmt.Errorf("cuda: %s: %d tokens out of range", name, nTok)
 	}
-	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nTok).Int(nHead).Int(nKV).Float(scale).
-		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
-	return k.launch(fmt.Sprintf("attention_prefill_%d", headDim), s, Dim3{X: nHead, Y: ceilDiv(nTok, 4)}, Dim3{X: 128}, 0, a)
+	return k.launch(fmt.Sprintf("%s_%d", name, headDim), s, Dim3{X: nHead, Y: ceilDiv(nTok, 4)}, Dim3{X: 128}, 0, a)
+}
+
+// Int8KV is one layer of an int8 KV cache on the device: keys and values [slot][nKV][headDim]
+// int8, and a float32 scale per Int8KVBlock(headDim) values of each head's row,
+// [slot][nKV][headDim/block] (engine/kv's int8 cache holds the same numbers).
+type Int8KV struct {
+	K, KScales, V, VScales DevicePtr
+}
+
+// Int8KVBlock is the values per scale of an int8 cache row of headDim values: 32, as q8_0,
+// or the whole row when headDim is not a multiple of 32 (as engine/kv.BlockSize).
+func Int8KVBlock(headDim int) int {
+	if headDim%32 == 0 {
+		return 32
+	}
+	return headDim
+}
+
+// Int8KVRowBytes is what one position of one layer of an int8 cache takes for keys (or
+// values) of rowElems = nKV*headDim: the values and their scales.
+func Int8KVRowBytes(rowElems, headDim int) int {
+	return rowElems + 4*(rowElems/Int8KVBlock(headDim))
 }
 
 // RouterTopK takes logits [tokens][nExp], softmaxes each row and writes the topK largest
@@ -510,6 +555,19 @@ func (k *Kernels) KVWrite(s *Stream, src, cache, pos DevicePtr, tokens, rowElems
 	}
 	a := new(Args).Ptr(src).Ptr(cache).Ptr(pos).Int(rowElems).Int(ring)
 	return k.launch("kv_write", s, Dim3{X: ceilDiv(rowElems, 256), Y: tokens}, Dim3{X: 256}, 0, a)
+}
+
+// KVWriteInt8 quantises src [tokens][kvHeads*headDim] f32 into the int8 cache rows pos[t]
+// (pos[t] % ring when ring > 0) and their scales (see Int8KV), as engine/kv does: a scale of
+// max|x|/127 per block, values rounded half away from zero.
+func (k *Kernels) KVWriteInt8(s *Stream, src, cache, scales, pos DevicePtr, tokens, kvHeads, headDim, ring int) error {
+	if tokens <= 0 || tokens > 65535 || kvHeads <= 0 || headDim <= 0 || headDim%16 != 0 || ring < 0 {
+		return fmt.Errorf("cuda: kv_write_int8: bad shape tokens=%d kv heads=%d head dim=%d ring=%d", tokens, kvHeads, headDim, ring)
+	}
+	block := Int8KVBlock(headDim)
+	blocks := kvHeads * headDim / block
+	a := new(Args).Ptr(src).Ptr(cache).Ptr(scales).Ptr(pos).Int(kvHeads * headDim).Int(block).Int(ring)
+	return k.launch("kv_write_int8", s, Dim3{X: ceilDiv(blocks, 8), Y: tokens}, Dim3{X: 256}, 0, a)
 }
 
 // F32ToF16 converts n floats.

@@ -8,6 +8,12 @@
 // lane i scores position base+i, then the warp accumulates V with each lane owning
 // ceil(head_dim/32) consecutive output values. head_dim is any multiple of 16 up to 256 (one
 // kernel each).
+//
+// The _int8 kernels read an int8 cache in place: values int8 [slot][kv_head][head_dim] and a
+// float32 scale per block of each head's row, [slot][kv_head][head_dim / block], block being
+// 32 (the whole row when head_dim is not a multiple of 32): engine/kv's layout, so both
+// backends hold the same numbers. A key's dot product sums each block in float32 and then
+// multiplies by its scale; a value row's scale joins the softmax weight.
 #include "common.cuh"
 
 #define ATT_WARPS 4
@@ -63,6 +69,93 @@ static __device__ __forceinline__ void att_accum_v(AttState<HD> &st, float p, co
 	}
 }
 
+// Values per scale in an int8 cache row of HD values (engine/kv.BlockSize).
+template <int HD> struct I8Row {
+	static constexpr int B = HD % 32 == 0 ? 32 : HD;
+	static constexpr int NB = HD / B;
+};
+
+// The 4 int8 values of w as exact floats: each biased byte (x + 128) becomes the low byte
+// of 2^23's mantissa, and 2^23 + 128 is subtracted (a byte permute and an add per value,
+// where the converting instruction runs at a quarter of the FMA rate).
+static __device__ __forceinline__ void i8x4_to_f32(uint32_t w, float f[4]) {
+	const uint32_t u = w ^ 0x80808080u;
+#pragma unroll
+	for (int i = 0; i < 4; i++) f[i] = __uint_as_float(__byte_perm(u, 0x4b000000u, 0x7440 + i)) - 8388736.f;
+}
+
+// q.k for one int8 key row k with its scales ks: each block summed, then scaled.
+template <int HD>
+static __device__ __forceinline__ float att_dot_i8(const int8_t *k, const float *ks, const float *qs) {
+	constexpr int B = I8Row<HD>::B;
+	float d = 0.f;
+#pragma unroll
+	for (int b = 0; b < HD; b += B) {
+		float db = 0.f;
+#pragma unroll
+		for (int i = b; i < b + B; i += 16) {
+			const uint4 u = *(const uint4 *)(k + i);
+			const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				float f[4];
+				i8x4_to_f32(w[j], f);
+				db += f[0] * qs[i + 4 * j] + f[1] * qs[i + 4 * j + 1] + f[2] * qs[i + 4 * j + 2] + f[3] * qs[i + 4 * j + 3];
+			}
+		}
+		d += db * ks[b / B];
+	}
+	return d;
+}
+
+// acc += p * v for this lane's values of one int8 value row v with its scales vs.
+template <int HD>
+static __device__ __forceinline__ void att_accum_v_i8(AttState<HD> &st, float p, const int8_t *v, const float *vs) {
+	constexpr int DPL = AttState<HD>::DPL, B = I8Row<HD>::B;
+	const int e0 = (threadIdx.x & 31) * DPL;
+	if constexpr (DPL * 32 == HD && (DPL == 4 || DPL == 8)) {
+		// the lane's values are in one block: one scale, one 4- or 8-byte load
+		const float ps = p * vs[e0 / B];
+		uint32_t w[DPL / 4];
+		if constexpr (DPL == 4) {
+			w[0] = *(const uint32_t *)(v + e0);
+		} else {
+			const uint2 u = *(const uint2 *)(v + e0);
+			w[0] = u.x;
+			w[1] = u.y;
+		}
+#pragma unroll
+		for (int i = 0; i < DPL / 4; i++) {
+			float f[4];
+			i8x4_to_f32(w[i], f);
+#pragma unroll
+			for (int j = 0; j < 4; j++) st.acc[4 * i + j] += ps * f[j];
+		}
+	} else if constexpr (DPL * 32 == HD && 32 % DPL == 0) {
+		const float ps = p * vs[e0 / B];
+#pragma unroll
+		for (int i = 0; i < DPL; i++) st.acc[i] += ps * (float)v[e0 + i];
+	} else {
+		// values that may straddle blocks (3, 5, 6 or 7 a lane) or a head narrower than the lanes
+#pragma unroll
+		for (int i = 0; i < DPL; i++)
+			if (e0 + i < HD) st.acc[i] += p * vs[(e0 + i) / B] * (float)v[e0 + i];
+	}
+}
+
+// Rows of an int8 cache (or of a tile of one) as attention reads them: score(r, qs) is q.k
+// of key row r, accum(st, p, r) adds p times value row r to the lane's values.
+template <int S, int SS> struct I8Rows { // S bytes (SS scales) from one row to the next
+	const int8_t *k, *v;
+	const float *ks, *vs;
+	template <int HD> __device__ __forceinline__ float score(long long r, const float *qs) const {
+		return att_dot_i8<HD>(k + r * S, ks + r * SS, qs);
+	}
+	template <int HD> __device__ __forceinline__ void accum(AttState<HD> &st, float p, long long r) const {
+		att_accum_v_i8<HD>(st, p, v + r * S, vs + r * SS);
+	}
+};
+
 // One chunk of 32 positions starting at base; positions first..last are attended.
 // kp(j) points at the K row of position base+j, vp(j) at its V row.
 template <int HD, typename KP, typename VP>
@@ -103,6 +196,33 @@ static __device__ __forceinline__ void att_chunk(AttState<HD> &st, const float *
 		for (int j = 0; j < 32; j++) att_accum_v<HD>(st, __shfl_sync(0xffffffffu, pe, j), vp(j) + e0);
 	} else {
 		for (int j = j0; j < n; j++) att_accum_v<HD>(st, __shfl_sync(0xffffffffu, pe, j), vp(j) + e0);
+	}
+}
+
+// att_chunk over Rows: the key and value of position base+j are row row(j) of rows.
+template <int HD, typename Rows, typename RowOf>
+static __device__ __forceinline__ void att_chunk_rows(AttState<HD> &st, const float *qs, int base, int first, int last, const Rows &rows, RowOf row) {
+	constexpr int DPL = AttState<HD>::DPL;
+	const int lane = threadIdx.x & 31;
+	const int p = base + lane;
+	const bool in = p >= first && p <= last;
+	float s = -INFINITY;
+	if (in) s = rows.template score<HD>(row(lane), qs);
+	const float m_new = fmaxf(st.m, warp_max(s));
+	if (m_new == -INFINITY) return; // nothing attended yet (a chunk wholly before first)
+	const float corr = expf(st.m - m_new);
+	const float pe = in ? expf(s - m_new) : 0.f;
+	st.l = st.l * corr + warp_sum(pe);
+	st.m = m_new;
+#pragma unroll
+	for (int i = 0; i < DPL; i++) st.acc[i] *= corr;
+	const int j0 = max(0, first - base), n = min(32, last - base + 1);
+	if (j0 == 0 && n == 32) {
+		// unrolled so that many V loads are in flight at once
+#pragma unroll 8
+		for (int j = 0; j < 32; j++) rows.template accum<HD>(st, __shfl_sync(0xffffffffu, pe, j), row(j));
+	} else {
+		for (int j = j0; j < n; j++) rows.template accum<HD>(st, __shfl_sync(0xffffffffu, pe, j), row(j));
 	}
 }
 
@@ -172,12 +292,67 @@ static __device__ __forceinline__ void att_decode_body(const float *q, const __h
 	}
 }
 
-// One kernel per head size: each has its own static shared memory.
+// att_decode_body over Rows (the int8 cache).
+template <int HD, typename Rows>
+static __device__ __forceinline__ void att_decode_rows_body(const float *q, const Rows &rows, float *out,
+	const int *pos, int n_head, int n_kv, float scale, float *part, const float *sinks, int window, int ring) {
+	constexpr int DPL = AttState<HD>::DPL;
+	__shared__ float qs[HD];
+	__shared__ float wm[ATT_WARPS], wl[ATT_WARPS];
+	__shared__ float wacc[ATT_WARPS][DPL * 32];
+	const int h = blockIdx.x, kvh = h / (n_head / n_kv);
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const int last = pos[0];
+	const int lo = window > 0 ? max(0, last - window + 1) : 0;
+	const int n_split = gridDim.y, sp = blockIdx.y;
+	const int span = (last - lo + 1 + n_split - 1) / n_split;
+	const int first = lo + sp * span, end = min(first + span, last + 1) - 1;
+	for (int i = threadIdx.x; i < HD; i += blockDim.x) qs[i] = q[(long long)h * HD + i] * scale;
+	__syncthreads();
+	AttState<HD> st;
+	st.init();
+	for (int base = first + warp * 32; base <= end; base += ATT_WARPS * 32)
+		att_chunk_rows<HD>(st, qs, base, base, end, rows, [&](int j) { return att_slot(base + j, ring) * n_kv + kvh; });
+	if (lane == 0) {
+		wm[warp] = st.m;
+		wl[warp] = st.l;
+	}
+#pragma unroll
+	for (int i = 0; i < DPL; i++) wacc[warp][lane * DPL + i] = st.acc[i];
+	__syncthreads();
+	float M = -INFINITY;
+	for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, wm[w]);
+	float L = 0.f;
+	for (int w = 0; w < ATT_WARPS; w++) L += wm[w] == -INFINITY ? 0.f : wl[w] * expf(wm[w] - M);
+	float *pp = part + ((long long)h * n_split + sp) * (HD + 2);
+	if (n_split > 1 && threadIdx.x == 0) {
+		pp[0] = M;
+		pp[1] = L;
+	}
+	float Mo = M;
+	const float es = n_split == 1 ? att_sink(sinks, h, Mo) : 0.f;
+	const float c = M == -INFINITY ? 0.f : expf(M - Mo);
+	for (int i = threadIdx.x; i < HD; i += blockDim.x) {
+		float o = 0.f;
+		for (int w = 0; w < ATT_WARPS; w++)
+			if (wm[w] != -INFINITY) o += wacc[w][i] * expf(wm[w] - M);
+		if (n_split == 1) out[(long long)h * HD + i] = o * c / (L * c + es);
+		else pp[2 + i] = o;
+	}
+}
+
+// One kernel per head size and cache type: each has its own static shared memory.
 #define ATT_DECODE(hd)                                                                                        \
 	extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_decode_##hd(const float *q,        \
 		const __half *kc, const __half *vc, float *out, const int *pos, int n_head, int n_kv, float scale,   \
 		float *part, const float *sinks, int window, int ring) {                                              \
-		att_decode_body<hd>(q, kc, vc, out, pos, n_head, n_kv, scale, part, sinks, window, ring);            \
+		att_decode_body<hd>(q, kc, vc, out, pos, n_head, n_kv, scale, part, sinks, window, ring);              \
+	}                                                                                                         \
+	extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_decode_int8_##hd(const float *q,   \
+		const int8_t *kc, const float *ks, const int8_t *vc, const float *vs, float *out, const int *pos,     \
+		int n_head, int n_kv, float scale, float *part, const float *sinks, int window, int ring) {           \
+		att_decode_rows_body<hd>(q, I8Rows<hd, I8Row<hd>::NB>{kc, vc, ks, vs}, out, pos, n_head, n_kv, scale, part, \
+			sinks, window, ring);                                                                             \
 	}
 #define ATT_SIZES(X) X(16) X(32) X(48) X(64) X(80) X(96) X(112) X(128) X(144) X(160) X(176) X(192) X(208) X(224) X(240) X(256)
 ATT_SIZES(ATT_DECODE)
@@ -208,15 +383,70 @@ extern "C" __global__ void attention_merge(const float *part, float *out, int n_
 
 // Prefill: a block takes 4 query tokens of one head (a warp each) and streams the K/V
 // cache through shared memory 32 positions at a time, each tile shared by the 4 queries.
+// Tile<HD> holds one such tile: load(...) fills it (zeros past blast), chunk(...) attends to it.
 #define ATT_PAD 8
-template <int HD>
-static __device__ __forceinline__ void att_prefill_body(const float *q, const __half *kc, const __half *vc, float *out,
-	const int *pos, int n_tok, int n_head, int n_kv, float scale, const float *sinks, int window, int ring) {
+template <int HD> struct F16Tile {
+	static constexpr int W = AttState<HD>::DPL * 32; // a tile row, so that every lane's loads stay inside it
+	__half k[32][W + ATT_PAD], v[32][W + ATT_PAD];
+	// 32 rows x HD halves of K and of V, 16 bytes per thread per step.
+	__device__ __forceinline__ void load(const __half *kc, const __half *vc, int base, int blast, int n_kv, int kvh, int ring) {
+		const long long row = (long long)n_kv * HD;
+		for (int idx = threadIdx.x; idx < 32 * HD / 8; idx += blockDim.x) {
+			const int r = idx / (HD / 8), cofs = (idx % (HD / 8)) * 8;
+			uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+			if (base + r <= blast) {
+				const long long off = att_slot(base + r, ring) * row + (long long)kvh * HD + cofs;
+				kv = *(const uint4 *)(kc + off);
+				vv = *(const uint4 *)(vc + off);
+			}
+			*(uint4 *)&k[r][cofs] = kv;
+			*(uint4 *)&v[r][cofs] = vv;
+		}
+	}
+	__device__ __forceinline__ void chunk(AttState<HD> &st, const float *qs, int base, int first, int last) const {
+		att_chunk<HD>(st, qs, base, first, last, [&](int j) { return &k[j][0]; }, [&](int j) { return &v[j][0]; });
+	}
+};
+// int8 rows padded by 16 bytes: aligned, and lanes reading their own rows fall in other banks.
+template <int HD> struct I8Tile {
+	static constexpr int S = HD + 16, NB = I8Row<HD>::NB;
+	int8_t k[32][S], v[32][S];
+	float ks[32][NB], vs[32][NB];
+	__device__ __forceinline__ void load(const int8_t *kc, const float *kcs, const int8_t *vc, const float *vcs, int base, int blast,
+		int n_kv, int kvh, int ring) {
+		for (int idx = threadIdx.x; idx < 32 * HD / 16; idx += blockDim.x) {
+			const int r = idx / (HD / 16), cofs = (idx % (HD / 16)) * 16;
+			uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+			if (base + r <= blast) {
+				const long long off = (att_slot(base + r, ring) * n_kv + kvh) * HD + cofs;
+				kv = *(const uint4 *)(kc + off);
+				vv = *(const uint4 *)(vc + off);
+			}
+			*(uint4 *)&k[r][cofs] = kv;
+			*(uint4 *)&v[r][cofs] = vv;
+		}
+		for (int idx = threadIdx.x; idx < 32 * NB; idx += blockDim.x) {
+			const int r = idx / NB, b = idx % NB;
+			float a = 0.f, c = 0.f;
+			if (base + r <= blast) {
+				const long long off = (att_slot(base + r, ring) * n_kv + kvh) * NB + b;
+				a = kcs[off];
+				c = vcs[off];
+			}
+			ks[r][b] = a;
+			vs[r][b] = c;
+		}
+	}
+	__device__ __forceinline__ void chunk(AttState<HD> &st, const float *qs, int base, int first, int last) const {
+		att_chunk_rows<HD>(st, qs, base, first, last, I8Rows<S, NB>{&k[0][0], &v[0][0], &ks[0][0], &vs[0][0]}, [](int j) { return j; });
+	}
+};
+
+template <int HD, typename Tile, typename Load>
+static __device__ __forceinline__ void att_prefill_body(const float *q, Tile &tile, Load load, float *out,
+	const int *pos, int n_tok, int n_head, int n_kv, float scale, const float *sinks, int window) {
 	constexpr int DPL = AttState<HD>::DPL;
-	constexpr int W = DPL * 32; // a tile row, so that every lane's loads stay inside it
 	__shared__ float qs[ATT_WARPS][HD];
-	__shared__ __align__(16) __half ks[32][W + ATT_PAD];
-	__shared__ __align__(16) __half vs[32][W + ATT_PAD];
 	__shared__ int block_first, block_last;
 	const int h = blockIdx.x, kvh = h / (n_head / n_kv);
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -237,25 +467,13 @@ static __device__ __forceinline__ void att_prefill_body(const float *q, const __
 		for (int i = lane; i < HD; i += 32) qs[warp][i] = q[((long long)t * n_head + h) * HD + i] * scale;
 	__syncthreads();
 	const int bfirst = block_first, blast = block_last;
-	const long long row = (long long)n_kv * HD;
 	AttState<HD> st;
 	st.init();
 	for (int base = bfirst; base <= blast; base += 32) {
-		// 32 rows x HD halves of K and of V, 16 bytes per thread per step.
-		for (int idx = threadIdx.x; idx < 32 * HD / 8; idx += blockDim.x) {
-			const int r = idx / (HD / 8), cofs = (idx % (HD / 8)) * 8;
-			uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-			if (base + r <= blast) {
-				const long long off = att_slot(base + r, ring) * row + (long long)kvh * HD + cofs;
-				kv = *(const uint4 *)(kc + off);
-				vv = *(const uint4 *)(vc + off);
-			}
-			*(uint4 *)&ks[r][cofs] = kv;
-			*(uint4 *)&vs[r][cofs] = vv;
-		}
+		load(base, blast, kvh);
 		__syncthreads();
 		if (active && base <= last && base + 31 >= first)
-			att_chunk<HD>(st, qs[warp], base, first, last, [&](int j) { return &ks[j][0]; }, [&](int j) { return &vs[j][0]; });
+			tile.chunk(st, qs[warp], base, first, last);
 		__syncthreads();
 	}
 	if (active) {
@@ -273,7 +491,16 @@ static __device__ __forceinline__ void att_prefill_body(const float *q, const __
 	extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_prefill_##hd(const float *q,          \
 		const __half *kc, const __half *vc, float *out, const int *pos, int n_tok, int n_head, int n_kv,       \
 		float scale, const float *sinks, int window, int ring) {                                               \
-		att_prefill_body<hd>(q, kc, vc, out, pos, n_tok, n_head, n_kv, scale, sinks, window, ring);            \
+		__shared__ __align__(16) F16Tile<hd> tile;                                                             \
+		att_prefill_body<hd>(q, tile, [&](int base, int blast, int kvh) { tile.load(kc, vc, base, blast, n_kv, kvh, ring); }, \
+			out, pos, n_tok, n_head, n_kv, scale, sinks, window);                                              \
+	}                                                                                                           \
+	extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_prefill_int8_##hd(const float *q,     \
+		const int8_t *kc, const float *ks, const int8_t *vc, const float *vs, float *out, const int *pos,       \
+		int n_tok, int n_head, int n_kv, float scale, const float *sinks, int window, int ring) {              \
+		__shared__ __align__(16) I8Tile<hd> tile;                                                              \
+		att_prefill_body<hd>(q, tile, [&](int base, int blast, int kvh) { tile.load(kc, ks, vc, vs, base, blast, n_kv, kvh, ring); }, \
+			out, pos, n_tok, n_head, n_kv, scale, sinks, window);                                              \
 	}
 ATT_SIZES(ATT_PREFILL)
 #undef ATT_PREFILL

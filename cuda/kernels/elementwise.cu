@@ -43,6 +43,26 @@ extern "C" __global__ void kv_write(const float *src, __half *cache, const int *
 		cache[p * row_elems + i] = __float2half_rn(src[t * row_elems + i]);
 }
 
+// kv_write_int8 stores src [tokens][row_elems] f32 into int8 cache rows pos[t] (pos[t] % ring
+// when ring > 0) with a float32 scale per block of `block` values, [slot][row_elems / block],
+// exactly as engine/kv quantises: scale = max|x| / 127, value = round(x * (1 / scale)) half
+// away from zero, an all-zero block scale 0. One warp per block.
+extern "C" __global__ void kv_write_int8(const float *src, int8_t *cache, float *scales, const int *pos, int row_elems, int block, int ring) {
+	const long long t = blockIdx.y;
+	const long long p = ring > 0 ? pos[t] % ring : pos[t];
+	const int nb = row_elems / block;
+	const int b = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+	if (b >= nb) return; // the whole warp
+	const float *x = src + t * row_elems + (long long)b * block;
+	int8_t *y = cache + p * row_elems + (long long)b * block;
+	float amax = 0.f;
+	for (int i = lane; i < block; i += 32) amax = fmaxf(amax, fabsf(x[i]));
+	amax = warp_max(amax);
+	const float scale = amax / 127.f, inv = amax == 0.f ? 0.f : 1.f / scale;
+	for (int i = lane; i < block; i += 32) y[i] = (int8_t)fmaxf(-127.f, fminf(127.f, roundf(x[i] * inv)));
+	if (lane == 0) scales[p * nb + b] = scale;
+}
+
 extern "C" __global__ void f32_to_f16(const float *x, __half *y, long long n) {
 	GRID_STRIDE(i, n) y[i] = __float2half_rn(x[i]);
 }
