@@ -83,10 +83,6 @@ func open(ctx context.Context, f *gguf.File, cfg Config, report func(Progress)) 
 // device); it closes pl on failure.
 func openPlaced(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, pl *placement) (*Model, error) {
 	b, net := pl.backend, pl.net
-	if _, ok := b.(*gpu.Backend); ok && kvType(cfg) == kv.Int8 {
-		pl.close()
-		return nil, int8KVOnGPU()
-	}
 	if err := ctx.Err(); err != nil {
 		pl.close()
 		return nil, err

@@ -21,11 +21,6 @@ func refuseUnbuilt(cfg Config) error {
 	return errors.Join(errs...)
 }
 
-// GPUInt8KV tells whether the GPU backend runs --kv int8. Until it does, the plan offers int8
-// only on the CPU and the wizard picks it only there; set it where the GPU refusal below goes.
-const GPUInt8KV = false
-
-// int8KVOnGPU refuses --kv int8 where the GPU would hold the cache: its kernels read f16.
-func int8KVOnGPU() error {
-	return &ConfigError{Flag: "kv", Msg: "the int8 KV cache is built for the CPU backend only (--backend cpu); the GPU backend keeps f16", NotBuilt: true}
-}
+// GPUInt8KV tells whether the GPU backend runs --kv int8 (its kernels read an int8 cache in
+// place), so the plan offers int8 there too and the wizard may pick it.
+const GPUInt8KV = true

@@ -63,9 +63,6 @@ func PlanForMachine(ctx context.Context, path string, cfg Config, mc Machine) (e
 	if err != nil {
 		return experts.Plan{}, info, err
 	}
-	if hw.gpuFree > 0 && kvType(cfg) == kv.Int8 {
-		return experts.Plan{}, info, int8KVOnGPU()
-	}
 	notes := hw.notes
 	var rank []experts.ID
 	if p, at := loadProfile(f, s); p != nil {

@@ -5,9 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"strata/engine/compute"
 	"strata/engine/fixtures"
-	"strata/engine/model"
 	"strata/engine/model/modeltest"
 	"strata/engine/sample"
 )
@@ -48,8 +46,8 @@ func int8CacheVariant(t *testing.T, dir string, v fixtures.RefVariant, rmsOverSt
 	V := e.net.H.Vocab
 	for _, p := range v.Prompts {
 		_, gl16, gen16 := e.run(t, p.Tokens, len(p.Generated), "f16", nil)
-		want, ids16 := forcedWithRoutes(t, e.net, p.Tokens, gen16, "f16")
-		got, ids8 := forcedWithRoutes(t, e.net, p.Tokens, gen16, "int8")
+		want, ids16 := modeltest.ForcedRoutes(t, e.net, p.Tokens, gen16, "f16")
+		got, ids8 := modeltest.ForcedRoutes(t, e.net, p.Tokens, gen16, "int8")
 		flips := 0
 		for i, id := range ids16 {
 			if ids8[i] != id {
@@ -89,37 +87,4 @@ func int8CacheVariant(t *testing.T, dir string, v fixtures.RefVariant, rmsOverSt
 			}
 		}
 	}
-}
-
-// routeLog keeps every expert choice of a run, in the order the layers report them.
-type routeLog struct{ ids []int }
-
-func (r *routeLog) Routes(_ int, rt compute.Routes) {
-	for _, id := range rt.IDs[:rt.N*rt.K] {
-		r.ids = append(r.ids, int(id))
-	}
-}
-
-// forcedWithRoutes is modeltest.Forced recording every expert choice: the prompt's logits
-// then those each token was chosen from, and the routes of every pass.
-func forcedWithRoutes(t *testing.T, net *model.Model, prompt, tokens []int, kvType string) ([]float32, []int) {
-	t.Helper()
-	V := net.H.Vocab
-	st, err := net.NewState(len(prompt)+len(tokens)+1, kvType)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := &routeLog{}
-	out := make([]float32, len(prompt)*V, (len(prompt)+len(tokens))*V)
-	if err := net.Forward(st, prompt, true, out, log); err != nil {
-		t.Fatal(err)
-	}
-	logits := append([]float32(nil), out[(len(prompt)-1)*V:]...)
-	for _, id := range tokens {
-		out = append(out, logits...)
-		if err := net.Forward(st, []int{id}, false, logits, log); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out, log.ids
 }

@@ -192,6 +192,8 @@ const (
 	opSigmoidRoutes
 	opL2NormQK
 	opDeltaRule
+	opKVWriteInt8
+	opAttentionInt8
 )
 
 // streamGraph is a captured graph launched on the backend's stream.
@@ -435,11 +437,17 @@ func (b *Backend) Place(spec compute.WeightSpec) (compute.Weight, error) {
 	return &Weight{name: spec.Name, typ: typ, rows: spec.Rows, cols: spec.Cols, exps: exps, rowBytes: rb, stride: rb * spec.Rows, p: p}, nil
 }
 
-// KV is a float16 cache in VRAM: per layer, keys and values [position][kv head][head dim].
+// KV is a cache in VRAM: per layer, keys and values [position][kv head][head dim], float16,
+// or int8 with a float32 scale per block of each head's row beside them ([position][kv
+// head][blocks], the blocks and the rounding of engine/kv's int8 cache).
 type KV struct {
 	k, v      []cuda.DevicePtr
+	ks, vs    []cuda.DevicePtr // per layer, the scales of an int8 cache (nil for f16)
+	int8      bool
 	ring      []int // per layer: positions kept (a ring, slot = position % ring), 0 for all
 	positions int
+	kvHeads   int
+	headDim   int
 	row       int // kvHeads*headDim
 	splits    int
 }
@@ -447,19 +455,40 @@ type KV struct {
 // Capacity is the number of positions.
 func (c *KV) Capacity() int { return c.positions }
 
-// NewKV allocates the cache; the kernels read float16.
+// int8Layer is layer l of an int8 cache as the kernels take it.
+func (c *KV) int8Layer(l int) cuda.Int8KV {
+	return cuda.Int8KV{K: c.k[l], KScales: c.ks[l], V: c.v[l], VScales: c.vs[l]}
+}
+
+// NewKV allocates the cache: float16, or int8 with its scales when spec.Type is "int8".
 func (b *Backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
-	if spec.Type != "" && spec.Type != "f16" {
-		return nil, fmt.Errorf("gpu: kv cache type %q is not supported on the GPU (f16 is)", spec.Type)
+	if spec.Type != "" && spec.Type != "f16" && spec.Type != "int8" {
+		return nil, fmt.Errorf("gpu: kv cache type %q is not supported on the GPU (f16 and int8 are)", spec.Type)
 	}
 	if spec.Keep != nil && len(spec.Keep) != spec.Layers {
 		return nil, fmt.Errorf("gpu: kv cache: %d kept-position counts for %d layers", len(spec.Keep), spec.Layers)
 	}
-	c := &KV{positions: spec.Positions, row: spec.KVHeads * spec.HeadDim, splits: cuda.DecodeSplits(spec.Positions), ring: make([]int, spec.Layers)}
+	c := &KV{positions: spec.Positions, kvHeads: spec.KVHeads, headDim: spec.HeadDim, row: spec.KVHeads * spec.HeadDim,
+		splits: cuda.DecodeSplits(spec.Positions), ring: make([]int, spec.Layers), int8: spec.Type == "int8"}
 	for l := range spec.Layers {
 		rows := spec.Positions
 		if spec.Keep != nil && spec.Keep[l] > 0 && spec.Keep[l] < spec.Positions {
 			rows, c.ring[l] = spec.Keep[l], spec.Keep[l]
+		}
+		if c.int8 {
+			var p [4]cuda.DevicePtr
+			for i, what := range [4]string{"keys", "key scales", "values", "value scales"} {
+				bytes := rows * c.row
+				if i%2 == 1 {
+					bytes = rows * 4 * (c.row / cuda.Int8KVBlock(spec.HeadDim))
+				}
+				var err error
+				if p[i], err = b.alloc(bytes, fmt.Sprintf("kv cache layer %d %s", l, what)); err != nil {
+					return nil, err
+				}
+			}
+			c.k, c.ks, c.v, c.vs = append(c.k, p[0]), append(c.ks, p[1]), append(c.v, p[2]), append(c.vs, p[3])
+			continue
 		}
 		bytes := rows * c.row * 2
 		k, err := b.alloc(bytes, fmt.Sprintf("kv cache layer %d", l))
@@ -603,18 +632,27 @@ func (b *Backend) AddBias(x compute.Buf, bias compute.Weight, rows int) {
 	b.do(func() error { return b.k.AddBias(b.s, xp, w.p, rows, cols) }, opAddBias, u(xp), u(w.p), uint64(rows), uint64(cols))
 }
 
-// StoreKV converts and writes keys and values.
+// StoreKV converts (or quantises) and writes keys and values.
 func (b *Backend) StoreKV(c compute.KV, layer, pos0, n int, k, v compute.Buf) {
 	kv := c.(*KV)
 	pos := b.positions(nil, pos0, n)
+	ring := kv.ring[layer]
+	if kv.int8 {
+		for _, w := range [2][3]cuda.DevicePtr{{dev(k), kv.k[layer], kv.ks[layer]}, {dev(v), kv.v[layer], kv.vs[layer]}} {
+			src, cache, scales := w[0], w[1], w[2]
+			b.do(func() error { return b.k.KVWriteInt8(b.s, src, cache, scales, pos, n, kv.kvHeads, kv.headDim, ring) },
+				opKVWriteInt8, u(src), u(cache), u(scales), u(pos), uint64(n), uint64(kv.kvHeads), uint64(kv.headDim), uint64(ring))
+		}
+		return
+	}
 	for _, w := range [2][2]cuda.DevicePtr{{dev(k), kv.k[layer]}, {dev(v), kv.v[layer]}} {
 		src, cache := w[0], w[1]
-		ring := kv.ring[layer]
 		b.do(func() error { return b.k.KVWrite(b.s, src, cache, pos, n, kv.row, ring) }, opKVWrite, u(src), u(cache), u(pos), uint64(n), uint64(kv.row), uint64(ring))
 	}
 }
 
-// Attention: the split-K decode kernel for one token, the tiled kernel for a batch.
+// Attention: the split-K decode kernel for one token, the tiled kernel for a batch, each
+// reading the cache in its own format.
 func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.AttentionSpec) {
 	kv := c.(*KV)
 	o := cuda.AttentionOptions{Window: s.Window, Ring: kv.ring[s.Layer]}
@@ -634,6 +672,14 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 			scratch = b.scratchBuf("attention", cuda.AttentionDecodeScratchBytes(s.Heads, s.HeadDim, kv.splits))
 		}
 		qp, kc, vc, out, splits := dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), kv.splits
+		if kv.int8 {
+			c8 := kv.int8Layer(s.Layer)
+			b.do(func() error {
+				return b.k.AttentionDecodeInt8(b.s, qp, c8, out, pos, s.Heads, s.KVHeads, s.HeadDim, s.Scale, splits, scratch, o)
+			}, opAttentionInt8, u(qp), u(c8.K), u(c8.KScales), u(c8.V), u(c8.VScales), u(out), u(pos), uint64(s.Heads), uint64(s.KVHeads), uint64(s.HeadDim),
+				uint64(math.Float32bits(s.Scale)), uint64(splits), u(scratch), u(o.Sinks), uint64(o.Window), uint64(o.Ring))
+			return
+		}
 		b.do(func() error {
 			return b.k.AttentionDecode(b.s, qp, kc, vc, out, pos, s.Heads, s.KVHeads, s.HeadDim, s.Scale, splits, scratch, o)
 		}, opAttention, u(qp), u(kc), u(vc), u(out), u(pos), uint64(s.Heads), uint64(s.KVHeads), uint64(s.HeadDim),
@@ -641,6 +687,10 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 		return
 	}
 	b.step.brk()
+	if kv.int8 {
+		b.err.Set(b.k.AttentionPrefillInt8(b.s, dev(q), kv.int8Layer(s.Layer), dev(dst), pos, s.N, s.Heads, s.KVHeads, s.HeadDim, s.Scale, o))
+		return
+	}
 	b.err.Set(b.k.AttentionPrefill(b.s, dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), pos, s.N, s.Heads, s.KVHeads, s.HeadDim, s.Scale, o))
 }
 

@@ -115,19 +115,44 @@ func Compare(got, want []float32) (maxAbs, rel float64) {
 // their greedy choices would part on a near tie.
 func Forced(t testing.TB, net *model.Model, prompt, tokens []int, kvType string) (promptLogits, stepLogits []float32) {
 	t.Helper()
+	return forced(t, net, prompt, tokens, kvType, nil)
+}
+
+// ForcedRoutes is Forced recording every expert choice: it returns the prompt's logits then
+// those each token was chosen from, in one slice, and the ids of every layer's routes of
+// every pass, in the order the layers report them, so two runs can tell whether they routed
+// alike.
+func ForcedRoutes(t testing.TB, net *model.Model, prompt, tokens []int, kvType string) (logits []float32, routes []int) {
+	t.Helper()
+	log := &routeLog{}
+	pl, sl := forced(t, net, prompt, tokens, kvType, log)
+	return append(pl, sl...), log.ids
+}
+
+// routeLog keeps every expert choice of a run.
+type routeLog struct{ ids []int }
+
+func (r *routeLog) Routes(_ int, rt compute.Routes) {
+	for _, id := range rt.IDs[:rt.N*rt.K] {
+		r.ids = append(r.ids, int(id))
+	}
+}
+
+func forced(t testing.TB, net *model.Model, prompt, tokens []int, kvType string, obs model.Observer) (promptLogits, stepLogits []float32) {
+	t.Helper()
 	V := net.H.Vocab
 	st, err := net.NewState(len(prompt)+len(tokens)+1, kvType)
 	if err != nil {
 		t.Fatal(err)
 	}
 	promptLogits = make([]float32, len(prompt)*V)
-	if err := net.Forward(st, prompt, true, promptLogits, nil); err != nil {
+	if err := net.Forward(st, prompt, true, promptLogits, obs); err != nil {
 		t.Fatal(err)
 	}
 	logits := append([]float32(nil), promptLogits[(len(prompt)-1)*V:]...)
 	for _, id := range tokens {
 		stepLogits = append(stepLogits, logits...)
-		if err := net.Forward(st, []int{id}, false, logits, nil); err != nil {
+		if err := net.Forward(st, []int{id}, false, logits, obs); err != nil {
 			t.Fatal(err)
 		}
 	}
