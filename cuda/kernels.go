@@ -46,6 +46,7 @@ func kernelNames() []string {
 			fmt.Sprintf("attention_decode_int8_%d", hd), fmt.Sprintf("attention_prefill_int8_%d", hd))
 	}
 	names = append(names, deltaNetKernelNames()...)
+	names = append(names, fusedKernelNames()...)
 	return append(names, "kv_write_int8", "attention_merge", "gemm_f16_f32", "gemm_f16_f16", "rms_norm", "rope_neox", "router_topk",
 		"swiglu", "add_f32", "scaled_add", "moe_combine", "kv_write", "f32_to_f16", "swiglu_clamped", "add_bias", "expert_bias", "rope_table")
 }

@@ -10,3 +10,4 @@
 #include "router.cu"
 #include "elementwise.cu"
 #include "deltanet.cu"
+#include "fused.cu"

@@ -555,11 +555,9 @@ func (m *Model) forward(s *State, tokens []int, allLogits bool, logits []float32
 		} else {
 			m.attention(L.attn, s, positions, n)
 		}
-		b.Add(sb.x, sb.proj, n*h.Hidden)
-
-		// MoE: norm, route (softmax then top k, or gpt-oss's top k then softmax), run the
-		// chosen experts (and the shared one), add.
-		b.RMSNorm(sb.xn, sb.x, L.ffnNorm, n, h.Eps)
+		// The residual add, and the MoE: norm, route (softmax then top k, or gpt-oss's top k
+		// then softmax), run the chosen experts (and the shared one), add.
+		m.addNorm(sb.x, sb.proj, sb.xn, L.ffnNorm, n)
 		b.MatMul(sb.routerLogits, L.router, sb.xn, n)
 		if L.rBias != nil {
 			b.AddBias(sb.routerLogits, L.rBias, n)
@@ -636,6 +634,40 @@ func (m *Model) attention(a *attention, s *State, positions []int, n int) {
 		b.AddBias(sb.k, a.kBias, n)
 		b.AddBias(sb.v, a.vBias, n)
 	}
+	// q/k norm, RoPE and the KV store in one step where the backend has it.
+	if fused, ok := b.(compute.NormRoPE); ok && a.qNorm != nil && m.rope == nil && h.RopeDims >= h.HeadDim {
+		fused.NormRoPENeoXStore(sb.q, sb.k, sb.v, a.qNorm, a.kNorm, s.kv, a.kvLayer, s.pos, n, h.Heads, h.KVHeads, h.HeadDim, h.RopeBase, h.Eps)
+	} else {
+		m.normRoPE(a, s, positions, n)
+		b.StoreKV(s.kv, a.kvLayer, s.pos, n, sb.k, sb.v)
+	}
+	b.Attention(sb.att, sb.q, s.kv, compute.AttentionSpec{
+		Layer: a.kvLayer, Pos0: s.pos, N: n, Heads: h.Heads, KVHeads: h.KVHeads, HeadDim: h.HeadDim,
+		Scale: float32(1 / math.Sqrt(float64(h.HeadDim))), Sinks: a.sinks, Window: a.window,
+	})
+	if a.gate != nil {
+		m.hy.MulSigmoid(sb.att, sb.gate, n*h.Heads*h.HeadDim)
+	}
+	b.MatMul(sb.proj, a.o, sb.att, n)
+	if a.oBias != nil {
+		b.AddBias(sb.proj, a.oBias, n)
+	}
+}
+
+// addNorm adds add into the residual stream x and norms it into dst, in one step where the
+// backend fuses the two (compute.AddNorm).
+func (m *Model) addNorm(x, add, dst compute.Buf, w compute.Weight, n int) {
+	if f, ok := m.b.(compute.AddNorm); ok {
+		f.AddRMSNorm(x, add, dst, w, n, m.H.Eps)
+		return
+	}
+	m.b.Add(x, add, n*m.H.Hidden)
+	m.b.RMSNorm(dst, x, w, n, m.H.Eps)
+}
+
+// normRoPE is attention's per-head q/k norm (when the model has one) and RoPE, op by op.
+func (m *Model) normRoPE(a *attention, s *State, positions []int, n int) {
+	h, b, sb := m.H, m.b, &s.buf
 	if a.qNorm != nil {
 		b.RMSNorm(sb.q, sb.q, a.qNorm, n*h.Heads, h.Eps)
 		b.RMSNorm(sb.k, sb.k, a.kNorm, n*h.KVHeads, h.Eps)
@@ -649,17 +681,5 @@ func (m *Model) attention(a *attention, s *State, positions []int, n int) {
 	} else {
 		b.RoPENeoX(sb.q, n, h.Heads, h.HeadDim, positions, h.RopeBase)
 		b.RoPENeoX(sb.k, n, h.KVHeads, h.HeadDim, positions, h.RopeBase)
-	}
-	b.StoreKV(s.kv, a.kvLayer, s.pos, n, sb.k, sb.v)
-	b.Attention(sb.att, sb.q, s.kv, compute.AttentionSpec{
-		Layer: a.kvLayer, Pos0: s.pos, N: n, Heads: h.Heads, KVHeads: h.KVHeads, HeadDim: h.HeadDim,
-		Scale: float32(1 / math.Sqrt(float64(h.HeadDim))), Sinks: a.sinks, Window: a.window,
-	})
-	if a.gate != nil {
-		m.hy.MulSigmoid(sb.att, sb.gate, n*h.Heads*h.HeadDim)
-	}
-	b.MatMul(sb.proj, a.o, sb.att, n)
-	if a.oBias != nil {
-		b.AddBias(sb.proj, a.oBias, n)
 	}
 }

@@ -564,6 +564,9 @@ func (b *Backend) Embed(dst compute.Buf, table compute.Weight, ids []int) error 
 func (b *Backend) RMSNorm(dst, x compute.Buf, wt compute.Weight, rows int, eps float32) {
 	w := wt.(*Weight)
 	b.q8.drop()
+	if rows == 1 && b.normQ8(dst, x, nil, w, eps) {
+		return
+	}
 	xp, yp := dev(x), dev(dst)
 	b.do(func() error { return b.k.RMSNorm(b.s, xp, w.p, yp, rows, w.cols, eps) },
 		opRMSNorm, u(xp), u(w.p), u(yp), uint64(rows), uint64(w.cols), uint64(math.Float32bits(eps)))
