@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,7 +73,7 @@ func TestProfileCommand(t *testing.T) {
 			t.Errorf("layer %d: %d routes for %d tokens x %d experts", l, sum, p.Tokens, info.ExpertsUsed)
 		}
 	}
-	for _, w := range []string{"written to " + out, "move it there", "hottest tenth", "hottest quarter of the experts", "hottest experts: L"} {
+	for _, w := range []string{"written to " + out, "move it there", "hottest tenth", "hottest quarter of the experts", "hottest quarter per layer", "by layer (%):", "hottest experts: L"} {
 		if !strings.Contains(stdout, w) {
 			t.Errorf("stdout lacks %q:\n%s", w, stdout)
 		}
@@ -107,6 +108,26 @@ func TestProfileCommand(t *testing.T) {
 		code, _, errs := runCLI(t, tc.args...)
 		if code != tc.code || !strings.Contains(errs, tc.want) {
 			t.Errorf("%s: exit %d (want %d), stderr %q does not say %q", tc.name, code, tc.code, errs, tc.want)
+		}
+	}
+}
+
+// TestLayerHotQuarter checks the per-layer share on a hand-made profile: layer 0 flat, layer
+// 1 with two of eight experts taking 90 of 100 routes, layer 2 never routed.
+func TestLayerHotQuarter(t *testing.T) {
+	p := experts.NewProfile("k", experts.Shape{Layers: 3, Experts: 8})
+	for e := range 8 {
+		p.Count[e] = 10
+	}
+	copy(p.Count[8:16], []uint64{1, 45, 2, 2, 45, 2, 2, 1})
+	per := layerHotQuarter(p)
+	if len(per) != 3 || per[0] != 0.25 || per[1] != 0.9 || !math.IsNaN(per[2]) {
+		t.Fatalf("per-layer shares %v, want [0.25 0.9 NaN]", per)
+	}
+	got := quarterByLayer(per, 2)
+	for _, w := range []string{"min 25.0% (L0)", "max 90.0% (L1)", "by layer (%): 25.0 90.0 -\n"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("%q lacks %q", got, w)
 		}
 	}
 }
