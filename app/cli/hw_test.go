@@ -116,16 +116,17 @@ func TestHWWithModel(t *testing.T) {
 		t.Fatalf("incomplete report:\n%s", out.String())
 	}
 	// 16 GiB of experts fit in the 21 GiB left of 27 GiB available: default arena; the card
-	// holds (15 GiB free - 256 MiB margin - 1.3 non-expert - 0.75 KV - 0.75 working) / 2.67 MiB
-	// = 11.95 GiB / 2796203 B = 4588 experts.
-	if r.Mode != wizard.ModeDefaultArena || r.Config.ExpertCache != 4588 || r.Config.Backend != "cuda" {
+	// has 15 GiB free - 256 MiB margin - 1.3 non-expert - 0.75 working = 12.7 GiB of room, a
+	// quarter of which holds 32768 f16 tokens of cache (3 GiB); the other 9.7 GiB / 2796203 B
+	// = 3724 experts.
+	if r.Mode != wizard.ModeDefaultArena || r.Config.ExpertCache != 3724 || r.Config.Backend != "cuda" {
 		t.Errorf("mode %s, expert cache %d, backend %s", r.Mode, r.Config.ExpertCache, r.Config.Backend)
 	}
 	if rep.Drive.Read.Bytes != 1<<20 || rep.Drive.Path != path {
 		t.Errorf("drive: %+v", rep.Drive)
 	}
 	flags := strings.Join(rep.Flags, " ")
-	for _, f := range []string{"--backend=cuda", "--expert-cache=4588", "--max-context=8192", "--host-reserve-gib=6"} {
+	for _, f := range []string{"--backend=cuda", "--expert-cache=3724", "--max-context=32768", "--host-reserve-gib=6"} {
 		if !strings.Contains(flags, f) {
 			t.Errorf("flags %q lack %s", flags, f)
 		}

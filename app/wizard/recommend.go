@@ -36,7 +36,7 @@ const (
 	mainGPUOverhead     = 768 * mib // CUDA context, kernels, activations and prefill scratch on the main GPU
 	helperGPUOverhead   = 512 * mib // CUDA context and staging buffers on a helper GPU
 	minHelperBudget     = 1 * gib   // a helper GPU with less room than this for experts is not worth the traffic
-	defaultContext      = 8192      // tokens of KV cache the plan reserves
+	defaultContext      = 8192      // the context of a model that does not say its own
 	minContext          = 2048
 	kvPerLayerEstimate  = 2 * kib // f16 K and V of 4 KV heads of 128 per token and layer
 	arenaSpare          = 0.15    // the default arena wants this much room beyond all the experts
@@ -113,7 +113,7 @@ func Recommend(hw Hardware, m Model) Recommendation {
 	b.HostBudget = max(0, avail-b.HostReserve)
 	r.Config.HostReserveGiB = gibs(b.HostReserve)
 
-	main, why := placeMain(hw, m, b)
+	main, cc, why := placeMain(hw, m, b)
 	if main != nil && m.GPULacks != "" {
 		main, why = nil, m.GPULacks
 	}
@@ -137,8 +137,7 @@ func Recommend(hw Hardware, m Model) Recommendation {
 		c.ExpertCacheDevice2 = b.HelperSlots[1]
 	}
 	c.VRAMReserveMiB = int(b.VRAMReserve / mib)
-	c.MaxContext = b.Context
-	b.KVType = "f16"
+	c.MaxContext, c.KVType = b.Context, b.KVType
 
 	gpuWords := describeGPUs(b, main)
 	switch {
@@ -167,7 +166,7 @@ func Recommend(hw Hardware, m Model) Recommendation {
 		r.Mode = ModeTiered
 		recommendTiered(&r, hw, held, gpuWords)
 	}
-	r.Reasons = append(r.Reasons, vramWords(hw, b, main), gpuContextWords(*b))
+	r.Reasons = append(r.Reasons, vramWords(hw, b, main), gpuContextWords(*b, cc.reason))
 	if r.Mode != ModeAllGPU {
 		r.Reasons = append(r.Reasons, ramWords(hw, *b))
 	}
@@ -250,12 +249,12 @@ func kvPerToken(m Model) int64 {
 	return int64(m.Layers) * kvPerLayerEstimate
 }
 
-// placeMain picks the card with the largest budget and sizes its expert cache, shrinking the
-// context when that is what it takes to fit the non-expert weights. It returns nil and why
-// when no card can run the model.
-func placeMain(hw Hardware, m Model, b *Budget) (*GPU, string) {
+// placeMain picks the card with the largest budget, its context and KV type
+// (chooseGPUContext) and sizes its expert cache. It returns nil and why when no card can run
+// the model.
+func placeMain(hw Hardware, m Model, b *Budget) (*GPU, contextChoice, string) {
 	if len(hw.GPUs) == 0 {
-		return nil, "no NVIDIA GPU was found"
+		return nil, contextChoice{}, "no NVIDIA GPU was found"
 	}
 	best := -1
 	for i, g := range hw.GPUs {
@@ -265,27 +264,24 @@ func placeMain(hw Hardware, m Model, b *Budget) (*GPU, string) {
 	}
 	if best < 0 {
 		g := hw.GPUs[0]
-		return nil, fmt.Sprintf("the %s is too old for Strata's GPU code (compute capability %d.%d; %d.%d or newer is needed)",
+		return nil, contextChoice{}, fmt.Sprintf("the %s is too old for Strata's GPU code (compute capability %d.%d; %d.%d or newer is needed)",
 			g.Name, g.ComputeMajor, g.ComputeMinor, minComputeMajor, minComputeMinor)
 	}
 	g := &hw.GPUs[best]
 	budget := vramBudget(*g)
-	for _, ctx := range contexts(m.ContextLength) {
-		kv := int64(ctx) * kvPerToken(m)
-		free := budget - m.NonExpertBytes - kv - mainGPUOverhead
-		if free < 0 {
-			continue
-		}
-		b.MainGPU, b.VRAMReserve, b.VRAMBudget = g.Index, vramReserve(*g), budget
-		b.Context, b.KVBytes, b.OverheadBytes = ctx, kv, mainGPUOverhead
-		if b.TotalExperts > 0 {
-			b.ExpertSlots = int(min(int64(b.TotalExperts), free/b.BytesPerExpert))
-		}
-		return g, ""
+	room := budget - m.NonExpertBytes - mainGPUOverhead // for the KV cache and the expert slots
+	cc, ok := chooseGPUContext(m, room)
+	if !ok {
+		need := m.NonExpertBytes + int64(min(minContext, m.ContextLimit))*kvPerTokenInt8(m) + mainGPUOverhead
+		return nil, cc, fmt.Sprintf("the largest GPU, %s, has %s for Strata, less than the %s its non-expert weights, KV cache and working memory need",
+			g.Name, gibStr(budget), gibStr(need))
 	}
-	need := m.NonExpertBytes + int64(minContext)*kvPerToken(m) + mainGPUOverhead
-	return nil, fmt.Sprintf("the largest GPU, %s, has %s for Strata, less than the %s its non-expert weights, KV cache and working memory need",
-		g.Name, gibStr(budget), gibStr(need))
+	b.MainGPU, b.VRAMReserve, b.VRAMBudget = g.Index, vramReserve(*g), budget
+	b.Context, b.KVBytes, b.KVType, b.OverheadBytes = cc.tokens, cc.bytes, cc.kvType, mainGPUOverhead
+	if b.TotalExperts > 0 {
+		b.ExpertSlots = int(min(int64(b.TotalExperts), (room-cc.bytes)/b.BytesPerExpert))
+	}
+	return g, cc, ""
 }
 
 // usable says whether Strata's kernels run on a card; an unknown capability is given the
@@ -295,21 +291,6 @@ func usable(g GPU) bool {
 		return true
 	}
 	return g.ComputeMajor > minComputeMajor || g.ComputeMajor == minComputeMajor && g.ComputeMinor >= minComputeMinor
-}
-
-// contexts are the KV sizes to try, largest first.
-func contexts(trained int) []int {
-	var out []int
-	for _, c := range []int{defaultContext, defaultContext / 2, minContext} {
-		if c >= trained {
-			if len(out) == 0 || out[len(out)-1] != trained {
-				out = append(out, trained)
-			}
-			continue
-		}
-		out = append(out, c)
-	}
-	return out
 }
 
 // placeHelpers gives up to two other cards the experts the main GPU cannot hold, largest

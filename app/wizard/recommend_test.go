@@ -102,67 +102,79 @@ func TestRecommend(t *testing.T) {
 		want  want
 	}{
 		{
-			// 14.95 GiB budget - 2.5 non-expert - 0.1875 KV - 0.75 = 11.5125 GiB; / 1856854 B = 6657.
+			// A hybrid, 24 KiB of KV a token: 14.95 GiB budget - 2.5 non-expert - 0.75 = 11.7 GiB
+			// of room, a quarter (2.9 GiB) holds 65536 f16 tokens (1.5 GiB); the 10.2 GiB left /
+			// 1856854 B = 5898 slots.
 			name: "32 GB + RTX 4080 SUPER + 80B-A3B is tiered", hw: desktop(32, 27, rtx4080super()), model: qwen3next_80b(),
-			want: want{mode: ModeTiered, slots: 6657, hostReserve: 6, hostBudget: 21, cfgHost: 21, vramReserve: 1024, context: 8192,
-				noWarnings: true, reasons: []string{"Tiered:", "6657 most-used of 24576", "10.0 GiB are read from the drive"}},
+			want: want{mode: ModeTiered, slots: 5898, hostReserve: 6, hostBudget: 21, cfgHost: 21, vramReserve: 1024, context: 65536,
+				noWarnings: true, reasons: []string{"Tiered:", "5898 most-used of 24576", "11.3 GiB are read from the drive",
+					"Context: 65536 tokens with the f16 KV cache in VRAM (1.5 GiB), within the 2.9 GiB kept for it (a quarter of the 11.7 GiB the card has beside the non-expert weights",
+					"the int8 KV cache (settings) would allow 131072 tokens; it costs about 867 expert slots."}},
 		},
 		{
+			// A 16 GB card: a quarter of its 12.9 GiB room holds 32768 f16 tokens (3.0 GiB), long
+			// enough, so f16 stays; the model's limit, 40960, would need int8.
 			name: "32 GB + RTX 4080 SUPER + 30B-A3B: all experts fit in RAM", hw: desktop(32, 27, rtx4080super()), model: qwen3_30b(),
-			want: want{mode: ModeDefaultArena, slots: 4665, hostReserve: 6, hostBudget: 21, vramReserve: 1024, context: 8192, noWarnings: true},
+			want: want{mode: ModeDefaultArena, slots: 3801, hostReserve: 6, hostBudget: 21, vramReserve: 1024, context: 32768, noWarnings: true,
+				reasons: []string{"Context: 32768 tokens with the f16 KV cache in VRAM (3.0 GiB), within the 3.2 GiB kept for it", "the int8 KV cache (settings) would allow 40960 tokens; it costs about 1151 expert slots."}},
 		},
 		{
 			name: "32 GB + RTX 4080 SUPER + GLM-4.5-Air (KV estimated)", hw: desktop(32, 27, rtx4080super()), model: glm45air(),
-			want: want{mode: ModeTiered, slots: 832, hostReserve: 6, hostBudget: 21, cfgHost: 21, vramReserve: 1024, context: 8192},
+			want: want{mode: ModeTiered, slots: 749, hostReserve: 6, hostBudget: 21, cfgHost: 21, vramReserve: 1024, context: 32768, kv: "int8"},
 		},
 		{
+			// The hybrid's small cache: its whole 262144-token context fits in f16.
 			name: "128 GB + RTX 5090 + 80B-A3B: default arena", hw: desktop(128, 120, rtx5090()), model: qwen3next_80b(),
-			want: want{mode: ModeDefaultArena, slots: 15735, hostReserve: 8, hostBudget: 112, vramReserve: 1024, context: 8192, noWarnings: true},
+			want: want{mode: ModeDefaultArena, slots: 12374, hostReserve: 8, hostBudget: 112, vramReserve: 1024, context: 262144, noWarnings: true,
+				reasons: []string{"Context: 262144 tokens, the model's limit, with the f16 KV cache in VRAM (6.0 GiB)", "it costs about 3469 expert slots."}},
 		},
 		{
 			name: "128 GB + RTX 5090 + 235B-A22B: resident", hw: desktop(128, 120, rtx5090()), model: qwen3_235b(),
-			want: want{mode: ModeResident, slots: 2046, hostReserve: 8, hostBudget: 112, cfgResident: 112, vramReserve: 1024, context: 8192,
-				noWarnings: true, reasons: []string{"Resident:", "104.6 GiB fit"}},
+			want: want{mode: ModeResident, slots: 1792, hostReserve: 8, hostBudget: 112, cfgResident: 112, vramReserve: 1024, context: 40960, kv: "int8",
+				noWarnings: true, reasons: []string{"Resident:", "107.2 GiB fit"}},
 		},
 		{
 			name: "128 GB + RTX 5090 + 30B-A3B: all on the GPU", hw: desktop(128, 120, rtx5090()), model: qwen3_30b(),
-			want: want{mode: ModeAllGPU, slots: 6144, hostReserve: 8, hostBudget: 112, vramReserve: 1024, context: 8192, noWarnings: true,
-				reasons: []string{"All on the GPU"}},
+			want: want{mode: ModeAllGPU, slots: 6144, hostReserve: 8, hostBudget: 112, vramReserve: 1024, context: 40960, noWarnings: true,
+				reasons: []string{"All on the GPU", "Context: 40960 tokens, the model's limit, with the f16 KV cache in VRAM (3.8 GiB), within the 12.6 GiB kept for it (what the card has left beside the whole model"}},
 		},
 		{
+			// A 12 GB card: a quarter of its 9.0 GiB room (2.2 GiB) holds only 16384 f16 tokens,
+			// but the model's limit, 40960, at int8 (2.1 GiB).
 			name: "64 GB + RTX 3060 12 GB + 30B-A3B", hw: desktop(64, 56, rtx3060()), model: qwen3_30b(),
-			want: want{mode: ModeDefaultArena, slots: 3148, hostReserve: 8, hostBudget: 48, vramReserve: 1024, context: 8192, noWarnings: true},
+			want: want{mode: ModeDefaultArena, slots: 2626, hostReserve: 8, hostBudget: 48, vramReserve: 1024, context: 40960, kv: "int8", noWarnings: true,
+				reasons: []string{"Context: 40960 tokens, the model's limit, with the int8 KV cache in VRAM (2.1 GiB): with f16 only 16384 tokens would fit in the 2.2 GiB kept for it", "nearly halving the cache for a small error; it costs about 809 expert slots."}},
 		},
 		{
 			name: "64 GB + RTX 3060 + 120B on NVMe: tiered", hw: desktop(64, 56, rtx3060()), model: gptoss_120b(),
-			want: want{mode: ModeTiered, slots: 495, hostReserve: 8, hostBudget: 48, cfgHost: 48, vramReserve: 1024, context: 8192, noWarnings: true},
+			want: want{mode: ModeTiered, slots: 439, hostReserve: 8, hostBudget: 48, cfgHost: 48, vramReserve: 1024, context: 32768, kv: "int8", noWarnings: true},
 		},
 		{
-			// The same machine with the model on a SATA SSD: 51.3 GiB of experts fit in RAM once
-			// the reserve drops to 4 GiB, which beats reading 3.3 GiB per pass from the drive.
-			name: "slow SATA drive prefers RAM over cold reads and warns", hw: withDrive(desktop(64, 56, rtx3060()), platform.DriveSATASSD, 520), model: gptoss_120b(),
-			want: want{mode: ModeResident, slots: 495, hostReserve: 4, hostBudget: 52, cfgResident: 52, vramReserve: 1024, context: 8192,
+			// The same machine with the model on a SATA SSD: 52.0 GiB of experts fit in RAM once
+			// the reserve drops to 4 GiB, which beats reading 2 GiB per pass from the drive.
+			name: "slow SATA drive prefers RAM over cold reads and warns", hw: withDrive(desktop(64, 58, rtx3060()), platform.DriveSATASSD, 520), model: gptoss_120b(),
+			want: want{mode: ModeResident, slots: 439, hostReserve: 4, hostBudget: 54, cfgResident: 54, vramReserve: 1024, context: 32768, kv: "int8",
 				warnings: []string{"Only 4.0 GiB of RAM is left for other programs", "a SATA SSD, 520 MB/s", "about 3 minutes"},
 				reasons:  []string{"because the model's drive is slow"}},
 		},
 		{
 			name: "hard disk that cannot be avoided: tiered with a warning", hw: withDrive(desktop(32, 27, rtx4080super()), platform.DriveSlow, 160), model: qwen3next_80b(),
-			want: want{mode: ModeTiered, slots: 6657, hostReserve: 6, hostBudget: 21, cfgHost: 21, vramReserve: 1024, context: 8192,
-				warnings: []string{"10.0 GiB of experts will be read from a slow drive (a hard disk or similar, 160 MB/s)", "about 6 minutes"}},
+			want: want{mode: ModeTiered, slots: 5898, hostReserve: 6, hostBudget: 21, cfgHost: 21, vramReserve: 1024, context: 65536,
+				warnings: []string{"11.3 GiB of experts will be read from a slow drive (a hard disk or similar, 160 MB/s)", "about 6 minutes"}},
 		},
 		{
 			name: "drive speed unknown: tiered warns", hw: withDrive(desktop(32, 27, rtx4080super()), platform.DriveUnknown, 0), model: qwen3next_80b(),
-			want: want{mode: ModeTiered, slots: 6657, hostReserve: 6, hostBudget: 21, cfgHost: 21, vramReserve: 1024, context: 8192,
+			want: want{mode: ModeTiered, slots: 5898, hostReserve: 6, hostBudget: 21, cfgHost: 21, vramReserve: 1024, context: 65536,
 				warnings: []string{"its speed is unknown"}},
 		},
 		{
 			name: "16 GB laptop + 8 GB GPU + 30B-A3B", hw: desktop(15.7, 11, rtx4060laptop()), model: qwen3_30b(),
-			want: want{mode: ModeTiered, slots: 1747, hostReserve: 3, hostBudget: 8, cfgHost: 8, vramReserve: 256, context: 8192, noWarnings: true,
-				reasons: []string{"Context: 8192 tokens with the f16 KV cache in VRAM (768 MiB): every 8192 tokens more would take about 287 expert slots"}},
+			want: want{mode: ModeTiered, slots: 1711, hostReserve: 3, hostBudget: 8, cfgHost: 8, vramReserve: 256, context: 16384, kv: "int8", noWarnings: true,
+				reasons: []string{"Context: 16384 tokens with the int8 KV cache in VRAM (864 MiB): with f16 only 8192 tokens would fit in the 1.3 GiB kept for it (a quarter of the 5.3 GiB", "it costs about 323 expert slots."}},
 		},
 		{
 			name: "16 GB laptop + 8 GB GPU + 80B-A3B", hw: desktop(15.7, 11, rtx4060laptop()), model: qwen3next_80b(),
-			want: want{mode: ModeTiered, slots: 2262, hostReserve: 3, hostBudget: 8, cfgHost: 8, vramReserve: 256, context: 8192, noWarnings: true},
+			want: want{mode: ModeTiered, slots: 1937, hostReserve: 3, hostBudget: 8, cfgHost: 8, vramReserve: 256, context: 32768, noWarnings: true},
 		},
 		{
 			name: "no NVIDIA GPU: cpu-only, model fits in RAM", hw: desktop(32, 27), model: qwen3_30b(),
@@ -195,18 +207,18 @@ func TestRecommend(t *testing.T) {
 			// resident, and the words say what each helper holds.
 			name: "WSL2 with three GPUs + 235B-A22B",
 			hw:   inWSL2(desktop(96, 90, rtx3090(0, true, 23.3), rtx3090(1, false, 23.6), rtx3090(2, false, 23.6))), model: qwen3_235b(),
-			want: want{mode: ModeResident, mainGPU: 1, slots: 1349, helpers: []int{2181, 2148}, hostReserve: 8, hostBudget: 82, cfgResident: 82,
-				vramReserve: 256, context: 8192,
-				reasons: []string{"Running under WSL2", "with 2 helper GPUs holds the 5678 most-used", "Helper GPU 1, the NVIDIA GeForce RTX 3090 (GPU 2), has room for 2181 more experts"}},
+			want: want{mode: ModeResident, mainGPU: 1, slots: 1174, helpers: []int{2181, 2148}, hostReserve: 8, hostBudget: 82, cfgResident: 82,
+				vramReserve: 256, context: 32768, kv: "int8",
+				reasons: []string{"Running under WSL2", "with 2 helper GPUs holds the 5503 most-used", "Helper GPU 1, the NVIDIA GeForce RTX 3090 (GPU 2), has room for 2181 more experts"}},
 		},
 		{
 			name: "WSL2 tiered: the pinned tier shrinks to the driver's budget", hw: inWSL2(desktop(32, 28, rtx4080super())), model: qwen3next_80b(),
-			want: want{mode: ModeTiered, slots: 6657, hostReserve: 6, hostBudget: 22, cfgHost: 0.7, vramReserve: 1024, context: 8192,
+			want: want{mode: ModeTiered, slots: 5898, hostReserve: 6, hostBudget: 22, cfgHost: 0.7, vramReserve: 1024, context: 65536,
 				warnings: []string{"Under WSL2 the pinned RAM tier is limited to 768 MiB"}},
 		},
 		{
 			name: "235B-A22B tiered on 32 GB + RTX 4080 SUPER", hw: desktop(32, 27, rtx4080super()), model: qwen3_235b(),
-			want: want{mode: ModeTiered, slots: 547, hostReserve: 6, hostBudget: 21, cfgHost: 21, vramReserve: 1024, context: 8192},
+			want: want{mode: ModeTiered, slots: 529, hostReserve: 6, hostBudget: 21, cfgHost: 21, vramReserve: 1024, context: 16384, kv: "int8"},
 		},
 		{
 			name: "a Pascal card is too old for the kernels: cpu-only",
@@ -220,18 +232,25 @@ func TestRecommend(t *testing.T) {
 			name: "an old second card is not used as a helper",
 			hw: desktop(64, 56, rtx3060(), GPU{Index: 1, Name: "NVIDIA GeForce GTX 1070", VRAMTotal: gb(8), VRAMFree: gb(7.8), ComputeMajor: 6, ComputeMinor: 1},
 				GPU{Index: 2, Name: "NVIDIA GeForce RTX 2060", VRAMTotal: gb(6), VRAMFree: gb(5.8), ComputeMajor: 7, ComputeMinor: 5}), model: gptoss_120b(),
-			want: want{mode: ModeResident, mainGPU: 0, slots: 495, helpers: []int{404}, hostReserve: 8, hostBudget: 48, cfgResident: 48, vramReserve: 1024, context: 8192,
+			want: want{mode: ModeResident, mainGPU: 0, slots: 439, helpers: []int{404}, hostReserve: 8, hostBudget: 48, cfgResident: 48, vramReserve: 1024, context: 32768, kv: "int8",
 				noWarnings: true, reasons: []string{"Helper GPU 1, the NVIDIA GeForce RTX 2060 (GPU 2), has room for 404 more experts"}},
 		},
 		{
 			name: "WSL2 with the model on /mnt/c warns",
 			hw:   func() Hardware { h := inWSL2(desktop(64, 58, rtx5090())); h.DriveFS = "9p"; return h }(), model: qwen3_30b(),
-			want: want{mode: ModeAllGPU, slots: 6144, hostReserve: 8, hostBudget: 50, vramReserve: 1024, context: 8192,
+			want: want{mode: ModeAllGPU, slots: 6144, hostReserve: 8, hostBudget: 50, vramReserve: 1024, context: 40960,
 				warnings: []string{"copy it into the Linux filesystem"}},
 		},
 		{
 			name: "120B all on an H200", hw: desktop(128, 120, GPU{Name: "NVIDIA H200", VRAMTotal: gb(139.8), VRAMFree: gb(139.2)}), model: gptoss_120b(),
-			want: want{mode: ModeAllGPU, slots: 4608, hostReserve: 8, hostBudget: 112, vramReserve: 256, context: 8192, noWarnings: true},
+			want: want{mode: ModeAllGPU, slots: 4608, hostReserve: 8, hostBudget: 112, vramReserve: 256, context: 131072, noWarnings: true},
+		},
+		{
+			// A 24 GB card: the 5.0 GiB its 21.0 GiB of room leaves beside every expert holds the
+			// model's limit in f16 (3.8 GiB), so no slot is lost.
+			name: "24 GB card + 30B-A3B: the model's limit in f16, all on the GPU", hw: desktop(32, 27, rtx3090(0, true, 23.3)), model: qwen3_30b(),
+			want: want{mode: ModeAllGPU, slots: 6144, hostReserve: 6, hostBudget: 21, vramReserve: 1024, context: 40960, noWarnings: true,
+				reasons: []string{"Context: 40960 tokens, the model's limit, with the f16 KV cache in VRAM (3.8 GiB), within the 5.0 GiB kept for it (what the card has left beside the whole model"}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -389,29 +408,6 @@ func TestRecommendIncompleteModel(t *testing.T) {
 	}
 }
 
-func TestContexts(t *testing.T) {
-	for _, tc := range []struct {
-		trained int
-		want    []int
-	}{
-		{40960, []int{8192, 4096, 2048}},
-		{4096, []int{4096, 2048}},
-		{3000, []int{3000, 2048}},
-		{1024, []int{1024}},
-	} {
-		got := contexts(tc.trained)
-		if len(got) != len(tc.want) {
-			t.Errorf("contexts(%d) = %v, want %v", tc.trained, got, tc.want)
-			continue
-		}
-		for i := range got {
-			if got[i] != tc.want[i] {
-				t.Errorf("contexts(%d) = %v, want %v", tc.trained, got, tc.want)
-			}
-		}
-	}
-}
-
 // Whatever the machine and the model, the answer is a valid config whose plan fits the
 // memory it claims, and never a panic.
 func TestRecommendRandomMachines(t *testing.T) {
@@ -535,5 +531,38 @@ func TestRecommendHelpersPassOpen(t *testing.T) {
 	}
 	if !strings.Contains(all, "with one helper GPU") {
 		t.Errorf("the reasons do not say the helper GPU is used:\n%s", all)
+	}
+}
+
+// TestChooseGPUContext: when a quarter of the room cannot hold the shortest context, the
+// cache takes the shortest one that fits in the whole room, f16 first, and says so; when
+// none fits the GPU is refused. The 30B-A3B's cache is 96 KiB a token at f16, 54 at int8.
+func TestChooseGPUContext(t *testing.T) {
+	m, _ := normalize(qwen3_30b())
+	for _, tc := range []struct {
+		room   int64
+		ok     bool
+		tokens int
+		kv     string
+		words  string
+	}{
+		{room: 600 * mib, ok: true, tokens: 2048, kv: "int8", words: "with f16 no context worth having would fit in the 150 MiB kept for it"},
+		{room: 400 * mib, ok: true, tokens: 2048, kv: "f16", words: "the least Strata plans for: a quarter of the 400 MiB"},
+		{room: 150 * mib, ok: true, tokens: 2048, kv: "int8", words: "the least Strata plans for"},
+		{room: 100 * mib},
+		{room: -gib},
+	} {
+		cc, ok := chooseGPUContext(m, tc.room)
+		if ok != tc.ok || cc.tokens != tc.tokens || cc.kvType != tc.kv || !strings.Contains(cc.reason, tc.words) {
+			t.Errorf("room %s: %v %d %s %q, want %v %d %s with %q", gibStr(tc.room), ok, cc.tokens, cc.kvType, cc.reason, tc.ok, tc.tokens, tc.kv, tc.words)
+		}
+		if ok && cc.bytes > tc.room {
+			t.Errorf("room %s: cache %s does not fit", gibStr(tc.room), gibStr(cc.bytes))
+		}
+	}
+	// A card with too little room for even that is refused with the numbers.
+	r := Recommend(desktop(64, 58, GPU{Name: "small card", VRAMTotal: gb(3.3), VRAMFree: gb(3.2), Display: true}), qwen3_235b())
+	if r.Mode != ModeCPUOnly || !strings.Contains(strings.Join(r.Reasons, " "), "the largest GPU, small card, has") {
+		t.Errorf("a card without room for the cache: mode %s, reasons %q", r.Mode, r.Reasons)
 	}
 }
