@@ -195,7 +195,7 @@ func checkScales(t *testing.T, f *gguf.File, s Spec) {
 	}{
 		{"blk.0.ffn_gate_exps.weight", 0, linearGain / math.Sqrt(float64(s.Hidden)), 0.002, 0.15},
 		{"blk.1.ffn_down_exps.weight", 0, linearGain / math.Sqrt(float64(s.ExpertFFN)), 0.002, 0.15},
-		{"blk.0.attn_output.weight", 0, linearGain / math.Sqrt(float64(s.Heads*s.HeadDim)), 0.002, 0.15},
+		{"blk.0.attn_output.weight", 0, attnOutGain * linearGain / math.Sqrt(float64(s.Heads*s.HeadDim)), 0.0002, 0.15},
 		{"output.weight", 0, headGain / math.Sqrt(float64(s.Hidden)), 0.005, 0.15},
 		{"token_embd.weight", 0, 1, 0.02, 0.15},
 		{"blk.0.ffn_gate_inp.weight", 0, routerGain / math.Sqrt(float64(s.Hidden)), 0.01, 0.1},
