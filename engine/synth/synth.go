@@ -216,6 +216,12 @@ func planGptOss(s Spec) []tensorPlan {
 	expert := func(name string, ne []int64, sigma float32, layer int) tensorPlan {
 		return tensorPlan{name: name, typ: s.Quant, ne: ne, kind: kindLinear, sigma: sigma, layer: layer, unitRows: int(ne[1])}
 	}
+	// A random router bias is a popularity of its own, on top of the Zipf skew that
+	// --zipf and --hot-quarter set: with a skew asked for, the skew alone sets it.
+	routerBias := float32(rBiasSigma)
+	if s.Zipf > 0 {
+		routerBias = 0
+	}
 	embed := mat("token_embd.weight", []int64{h, int64(s.Vocab)}, 1, -1)
 	embed.kind = kindEmbed
 	out := []tensorPlan{embed}
@@ -226,12 +232,12 @@ func planGptOss(s Spec) []tensorPlan {
 			mat(b+"attn_q.weight", []int64{h, q}, lin(h), l), vec(b+"attn_q.bias", []int64{q}, biasSigma),
 			mat(b+"attn_k.weight", []int64{h, kv}, lin(h), l), vec(b+"attn_k.bias", []int64{kv}, biasSigma),
 			mat(b+"attn_v.weight", []int64{h, kv}, lin(h), l), vec(b+"attn_v.bias", []int64{kv}, biasSigma),
-			mat(b+"attn_output.weight", []int64{q, h}, attnOutGain*lin(q), l), vec(b+"attn_output.bias", []int64{h}, biasSigma),
+			mat(b+"attn_output.weight", []int64{q, h}, attnOutGain*lin(q), l), vec(b+"attn_output.bias", []int64{h}, attnOutGain*biasSigma),
 			vec(b+"attn_sinks.weight", []int64{int64(s.Heads)}, sinkSigma),
 			norm(b+"post_attention_norm.weight", h),
 			tensorPlan{name: b + "ffn_gate_inp.weight", typ: quant.F32, ne: []int64{h, e}, kind: kindRouter,
 				sigma: float32(routerGain / math.Sqrt(float64(h))), layer: l, unitRows: int(e)},
-			vec(b+"ffn_gate_inp.bias", []int64{e}, rBiasSigma),
+			vec(b+"ffn_gate_inp.bias", []int64{e}, routerBias),
 			expert(b+"ffn_gate_exps.weight", []int64{h, f, e}, lin(h), l), vec(b+"ffn_gate_exps.bias", []int64{f, e}, biasSigma),
 			expert(b+"ffn_up_exps.weight", []int64{h, f, e}, lin(h), l), vec(b+"ffn_up_exps.bias", []int64{f, e}, biasSigma),
 			expert(b+"ffn_down_exps.weight", []int64{f, h, e}, lin(f), l), vec(b+"ffn_down_exps.bias", []int64{h, e}, biasSigma),
