@@ -16,7 +16,8 @@ import (
 
 // Weight scales, the recipe of the shared fixtures: linear layers N(0, (0.8/sqrt(fan_in))²),
 // the router N(0, (1.6/sqrt(hidden))²), the LM head N(0, (2/sqrt(hidden))²), embeddings
-// N(0, 1), RMSNorm weights 1 + 0.1·N(0, 1).
+// N(0, 1), RMSNorm weights 1 + 0.1·N(0, 1). The attention output (and gpt-oss's bias on it)
+// departs from it, at attnOutGain, so deep synths route as their skew says.
 const (
 	linearGain = 0.8
 	routerGain = 1.6
