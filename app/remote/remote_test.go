@@ -48,9 +48,25 @@ func strataServer(t *testing.T, key string) (url string, backend *serve.Local) {
 	}
 	t.Cleanup(func() { m.Close() })
 	backend = serve.NewLocal(m, engine.ContextStop)
-	srv := httptest.NewServer(serve.New(func() serve.Backend { return backend }, serve.Options{APIKey: key}))
+	served := lengthCut{backend}
+	srv := httptest.NewServer(serve.New(func() serve.Backend { return served }, serve.Options{APIKey: key}))
 	t.Cleanup(srv.Close)
 	return srv.URL, backend
+}
+
+// lengthCut serves with the model's end-of-turn tokens ignored: the synthetic model's random
+// weights may pick one at any step, and these tests are about the client's handling of what
+// the server sends (max_tokens cuts, stops, cut streams), not about the model's choices.
+type lengthCut struct{ *serve.Local }
+
+func (l lengthCut) Chat(ctx context.Context, in serve.ChatInput, sp engine.Sampling, onToken func(engine.Token)) (engine.Result, error) {
+	sp.IgnoreEOS = true
+	return l.Local.Chat(ctx, in, sp, onToken)
+}
+
+func (l lengthCut) Complete(ctx context.Context, prompt string, sp engine.Sampling, onToken func(engine.Token)) (engine.Result, error) {
+	sp.IgnoreEOS = true
+	return l.Local.Complete(ctx, prompt, sp, onToken)
 }
 
 // cutter forwards requests to target and breaks the connection after `after` streamed

@@ -53,10 +53,19 @@ func tinyModelWithContext(t *testing.T, maxContext int) *engine.Model {
 
 // watched is a Backend that counts the generations running at once and reports each
 // result, so tests can see the queue and cancellation from the engine's side.
+// It also ignores the model's end-of-turn tokens: the synthetic model's random weights may
+// pick one at any step (a change of synth's weights did), and these tests are about the
+// server's own cuts (max_tokens, stop strings, cancellation), not the model's.
 type watched struct {
 	*serve.Local
 	running, most atomic.Int32
 	results       chan engine.Result
+}
+
+// Complete implements serve.Backend, ignoring end-of-turn tokens as Chat does.
+func (w *watched) Complete(ctx context.Context, prompt string, sp engine.Sampling, onToken func(engine.Token)) (engine.Result, error) {
+	sp.IgnoreEOS = true
+	return w.Local.Complete(ctx, prompt, sp, onToken)
 }
 
 func (w *watched) Chat(ctx context.Context, in serve.ChatInput, sp engine.Sampling, onToken func(engine.Token)) (engine.Result, error) {
@@ -68,6 +77,7 @@ func (w *watched) Chat(ctx context.Context, in serve.ChatInput, sp engine.Sampli
 			break
 		}
 	}
+	sp.IgnoreEOS = true
 	res, err := w.Local.Chat(ctx, in, sp, onToken)
 	select {
 	case w.results <- res:
