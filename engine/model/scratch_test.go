@@ -25,29 +25,39 @@ func (c *countingBackend) NewBuf(n int) compute.Buf {
 	return c.Backend.NewBuf(n)
 }
 
+// loadCountingTiny writes arch's tiny synth preset in Q8_0 and loads it on a CPU backend
+// that counts the floats each buffer takes; both are closed when the test ends.
+func loadCountingTiny(t *testing.T, arch string) (*model.Model, *countingBackend) {
+	t.Helper()
+	s, err := synth.PresetFor(arch, "tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Quant, s.Pool = quant.Q8_0, 64
+	path := filepath.Join(t.TempDir(), arch+".gguf")
+	if err := synth.Write(context.Background(), path, s, nil); err != nil {
+		t.Fatalf("%s: %v", arch, err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	b := &countingBackend{Backend: cpu.New(cpu.Options{Threads: 2})}
+	t.Cleanup(func() { b.Close() })
+	net, err := model.Load(f, b, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", arch, err)
+	}
+	return net, b
+}
+
 // TestScratchFloatsIsWhatAPassTakes: the planner sizes the GPU's activations from
 // Hparams.ScratchFloats, so it must be exactly what a first forward pass of n tokens
 // allocates (scratch and one row of logits), for every architecture.
 func TestScratchFloatsIsWhatAPassTakes(t *testing.T) {
 	for _, arch := range []string{"qwen3moe", "gpt-oss", "qwen35moe", "qwen3next"} {
-		s, err := synth.PresetFor(arch, "tiny")
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Quant, s.Pool = quant.Q8_0, 64
-		path := filepath.Join(t.TempDir(), arch+".gguf")
-		if err := synth.Write(context.Background(), path, s, nil); err != nil {
-			t.Fatalf("%s: %v", arch, err)
-		}
-		f, err := gguf.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := &countingBackend{Backend: cpu.New(cpu.Options{Threads: 2})}
-		net, err := model.Load(f, b, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", arch, err)
-		}
+		net, b := loadCountingTiny(t, arch)
 		for _, n := range []int{1, 7} {
 			st, err := net.NewState(16, "f16")
 			if err != nil {
@@ -65,8 +75,6 @@ func TestScratchFloatsIsWhatAPassTakes(t *testing.T) {
 				t.Errorf("%s, %d tokens: the pass allocated %d floats, ScratchFloats says %d", arch, n, b.floats, want)
 			}
 		}
-		b.Close()
-		f.Close()
 	}
 }
 
@@ -78,24 +86,7 @@ func TestScratchFloatsIsWhatAPassTakes(t *testing.T) {
 // batched product, row for row.
 func TestAllLogitsStayInTheReservedScratch(t *testing.T) {
 	for _, arch := range []string{"qwen3moe", "gpt-oss", "qwen35moe"} {
-		s, err := synth.PresetFor(arch, "tiny")
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Quant, s.Pool = quant.Q8_0, 64
-		path := filepath.Join(t.TempDir(), arch+".gguf")
-		if err := synth.Write(context.Background(), path, s, nil); err != nil {
-			t.Fatalf("%s: %v", arch, err)
-		}
-		f, err := gguf.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := &countingBackend{Backend: cpu.New(cpu.Options{Threads: 2})}
-		net, err := model.Load(f, b, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", arch, err)
-		}
+		net, b := loadCountingTiny(t, arch)
 		const n = 7
 		tokens := make([]int, n)
 		for i := range tokens {
@@ -134,7 +125,5 @@ func TestAllLogitsStayInTheReservedScratch(t *testing.T) {
 		if worst > 1e-5*scale {
 			t.Errorf("%s: chunked logits differ from one batched product by %g (largest logit %g)", arch, worst, scale)
 		}
-		b.Close()
-		f.Close()
 	}
 }
