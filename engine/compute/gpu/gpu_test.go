@@ -57,6 +57,26 @@ func compare(got, want []float32) (maxAbs, rel float64) { return modeltest.Compa
 
 // TestFixtureModelOnGPU runs every fixture variant whose head size the GPU kernels handle
 // against transformers' logits and greedy continuations.
+// headsRunOnGPU reads the model's head size and says whether the GPU has an attention
+// kernel for it, logging the variant it skips (the engine runs those on the CPU).
+func headsRunOnGPU(t *testing.T, path, name string) bool {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := model.ReadHparams(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !gpu.HeadDimSupported(h.HeadDim) {
+		t.Logf("%s: head size %d has no GPU attention kernel; the engine runs it on the CPU", name, h.HeadDim)
+		return false
+	}
+	return true
+}
+
 func TestFixtureModelOnGPU(t *testing.T) {
 	dir := fixtures.Path(t, "qwen3moe-tiny")
 	b := newGPU(t)
@@ -64,17 +84,7 @@ func TestFixtureModelOnGPU(t *testing.T) {
 	ran := 0
 	for name, v := range ref.Variants {
 		path := filepath.Join(dir, v.File)
-		f, err := gguf.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := model.ReadHparams(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !gpu.HeadDimSupported(h.HeadDim) {
-			t.Logf("%s: head size %d has no GPU attention kernel; the engine runs it on the CPU", name, h.HeadDim)
+		if !headsRunOnGPU(t, path, name) {
 			continue
 		}
 		ran++

@@ -5,10 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"strata/engine/compute/gpu"
 	"strata/engine/fixtures"
-	"strata/engine/gguf"
-	"strata/engine/model"
 	"strata/engine/model/modeltest"
 	"strata/engine/sample"
 )
@@ -33,17 +30,7 @@ func TestInt8KVCacheOnGPU(t *testing.T) {
 			gap := 2 * rule.MaxAbsLogit
 			for name, v := range ref.Variants {
 				path := filepath.Join(dir, v.File)
-				f, err := gguf.Open(path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				h, err := model.ReadHparams(f)
-				f.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !gpu.HeadDimSupported(h.HeadDim) {
-					t.Logf("%s: head size %d has no GPU attention kernel; the engine runs it on the CPU", name, h.HeadDim)
+				if !headsRunOnGPU(t, path, name) {
 					continue
 				}
 				net := modeltest.Load(t, path, b)
