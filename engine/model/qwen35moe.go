@@ -70,7 +70,8 @@ func readHybrid(f *gguf.File, h *Hparams) error {
 	}
 	h.Layers -= int(nextn)
 	// Which layers are Gated DeltaNet: attention.recurrent_layers when the file lists them,
-	// else all but every full_attention_interval-th (llama.cpp reads them the same way).
+	// else all but every full_attention_interval-th (llama.cpp reads them the same way); an
+	// interval beyond the layer count leaves Gated DeltaNet layers only, and no KV cache.
 	h.Recurrent = make([]bool, h.Layers)
 	if v, ok := f.Lookup(h.Arch + ".attention.recurrent_layers"); ok {
 		list, isBools := v.Bools()
@@ -81,7 +82,7 @@ func readHybrid(f *gguf.File, h *Hparams) error {
 		return readRope(f, h)
 	}
 	every, kerr := f.ArchUintOr("full_attention_interval", 4)
-	if kerr != nil || every == 0 || every > uint64(h.Layers) {
+	if kerr != nil || every == 0 {
 		return fmt.Errorf("model: %s: %s.full_attention_interval = %d is not a layer interval (%v)", f.Path, h.Arch, every, kerr)
 	}
 	for l := range h.Recurrent {
