@@ -182,6 +182,23 @@ type Result struct {
 	// Dropped is how many of the oldest messages Chat left out to fit the context
 	// (ContextDropOldest); the caller tells the user.
 	Dropped int
+	// Steps is where each decoded token's time went, with STRATA_STEP_TIMING=1 set when
+	// the model was opened (nil otherwise).
+	Steps []StepTiming
+}
+
+// StepTiming is where one decoded token's time went: the engine's parts, and on a GPU
+// the backend's view of the forward pass (zero on the CPU).
+type StepTiming struct {
+	Forward time.Duration // the forward pass, the logits' download included
+	Sample  time.Duration // choosing the token from the logits
+	Emit    time.Duration // detokenising, the caller's callback and the bookkeeping
+	// Record: host time queuing the step's ops before the last launch; Launch: host time
+	// in graph launches; GPU: device time of the launched work; GPUSpan: from the first
+	// launch's start on the device to the logits on the host; Read: host time waiting for
+	// the device and downloading.
+	Record, Launch, GPU, GPUSpan, Read time.Duration
+	Segments, Graphs, Ops              int // segments run, of them graphs, ops queued
 }
 
 // Tier is where one routed expert lives.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +31,8 @@ type Model struct {
 	net     *model.Model
 	text    *textCodec
 	stats   *routeStats
+	// timeSteps records where each decoded token's time goes (STRATA_STEP_TIMING=1).
+	timeSteps bool
 
 	mu      sync.Mutex   // one forward pass at a time; guards the two fields below
 	kvState *model.State // the one KV cache, allocated on first use
@@ -126,7 +129,8 @@ func openPlaced(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, p
 		return nil, err
 	}
 	slog.Info("engine: model open", "path", f.Path, "arch", info.Architecture, "backend", b.Name(), "context", cfg.MaxContext)
-	return &Model{info: info, cfg: cfg, file: f, place: pl, backend: b, net: net, text: text, stats: newRouteStats(net.H.Layers, net.H.Experts)}, nil
+	return &Model{info: info, cfg: cfg, file: f, place: pl, backend: b, net: net, text: text, stats: newRouteStats(net.H.Layers, net.H.Experts),
+		timeSteps: os.Getenv("STRATA_STEP_TIMING") == "1"}, nil
 }
 
 // kvBytes is the KV cache of ctx positions: every full-attention layer holds them all, a
@@ -368,8 +372,12 @@ func (s *Session) generate(ctx context.Context, prompt []int, sp Sampling, onTok
 		}
 	}
 	decodeStart := time.Now()
+	var step StepTiming
+	timer := s.m.stepTimer()
 	for {
+		t0 := time.Now()
 		id := smp.Sample(logits)
+		step.Sample = time.Since(t0)
 		if !sp.IgnoreEOS && s.m.text.isEnd(id) {
 			res.Stop = StopEndOfTurn
 			break
@@ -392,10 +400,16 @@ func (s *Session) generate(ctx context.Context, prompt []int, sp Sampling, onTok
 			res.Stop = StopCancelled
 			break
 		}
+		t1 := time.Now()
+		step.Emit = t1.Sub(t0) - step.Sample
 		if err := s.m.net.Forward(s.state, []int{id}, false, logits, s.m.stats); err != nil {
 			return res, fmt.Errorf("engine: decode: %w", err)
 		}
 		s.tokens = append(s.tokens, id)
+		if timer != nil {
+			step.Forward = time.Since(t1)
+			res.Steps = append(res.Steps, timer(step))
+		}
 	}
 	s.state.Checkpoint() // where the next turn continues from
 	emit(-1, stream.flush())
@@ -422,4 +436,32 @@ func commonPrefix(a, b []int) int {
 		n++
 	}
 	return n
+}
+
+// stepTimer returns what completes a decoded token's StepTiming with the backend's records
+// of its forward pass, or nil when steps are not timed.
+func (m *Model) stepTimer() func(StepTiming) StepTiming {
+	if !m.timeSteps {
+		return nil
+	}
+	g, _ := m.backend.(*gpu.Backend)
+	if g != nil {
+		g.StepTimings() // drop the prefill's
+	}
+	return func(st StepTiming) StepTiming {
+		if g == nil {
+			return st
+		}
+		for _, r := range g.StepTimings() {
+			st.Record += r.Record
+			st.Launch += r.Launch
+			st.GPU += r.GPU
+			st.GPUSpan += r.GPUSpan
+			st.Read += r.Read
+			st.Segments += r.Segments
+			st.Graphs += r.Graphs
+			st.Ops += r.Ops
+		}
+		return st
+	}
 }

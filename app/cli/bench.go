@@ -55,6 +55,57 @@ type benchReport struct {
 	// and where the host's time went.
 	DecodeHitRate map[string]float64 `json:"decode_hit_rate,omitempty"`
 	Cache         *cacheReport       `json:"expert_cache,omitempty"`
+	// StepTiming (STRATA_STEP_TIMING=1): where a decoded token's time went in the last run,
+	// medians over its tokens in microseconds.
+	StepTiming *stepTimingReport `json:"step_timing_us,omitempty"`
+}
+
+// stepTimingReport is the median of each part of engine.StepTiming over a run's tokens, in
+// microseconds (counts as they are).
+type stepTimingReport struct {
+	Tokens   int     `json:"tokens"`
+	Forward  float64 `json:"forward"`
+	Sample   float64 `json:"sample"`
+	Emit     float64 `json:"emit"`
+	Record   float64 `json:"record"`
+	Launch   float64 `json:"launch"`
+	GPU      float64 `json:"gpu"`
+	GPUSpan  float64 `json:"gpu_span"`
+	Read     float64 `json:"read"`
+	Segments float64 `json:"segments"`
+	Graphs   float64 `json:"graphs"`
+	Ops      float64 `json:"ops"`
+}
+
+// summariseSteps is the medians of steps' parts (nil for none).
+func summariseSteps(steps []engine.StepTiming) *stepTimingReport {
+	if len(steps) == 0 {
+		return nil
+	}
+	med := func(f func(engine.StepTiming) float64) float64 {
+		xs := make([]float64, len(steps))
+		for i, st := range steps {
+			xs[i] = f(st)
+		}
+		return median(xs)
+	}
+	us := func(f func(engine.StepTiming) time.Duration) float64 {
+		return med(func(st engine.StepTiming) float64 { return float64(f(st)) / 1e3 })
+	}
+	return &stepTimingReport{
+		Tokens:   len(steps),
+		Forward:  us(func(st engine.StepTiming) time.Duration { return st.Forward }),
+		Sample:   us(func(st engine.StepTiming) time.Duration { return st.Sample }),
+		Emit:     us(func(st engine.StepTiming) time.Duration { return st.Emit }),
+		Record:   us(func(st engine.StepTiming) time.Duration { return st.Record }),
+		Launch:   us(func(st engine.StepTiming) time.Duration { return st.Launch }),
+		GPU:      us(func(st engine.StepTiming) time.Duration { return st.GPU }),
+		GPUSpan:  us(func(st engine.StepTiming) time.Duration { return st.GPUSpan }),
+		Read:     us(func(st engine.StepTiming) time.Duration { return st.Read }),
+		Segments: med(func(st engine.StepTiming) float64 { return float64(st.Segments) }),
+		Graphs:   med(func(st engine.StepTiming) float64 { return float64(st.Graphs) }),
+		Ops:      med(func(st engine.StepTiming) float64 { return float64(st.Ops) }),
+	}
 }
 
 func runBench(ctx context.Context, args []string, io IO) error {
@@ -144,6 +195,7 @@ func runBench(ctx context.Context, args []string, io IO) error {
 		rep.DecodeTokens = res.Timings.GeneratedTokens
 		rep.PrefillRuns = append(rep.PrefillRuns, res.Timings.PrefillTokensPerSec())
 		rep.DecodeRuns = append(rep.DecodeRuns, res.Timings.DecodeTokensPerSec())
+		rep.StepTiming = summariseSteps(res.Steps)
 		bwSamples = append(bwSamples, meter.read())
 	}
 	rep.PrefillTPS, rep.DecodeTPS = median(rep.PrefillRuns), median(rep.DecodeRuns)
@@ -196,6 +248,10 @@ func runBench(ctx context.Context, args []string, io IO) error {
 		rep.DecodeTokens, rep.DecodeTPS, rep.BoundTPS, rep.MemBandwidthGBs, float64(rep.BytesPerToken)/1e6, 100*rep.FractionOfBound, rep.CopyGBs)
 	fmt.Fprintf(io.Out, "peak RSS  %.2f GiB; %.2f GB read from disk until ready; lowest available RAM while starting %.2f GiB\n",
 		float64(rep.PeakRSSBytes)/(1<<30), float64(rep.ReadyDiskReadBytes)/1e9, float64(rep.LowestAvailBytes)/(1<<30))
+	if st := rep.StepTiming; st != nil {
+		fmt.Fprintf(io.Out, "step      medians over %d tokens (µs): forward %.0f (record %.0f, launch %.0f, read %.0f; device %.0f, span %.0f), sample %.0f, emit %.0f; %.0f segments, %.0f graphs, %.0f ops\n",
+			st.Tokens, st.Forward, st.Record, st.Launch, st.Read, st.GPU, st.GPUSpan, st.Sample, st.Emit, st.Segments, st.Graphs, st.Ops)
+	}
 	if c := rep.Cache; c != nil {
 		fmt.Fprintf(io.Out, "experts   %d VRAM slots, %d pinned; decode hit rate %v; %d swaps, %d PCIe reads, %d streamed\n",
 			c.VRAMSlots, c.PinnedSlots, rep.DecodeHitRate, c.Swaps, c.PCIeReads, c.Streamed)

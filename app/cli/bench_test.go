@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"strata/engine"
 )
 
 // benchCLI runs `strata bench` with args and returns stdout.
@@ -148,5 +151,21 @@ func TestBenchSaysNotPinned(t *testing.T) {
 		if notPinned != (budget == "1") || (notPinned && (!strings.Contains(c.ArenaNotPinned, "1 MiB (--pinned-budget-mib)") || c.ArenaLocked || c.PinnedBudgetMiB != 1)) {
 			t.Errorf("budget %s MiB: arena_not_pinned %q, locked %v, pinned_budget_mib %v", budget, c.ArenaNotPinned, c.ArenaLocked, c.PinnedBudgetMiB)
 		}
+	}
+}
+
+// TestSummariseSteps: each part's median over the tokens, in microseconds.
+func TestSummariseSteps(t *testing.T) {
+	if summariseSteps(nil) != nil {
+		t.Error("no steps gave a summary")
+	}
+	steps := []engine.StepTiming{
+		{Forward: 5 * time.Millisecond, GPU: 4 * time.Millisecond, Sample: 100 * time.Microsecond, Segments: 1, Ops: 700},
+		{Forward: 7 * time.Millisecond, GPU: 6 * time.Millisecond, Sample: 300 * time.Microsecond, Segments: 3, Ops: 700},
+		{Forward: 6 * time.Millisecond, GPU: 5 * time.Millisecond, Sample: 200 * time.Microsecond, Segments: 1, Ops: 701},
+	}
+	s := summariseSteps(steps)
+	if s.Tokens != 3 || s.Forward != 6000 || s.GPU != 5000 || s.Sample != 200 || s.Segments != 1 || s.Ops != 700 {
+		t.Errorf("summary %+v", *s)
 	}
 }

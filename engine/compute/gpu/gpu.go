@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 	"unsafe"
 
 	"strata/cuda"
@@ -151,6 +152,12 @@ func New(o Options) (*Backend, error) {
 		capture: b.captureStep,
 		report:  b.err.Set,
 	}
+	if n, err := strconv.Atoi(os.Getenv("STRATA_STEP_CHUNK")); err == nil && n > 0 {
+		b.step.maxOps = n
+	}
+	if os.Getenv("STRATA_STEP_TIMING") == "1" {
+		b.step.timer = &stepTimer{ctx: ctx, s: s}
+	}
 	return b, nil
 }
 
@@ -280,6 +287,9 @@ func (b *Backend) Close() error {
 	}
 	b.allocs = nil
 	b.step.disable()
+	if b.step.timer != nil {
+		b.step.timer.close()
+	}
 	if b.stage != nil {
 		errs = append(errs, b.s.Synchronize(), b.stage.close())
 	}
@@ -355,6 +365,15 @@ func (b *Backend) Write(dst compute.Buf, src []float32) {
 // last Read reach the host with them.
 func (b *Backend) Read(src compute.Buf, dst []float32) {
 	b.step.end()
+	if t := b.step.timer; t != nil {
+		t.read(func() { b.download(src, dst) })
+		return
+	}
+	b.download(src, dst)
+}
+
+// download is Read after the step's work was launched.
+func (b *Backend) download(src compute.Buf, dst []float32) {
 	b.pinUsed = 0 // the Download below waits for every copy out of the pinned area
 	b.err.Set(cuda.Download(b.s, dst, dev(src)))
 	b.flushRoutes()

@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"slices"
+	"unsafe"
 )
 
 // stepGraph replays recurring runs of ops as CUDA graphs. The backend never sees "a step",
@@ -23,6 +24,9 @@ type stepGraph struct {
 	report  func(error) // records an op's error (the backend's sticky error)
 	// minOps: shorter segments run op by op (a graph launch costs about one kernel launch).
 	minOps int
+	// maxOps (0: none) ends a segment after this many ops, so the device starts on a step's
+	// first ops while the host still queues its last ones.
+	maxOps int
 
 	cur    []uint64 // this segment's signature so far
 	held   []func() error
@@ -30,6 +34,9 @@ type stepGraph struct {
 	seen   map[uint64]bool // signatures (hashed) that ran op by op once
 	graphs map[uint64]*cachedGraph
 	clock  uint64 // for evicting the least recently used graph
+
+	// timer (nil: off) times each segment and step (STRATA_STEP_TIMING=1).
+	timer *stepTimer
 
 	Replays   int // segments launched as a graph (for tests and logs)
 	Captures  int // graphs captured
@@ -58,6 +65,9 @@ type graphRunner interface {
 // op holds one op's work until the segment ends; sig describes everything the work depends
 // on apart from device memory contents.
 func (g *stepGraph) op(fn func() error, sig ...uint64) {
+	if g.timer != nil {
+		g.timer.op()
+	}
 	if !g.enabled {
 		g.report(fn())
 		return
@@ -65,6 +75,9 @@ func (g *stepGraph) op(fn func() error, sig ...uint64) {
 	g.cur = append(g.cur, uint64(len(sig)))
 	g.cur = append(g.cur, sig...)
 	g.held = append(g.held, fn)
+	if g.maxOps > 0 && len(g.held) >= g.maxOps {
+		g.flush()
+	}
 }
 
 // brk is called before work that synchronises with the host or cannot be captured: the
@@ -81,6 +94,15 @@ func (g *stepGraph) flush() {
 		g.cur, g.held = g.cur[:0], g.held[:0]
 		return
 	}
+	if g.timer != nil {
+		g.timer.segment(g.run)
+		return
+	}
+	g.run()
+}
+
+// run runs the held segment and reports whether it went as a graph.
+func (g *stepGraph) run() bool {
 	if len(g.held) >= g.minOpsOrDefault() {
 		if g.seen == nil {
 			g.seen, g.graphs, g.seed = map[uint64]bool{}, map[uint64]*cachedGraph{}, maphash.MakeSeed()
@@ -88,11 +110,11 @@ func (g *stepGraph) flush() {
 		h := g.hash(g.cur)
 		if cg := g.graphs[h]; cg != nil && slices.Equal(cg.sig, g.cur) {
 			if g.launch(cg) {
-				return
+				return true
 			}
 		} else if g.seen[h] {
 			if cg := g.captureHeld(h); cg != nil && g.launch(cg) {
-				return
+				return true
 			}
 		} else {
 			if len(g.seen) >= maxSeen {
@@ -102,6 +124,7 @@ func (g *stepGraph) flush() {
 		}
 	}
 	g.runHeld()
+	return false
 }
 
 func (g *stepGraph) minOpsOrDefault() int {
@@ -112,16 +135,12 @@ func (g *stepGraph) minOpsOrDefault() int {
 }
 
 func (g *stepGraph) hash(sig []uint64) uint64 {
-	var h maphash.Hash
-	h.SetSeed(g.seed)
-	for _, v := range sig {
-		var b [8]byte
-		for i := range b {
-			b[i] = byte(v >> (8 * i))
-		}
-		h.Write(b[:])
+	if len(sig) == 0 {
+		return maphash.Bytes(g.seed, nil)
 	}
-	return h.Sum64()
+	// One call over the words' bytes: a step's signature is thousands of words, hashed on
+	// the host before every launch.
+	return maphash.Bytes(g.seed, unsafe.Slice((*byte)(unsafe.Pointer(&sig[0])), 8*len(sig)))
 }
 
 // runHeld runs the held ops one by one.

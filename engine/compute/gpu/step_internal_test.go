@@ -190,3 +190,47 @@ func TestStepGraphEviction(t *testing.T) {
 		t.Error("the most recent segment was not replayed")
 	}
 }
+
+// TestStepGraphChunks: with maxOps a step is cut into segments of that many ops, launched as
+// the ops come (the device starts on the first ones while the host queues the rest); the
+// cuts fall at the same ops every step, so each piece is captured once and replayed.
+func TestStepGraphChunks(t *testing.T) {
+	h := newStepHarness(false)
+	h.g.maxOps = 3
+	ops := []string{"a", "b", "c", "d", "e", "f", "g"}
+	for i := range 4 {
+		h.log = h.log[:0]
+		h.ops(ops[:3]...)
+		if !slices.Equal(h.log, ops[:3]) {
+			t.Fatalf("step %d: after 3 ops the device saw %v, want them launched", i, h.log)
+		}
+		h.ops(ops[3:]...)
+		h.g.end()
+		if !slices.Equal(h.log, ops) {
+			t.Fatalf("step %d: device saw %v, want %v", i, h.log, ops)
+		}
+	}
+	// Pieces a-c, d-f, g: captured in step 2, replayed from then on.
+	if h.g.Captures != 3 || h.g.Replays != 9 {
+		t.Errorf("captures %d replays %d, want 3 and 9", h.g.Captures, h.g.Replays)
+	}
+}
+
+// TestStepGraphHashSeesEveryWord: signatures that differ in one word of one op hash apart.
+func TestStepGraphHashSeesEveryWord(t *testing.T) {
+	h := newStepHarness(false)
+	h.step("a")
+	base := []uint64{1, 2, 3, 4, 5}
+	seen := map[uint64]bool{h.g.hash(base): true}
+	for i := range base {
+		for _, d := range []uint64{1, 1 << 32, 1 << 63} {
+			s := slices.Clone(base)
+			s[i] ^= d
+			hv := h.g.hash(s)
+			if seen[hv] {
+				t.Errorf("word %d changed by %#x: hash collides", i, d)
+			}
+			seen[hv] = true
+		}
+	}
+}
