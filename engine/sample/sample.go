@@ -5,7 +5,6 @@ package sample
 import (
 	"math"
 	"math/rand/v2"
-	"sort"
 )
 
 // Params are the sampling knobs. Temperature 0 means greedy.
@@ -25,6 +24,8 @@ type Sampler struct {
 	rng    *rand.Rand
 	recent []int
 	cand   []candidate
+	keys   []uint64 // sort keys of the candidates, and their radix-sort scratch
+	tmp    []uint64
 }
 
 type candidate struct {
@@ -77,18 +78,13 @@ func (s *Sampler) Sample(logits []float32) int {
 	if s.p.Temperature <= 0 {
 		return Argmax(logits)
 	}
-	c := s.cand[:0]
-	for i, v := range logits {
-		c = append(c, candidate{i, v})
-	}
-	sort.Slice(c, func(i, j int) bool {
-		if c[i].p != c[j].p {
-			return c[i].p > c[j].p
-		}
-		return c[i].id < c[j].id
-	})
-	if k := s.p.TopK; k > 0 && k < len(c) {
-		c = c[:k]
+	// The candidates in order (probability down, id up on ties) as far as they are used: the
+	// top k alone when top-k is on, else all of them.
+	var c []candidate
+	if k := s.p.TopK; k > 0 && k < len(logits) {
+		c = s.topK(logits, k)
+	} else {
+		c = s.sorted(logits)
 	}
 	// Softmax at temperature.
 	maxv := c[0].p
