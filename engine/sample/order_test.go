@@ -167,8 +167,10 @@ func TestRankKeyOrder(t *testing.T) {
 	}
 }
 
-func BenchmarkSampleTopK(b *testing.B) { benchSample(b, Params{Temperature: 0.7, TopK: 20, TopP: 0.8, RepeatPenalty: 1.05}) }
-func BenchmarkSampleAll(b *testing.B)  { benchSample(b, Params{Temperature: 1}) }
+func BenchmarkSampleTopK(b *testing.B) {
+	benchSample(b, Params{Temperature: 0.7, TopK: 20, TopP: 0.8, RepeatPenalty: 1.05})
+}
+func BenchmarkSampleAll(b *testing.B) { benchSample(b, Params{Temperature: 1}) }
 
 func benchSample(b *testing.B, p Params) {
 	logits := randomLogits(rand.New(rand.NewPCG(1, 1)), 151936)
