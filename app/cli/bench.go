@@ -117,6 +117,13 @@ func runBench(ctx context.Context, args []string, io IO) error {
 	repeat := fs.Int("repeat", 1, "generate this many times after one load, each in a new session, and report the median rates")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the generation to this file")
+	// Sampling as the GUI or a server would ask for it (default greedy, as llama-bench's
+	// decode, which samples nothing).
+	temp := fs.Float64("temp", 0, "sampling temperature (0 = greedy)")
+	topK := fs.Int("top-k", 0, "sample from the k most likely tokens (0 = off)")
+	topP := fs.Float64("top-p", 0, "nucleus sampling threshold (0 = off)")
+	minP := fs.Float64("min-p", 0, "minimum probability relative to the most likely token (0 = off)")
+	repeatPenalty := fs.Float64("repeat-penalty", 0, "repetition penalty (0 or 1 = off)")
 	addEngineFlags(fs, &cfg)
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
@@ -187,7 +194,9 @@ func runBench(ctx context.Context, args []string, io IO) error {
 			fmt.Fprintf(io.Err, "run %d of %d\n", run+1, *repeat)
 		}
 		s := m.NewSession(engine.SessionOptions{})
-		res, err := s.Generate(ctx, prompt, engine.Sampling{MaxTokens: *decodeN, IgnoreEOS: true}, nil)
+		sp := engine.Sampling{MaxTokens: *decodeN, IgnoreEOS: true, Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP),
+			MinP: float32(*minP), RepeatPenalty: float32(*repeatPenalty), Seed: 1}
+		res, err := s.Generate(ctx, prompt, sp, nil)
 		if err != nil {
 			return fmt.Errorf("bench run %d of %d: %w", run+1, *repeat, err)
 		}
