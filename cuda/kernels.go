@@ -27,6 +27,9 @@ type Kernels struct {
 	ctx *Context
 	mod *Module
 	fns map[string]*Function
+	// rowsPerBlock fixes the 8-bit matvec kernels' rows per block (1, 2 or 4; 0: chosen
+	// per shape by mmvqRowsPerBlock), for the benchmarks that compare them.
+	rowsPerBlock int
 }
 
 // kernelNames lists every kernel that must be in the module.
@@ -108,7 +111,12 @@ const mmvThreads = 128 // MMV_THREADS in mul_mat_vec.cu
 // layout, back to back), x and y float32. cols must be a multiple of t's block (8 for
 // the plain types).
 func (k *Kernels) MatVec(s *Stream, t QuantType, w, x, y DevicePtr, rows, cols int) error {
-	return k.matVec(s, t, w, 0, 0, 1, x, 0, y, rows, cols)
+	return k.matVec(s, t, w, 0, 0, 1, x, 0, y, rows, cols, 0)
+}
+
+// MatVecBias is MatVec plus bias (rows f32 on the device) added to y in the same launch.
+func (k *Kernels) MatVecBias(s *Stream, t QuantType, w, x, y, bias DevicePtr, rows, cols int) error {
+	return k.matVec(s, t, w, 0, 0, 1, x, 0, y, rows, cols, bias)
 }
 
 // MatVecExperts computes, for each of the n routed slots e, y[e] = W[ids[e]] x[e], in one
@@ -123,18 +131,18 @@ func (k *Kernels) MatVecExperts(s *Stream, t QuantType, w DevicePtr, expertStrid
 	if xPerExpert {
 		xs = cols
 	}
-	return k.matVec(s, t, w, expertStride, ids, n, x, xs, y, rows, cols)
+	return k.matVec(s, t, w, expertStride, ids, n, x, xs, y, rows, cols, 0)
 }
 
 func (k *Kernels) matVec(s *Stream, t QuantType, w DevicePtr, expertStride int, ids DevicePtr, n int,
-	x DevicePtr, xStride int, y DevicePtr, rows, cols int) error {
+	x DevicePtr, xStride int, y DevicePtr, rows, cols int, bias DevicePtr) error {
 	if _, err := t.RowBytes(cols); err != nil {
 		return fmt.Errorf("cuda: mul_mat_vec: %w", err)
 	}
 	if cols%8 != 0 || rows <= 0 || n <= 0 || n > 65535 {
 		return fmt.Errorf("cuda: mul_mat_vec_%v: bad shape rows=%d cols=%d slots=%d", t, rows, cols, n)
 	}
-	a := new(Args).Ptr(w).Int64(int64(expertStride)).Ptr(ids).Ptr(x).Int64(int64(xStride)).Ptr(y).Int(rows).Int(cols)
+	a := new(Args).Ptr(w).Int64(int64(expertStride)).Ptr(ids).Ptr(x).Int64(int64(xStride)).Ptr(y).Int(rows).Int(cols).Ptr(bias)
 	return k.launch("mul_mat_vec_"+t.String(), s, Dim3{X: rows, Y: n}, Dim3{X: mmvThreads}, 0, a)
 }
 
@@ -151,7 +159,43 @@ func (t QuantType) HasQ8MatVec() bool {
 // values, one float32 scale per 32, padded to 16 bytes.
 func Q8RowBytes(cols int) int { return (cols + cols/8 + 15) &^ 15 }
 
-const mmvqWarps = 4 // MMVQ_WARPS in mul_mat_vec_q8.cu
+const mmvqThreads = 128 // MMVQ_THREADS in mul_mat_vec_q8.cu
+
+// mmvqMinBlocks is how many blocks a launch of the 8-bit matvec kernels should have to
+// keep the H200's 132 SMs busy (4 blocks each); fewer rows share a block's 128 threads
+// among fewer rows (rpb 4 -> 2 -> 1) until it has.
+const mmvqMinBlocks = 4 * 132
+
+// mmvqRowsPerBlock picks the rows per block of 128 threads for rows output rows in all.
+func (k *Kernels) mmvqRowsPerBlock(rows int) int {
+	if k.rowsPerBlock > 0 {
+		return k.rowsPerBlock
+	}
+	rpb := 4
+	for rpb > 1 && rows/rpb < mmvqMinBlocks {
+		rpb /= 2
+	}
+	return rpb
+}
+
+// mmvqAligned checks what the 8-bit kernels' widest loads assume of a matrix's address and
+// expert stride: Q4_K and Q5_K read their 144- and 176-byte blocks 16 bytes at a time,
+// IQ4_XS 8 and Q2_K 4 at a time (the other types' loads need no more than their blocks').
+func mmvqAligned(t QuantType, w DevicePtr, expertStride int) error {
+	a := 1
+	switch t {
+	case Q4_K, Q5_K:
+		a = 16
+	case IQ4_XS:
+		a = 8
+	case Q2_K:
+		a = 4
+	}
+	if uint64(w)%uint64(a) != 0 || expertStride%a != 0 {
+		return fmt.Errorf("cuda: %v weights at %#x, expert stride %d: the 8-bit kernels need %d-byte alignment", t, uint64(w), expertStride, a)
+	}
+	return nil
+}
 
 // QuantizeQ8 quantises x [rows][cols] f32 (cols a multiple of 32) to 8 bits per value
 // with a scale per 32 values, into xq (rows * Q8RowBytes(cols) bytes), for MatVecQ8.
@@ -166,7 +210,34 @@ func (k *Kernels) QuantizeQ8(s *Stream, x, xq DevicePtr, rows, cols int) error {
 // MatVecQ8 computes y[rows] = W[rows x cols] x from x quantised by QuantizeQ8, with
 // integer dot products: the fast decode path for the types where HasQ8MatVec.
 func (k *Kernels) MatVecQ8(s *Stream, t QuantType, w, xq, y DevicePtr, rows, cols int) error {
-	return k.matVecQ8(s, t, w, 0, 0, 1, xq, 0, y, rows, cols)
+	return k.MatVecsQ8(s, t, xq, cols, MatVecQ8Out{W: w, Y: y, Rows: rows})
+}
+
+// MatVecQ8Out is one product of MatVecsQ8: Y[Rows] = W x, plus Bias (Rows f32; 0: none).
+type MatVecQ8Out struct {
+	W, Y, Bias DevicePtr
+	Rows       int
+}
+
+// MatVecsQ8 runs one to three MatVecQ8 products of matrices of the same type and width on
+// the same quantised x (q, k and v) in one launch, each adding its bias if it has one.
+func (k *Kernels) MatVecsQ8(s *Stream, t QuantType, xq DevicePtr, cols int, outs ...MatVecQ8Out) error {
+	if len(outs) < 1 || len(outs) > 3 {
+		return fmt.Errorf("cuda: mul_mat_vec_q8_%v: %d products in one launch (1 to 3)", t, len(outs))
+	}
+	var o [3]MatVecQ8Out
+	copy(o[:], outs)
+	total := 0
+	for i, m := range outs {
+		if m.Rows <= 0 || m.W == 0 || m.Y == 0 {
+			return fmt.Errorf("cuda: mul_mat_vec_q8_%v: product %d: bad shape rows=%d cols=%d", t, i, m.Rows, cols)
+		}
+		if err := mmvqAligned(t, m.W, 0); err != nil {
+			return err
+		}
+		total += m.Rows
+	}
+	return k.matVecQ8(s, t, o, total, 0, 0, 1, xq, 0, cols)
 }
 
 // MatVecQ8Experts is MatVecExperts on quantised activations: slot e uses row e of xq
@@ -176,26 +247,47 @@ func (k *Kernels) MatVecQ8Experts(s *Stream, t QuantType, w DevicePtr, expertStr
 	if ids == 0 {
 		return fmt.Errorf("cuda: mul_mat_vec_q8_%v: nil expert ids", t)
 	}
+	if err := mmvqAligned(t, w, expertStride); err != nil {
+		return err
+	}
 	xs := 0
 	if xPerExpert {
 		xs = Q8RowBytes(cols)
 	}
-	return k.matVecQ8(s, t, w, expertStride, ids, n, xq, xs, y, rows, cols)
+	return k.matVecQ8(s, t, [3]MatVecQ8Out{{W: w, Y: y, Rows: rows}}, n*rows, expertStride, ids, n, xq, xs, cols)
 }
 
-func (k *Kernels) matVecQ8(s *Stream, t QuantType, w DevicePtr, expertStride int, ids DevicePtr, n int,
-	xq DevicePtr, xqStride int, y DevicePtr, rows, cols int) error {
+// matVecQ8 launches mul_mat_vec_q8 over o's products (rows 0: none) for n slots; total is
+// every slot's rows, which picks the rows per block.
+func (k *Kernels) matVecQ8(s *Stream, t QuantType, o [3]MatVecQ8Out, total, expertStride int, ids DevicePtr, n int,
+	xq DevicePtr, xqStride int, cols int) error {
 	if !t.HasQ8MatVec() {
 		return fmt.Errorf("cuda: mul_mat_vec_q8: no 8-bit kernel for %v (use MatVec)", t)
 	}
 	if _, err := t.RowBytes(cols); err != nil {
 		return fmt.Errorf("cuda: mul_mat_vec_q8: %w", err)
 	}
-	if rows <= 0 || n <= 0 || n > 65535 {
-		return fmt.Errorf("cuda: mul_mat_vec_q8_%v: bad shape rows=%d cols=%d slots=%d", t, rows, cols, n)
+	if o[0].Rows <= 0 || n <= 0 || n > 65535 {
+		return fmt.Errorf("cuda: mul_mat_vec_q8_%v: bad shape rows=%d cols=%d slots=%d", t, o[0].Rows, cols, n)
 	}
-	a := new(Args).Ptr(w).Int64(int64(expertStride)).Ptr(ids).Ptr(xq).Int64(int64(xqStride)).Ptr(y).Int(rows).Int(cols)
-	return k.launch("mul_mat_vec_q8_"+t.String(), s, Dim3{X: ceilDiv(rows, mmvqWarps), Y: n}, Dim3{X: mmvqWarps * 32}, 0, a)
+	rpb := k.mmvqRowsPerBlock(total)
+	a := new(Args)
+	for _, m := range o {
+		a.Ptr(m.W)
+	}
+	for _, m := range o {
+		a.Ptr(m.Y)
+	}
+	for _, m := range o {
+		a.Ptr(m.Bias)
+	}
+	blocks := 0
+	for _, m := range o {
+		a.Int(m.Rows)
+		blocks += ceilDiv(m.Rows, rpb)
+	}
+	a.Int(rpb).Int64(int64(expertStride)).Ptr(ids).Ptr(xq).Int64(int64(xqStride)).Int(cols)
+	return k.launch("mul_mat_vec_q8_"+t.String(), s, Dim3{X: blocks, Y: n}, Dim3{X: mmvqThreads}, 0, a)
 }
 
 // MoEGateUp is the fused first half of an MoE FFN in decode: for each of the n routed
@@ -209,9 +301,16 @@ func (k *Kernels) MoEGateUp(s *Stream, t QuantType, wg, wu DevicePtr, expertStri
 	if (x.Gate != 0 || x.Up != 0) && x.Stride < rows {
 		return fmt.Errorf("cuda: moe_gate_up: bias stride %d below %d rows", x.Stride, rows)
 	}
+	if err := mmvqAligned(t, wg, expertStride); err != nil {
+		return err
+	}
+	if err := mmvqAligned(t, wu, expertStride); err != nil {
+		return err
+	}
+	rpb := k.mmvqRowsPerBlock(n * rows)
 	a := new(Args).Ptr(wg).Ptr(wu).Int64(int64(expertStride)).Ptr(ids).Ptr(xq).Ptr(h).Int(rows).Int(cols).
-		Ptr(x.Gate).Ptr(x.Up).Int64(int64(x.Stride)).Float(x.Limit).Float(x.Alpha)
-	return k.launch("moe_gate_up_q8_"+t.String(), s, Dim3{X: ceilDiv(rows, mmvqWarps), Y: n}, Dim3{X: mmvqWarps * 32}, 0, a)
+		Ptr(x.Gate).Ptr(x.Up).Int64(int64(x.Stride)).Float(x.Limit).Float(x.Alpha).Int(rpb)
+	return k.launch("moe_gate_up_q8_"+t.String(), s, Dim3{X: ceilDiv(rows, rpb), Y: n}, Dim3{X: mmvqThreads}, 0, a)
 }
 
 // MoEExtras are what gpt-oss's experts add to the fused MoE kernels (the zero value: none):
@@ -235,9 +334,13 @@ func (k *Kernels) MoEDown(s *Stream, t QuantType, wd DevicePtr, expertStride int
 	if x.Down != 0 && x.Stride < rows {
 		return fmt.Errorf("cuda: moe_down: bias stride %d below %d rows", x.Stride, rows)
 	}
+	if err := mmvqAligned(t, wd, expertStride); err != nil {
+		return err
+	}
+	rpb := k.mmvqRowsPerBlock(rows)
 	a := new(Args).Ptr(wd).Int64(int64(expertStride)).Ptr(ids).Ptr(weights).Ptr(hq).Int64(int64(Q8RowBytes(cols))).Ptr(y).Int(rows).Int(cols).Int(n).
-		Ptr(x.Down).Int64(int64(x.Stride))
-	return k.launch("moe_down_q8_"+t.String(), s, Dim3{X: ceilDiv(rows, mmvqWarps)}, Dim3{X: mmvqWarps * 32}, 0, a)
+		Ptr(x.Down).Int64(int64(x.Stride)).Int(rpb)
+	return k.launch("moe_down_q8_"+t.String(), s, Dim3{X: ceilDiv(rows, rpb)}, Dim3{X: mmvqThreads}, 0, a)
 }
 
 func checkMoE(t QuantType, ids DevicePtr, n, rows, cols int) error {

@@ -59,12 +59,17 @@ func TestMatVecQ8(t *testing.T) {
 				raw, w := makeWeights(t, r, typ, rows, cols)
 				dq, xh := quantizedX(t, g, randFloats(r, cols, 1), 1, cols)
 				dw := upload(t, g, raw)
-				dy := g.buf(t, 4*rows)
-				if err := g.k.MatVecQ8(g.s, typ, dw, dq, dy, rows, cols); err != nil {
-					t.Fatal(err)
+				want := refMatVec(w, xh, rows, cols)
+				defer g.k.SetRowsPerBlock(0)
+				for _, rpb := range []int{0, 1, 2, 4} { // chosen per shape, then each
+					g.k.SetRowsPerBlock(rpb)
+					dy := g.buf(t, 4*rows)
+					if err := g.k.MatVecQ8(g.s, typ, dw, dq, dy, rows, cols); err != nil {
+						t.Fatal(err)
+					}
+					got := download[float32](t, g, dy, rows)
+					checkRows(t, fmt.Sprintf("rows per block %d: y", rpb), got, want, w, xh, rows, cols, 1e-5)
 				}
-				got := download[float32](t, g, dy, rows)
-				checkRows(t, "y", got, refMatVec(w, xh, rows, cols), w, xh, rows, cols, 1e-5)
 			})
 		}
 		t.Run(fmt.Sprintf("%v/experts", typ), func(t *testing.T) {
@@ -73,7 +78,9 @@ func TestMatVecQ8(t *testing.T) {
 			raw, w := makeWeights(t, r, typ, nExp*rows, cols)
 			stride := len(raw) / nExp
 			ids := []int32{3, 0, 3, 4}
-			for _, perExpert := range []bool{false, true} {
+			defer g.k.SetRowsPerBlock(0)
+			for i, perExpert := range []bool{false, true} {
+				g.k.SetRowsPerBlock(2 * i) // chosen per shape, then 2 rows per block
 				nx := 1
 				if perExpert {
 					nx = len(ids)
@@ -95,6 +102,63 @@ func TestMatVecQ8(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMatVecsQ8 checks one launch of three products (q, k and v: different row counts,
+// odd ones) with and without biases against three separate references, for every
+// rows-per-block choice.
+func TestMatVecsQ8(t *testing.T) {
+	g := setup(t)
+	r := rand.New(rand.NewPCG(35, 36))
+	defer g.k.SetRowsPerBlock(0)
+	for _, typ := range []cuda.QuantType{cuda.Q4_K, cuda.Q8_0, cuda.MXFP4, cuda.Q6_K, cuda.IQ4_XS, cuda.Q5_K} {
+		qk := blockOf(typ)
+		cols := 3 * qk
+		rows := []int{70, 13, 29}
+		var outs []cuda.MatVecQ8Out
+		var ws [][]float32
+		var biases [][]float32
+		dq, xh := quantizedX(t, g, randFloats(r, cols, 1), 1, cols)
+		for i, n := range rows {
+			raw, w := makeWeights(t, r, typ, n, cols)
+			ws = append(ws, w)
+			o := cuda.MatVecQ8Out{W: upload(t, g, raw), Rows: n}
+			if i != 1 { // k without a bias, q and v with
+				b := randFloats(r, n, 1)
+				biases = append(biases, b)
+				o.Bias = upload(t, g, b)
+			} else {
+				biases = append(biases, nil)
+			}
+			outs = append(outs, o)
+		}
+		for _, rpb := range []int{0, 1, 2, 4} {
+			t.Run(fmt.Sprintf("%v/rpb%d", typ, rpb), func(t *testing.T) {
+				g.k.SetRowsPerBlock(rpb)
+				for n := 1; n <= 3; n++ { // q alone, q and k, all three
+					for i := range outs[:n] {
+						outs[i].Y = g.buf(t, 4*rows[i])
+					}
+					if err := g.k.MatVecsQ8(g.s, typ, dq, cols, outs[:n]...); err != nil {
+						t.Fatal(err)
+					}
+					for i := range outs[:n] {
+						want := refMatVec(ws[i], xh, rows[i], cols)
+						for j := range want {
+							if biases[i] != nil {
+								want[j] += float64(biases[i][j])
+							}
+						}
+						got := download[float32](t, g, outs[i].Y, rows[i])
+						checkRows(t, fmt.Sprintf("%d products: product %d", n, i), got, want, ws[i], xh, rows[i], cols, 1e-5)
+					}
+				}
+			})
+		}
+	}
+	if err := g.k.MatVecsQ8(g.s, cuda.Q4_K, 0, 256); err == nil {
+		t.Error("no products: no error")
 	}
 }
 
@@ -132,7 +196,13 @@ func TestMoEFused(t *testing.T) {
 				dids, dwts := upload(t, g, ids), upload(t, g, wts)
 				// plain, then with gpt-oss's extras: biases on all three products and the
 				// clamped SwiGLU (a limit the products cross)
-				for _, extra := range []bool{false, true} {
+				defer g.k.SetRowsPerBlock(0)
+				for _, run := range []struct {
+					extra bool
+					rpb   int
+				}{{false, 0}, {true, 0}, {false, 1}, {true, 2}, {false, 4}} {
+					extra := run.extra
+					g.k.SetRowsPerBlock(run.rpb)
 					var x cuda.MoEExtras
 					var bg, bu, bd []float32
 					limit, alpha := 0.0, 1.0
@@ -164,7 +234,7 @@ func TestMoEFused(t *testing.T) {
 							}
 							scale := norm(we(wG)[i*hidden:(i+1)*hidden])*norm(xh)*(math.Abs(uv)+1) + norm(we(wU)[i*hidden:(i+1)*hidden])*norm(xh)*(math.Abs(gv)+1)
 							if d := math.Abs(float64(h[e*ffnCols+i]) - want); d > 1e-5*scale {
-								t.Fatalf("extras %v: gate/up slot %d row %d: got %g want %g", extra, e, i, h[e*ffnCols+i], want)
+								t.Fatalf("extras %v, rows per block %d: gate/up slot %d row %d: got %g want %g", extra, run.rpb, e, i, h[e*ffnCols+i], want)
 							}
 						}
 					}
@@ -193,11 +263,37 @@ func TestMoEFused(t *testing.T) {
 							scale += norm(row) * norm(he)
 						}
 						if d := math.Abs(float64(got[i]) - want); d > 1e-5*scale+1e-6 {
-							t.Fatalf("extras %v: down row %d: got %g want %g", extra, i, got[i], want)
+							t.Fatalf("extras %v, rows per block %d: down row %d: got %g want %g", extra, run.rpb, i, got[i], want)
 						}
 					}
 				}
 			})
 		}
+	}
+}
+
+// TestMatVecBias checks the f32-activation matvec's bias (gpt-oss's router) against the
+// reference plus the bias, on an odd row count.
+func TestMatVecBias(t *testing.T) {
+	g := setup(t)
+	r := rand.New(rand.NewPCG(37, 38))
+	for _, typ := range []cuda.QuantType{cuda.F32, cuda.Q4_K, cuda.MXFP4} {
+		t.Run(typ.String(), func(t *testing.T) {
+			rows, cols := 37, 2*blockOf(typ)
+			if blockOf(typ) == 8 {
+				cols = 2880
+			}
+			raw, w := makeWeights(t, r, typ, rows, cols)
+			x, bias := randFloats(r, cols, 1), randFloats(r, rows, 1)
+			dy := g.buf(t, 4*rows)
+			if err := g.k.MatVecBias(g.s, typ, upload(t, g, raw), upload(t, g, x), dy, upload(t, g, bias), rows, cols); err != nil {
+				t.Fatal(err)
+			}
+			want := refMatVec(w, x, rows, cols)
+			for i := range want {
+				want[i] += float64(bias[i])
+			}
+			checkRows(t, "y", download[float32](t, g, dy, rows), want, w, x, rows, cols, 1e-5)
+		})
 	}
 }

@@ -6,6 +6,7 @@
 // The same kernel serves MoE decode: blockIdx.y picks slot e of the k routed experts,
 // W is the tensor holding all experts (expert_stride bytes apart), ids[e] is the expert,
 // x advances by x_stride floats per slot (0: all slots share x), y by rows per slot.
+// bias (null: none) is added to each row's sum, as a separate bias add would.
 #include "common.cuh"
 
 #define MMV_THREADS 128
@@ -13,7 +14,7 @@
 template <int T>
 static __device__ __forceinline__ void mmv_body(const uint8_t *__restrict__ W, long long expert_stride,
 	const int *__restrict__ ids, const float *__restrict__ x, long long x_stride, float *__restrict__ y,
-	int rows, int cols) {
+	int rows, int cols, const float *__restrict__ bias) {
 	typedef TypeInfo<T> TI;
 	__shared__ float part[MMV_THREADS / 32];
 	const int e = blockIdx.y;
@@ -40,15 +41,15 @@ static __device__ __forceinline__ void mmv_body(const uint8_t *__restrict__ W, l
 		float s = 0.f;
 #pragma unroll
 		for (int i = 0; i < MMV_THREADS / 32; i++) s += part[i];
-		y[(long long)e * rows + row] = s;
+		y[(long long)e * rows + row] = bias ? s + bias[row] : s;
 	}
 }
 
 #define MMV_KERNEL(name, t)                                                                          \
 	extern "C" __global__ void __launch_bounds__(MMV_THREADS) mul_mat_vec_##name(                 \
 		const uint8_t *W, long long expert_stride, const int *ids, const float *x, long long x_stride, \
-		float *y, int rows, int cols) {                                                              \
-		mmv_body<t>(W, expert_stride, ids, x, x_stride, y, rows, cols);                              \
+		float *y, int rows, int cols, const float *bias) {                                           \
+		mmv_body<t>(W, expert_stride, ids, x, x_stride, y, rows, cols, bias);                        \
 	}
 STRATA_ALL_TYPES(MMV_KERNEL)
 #undef MMV_KERNEL

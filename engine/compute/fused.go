@@ -14,3 +14,10 @@ type NormRoPE interface {
 type AddNorm interface {
 	AddRMSNorm(x, add, dst Buf, w Weight, rows int, eps float32)
 }
+
+// BiasedMatMuls is an optional Backend op: MatMuls, then each product's bias vector (nil:
+// none) added to each of its n rows, as AddBias would. The GPU adds the biases in the
+// products' own launch in decode instead of a launch per bias.
+type BiasedMatMuls interface {
+	MatMulsBias(dst []Buf, w []Weight, bias []Weight, x Buf, n int)
+}

@@ -558,9 +558,10 @@ func (m *Model) forward(s *State, tokens []int, allLogits bool, logits []float32
 		// The residual add, and the MoE: norm, route (softmax then top k, or gpt-oss's top k
 		// then softmax), run the chosen experts (and the shared one), add.
 		m.addNorm(sb.x, sb.proj, sb.xn, L.ffnNorm, n)
-		b.MatMul(sb.routerLogits, L.router, sb.xn, n)
 		if L.rBias != nil {
-			b.AddBias(sb.routerLogits, L.rBias, n)
+			m.matMulsBias([]compute.Buf{sb.routerLogits}, []compute.Weight{L.router}, []compute.Weight{L.rBias}, sb.xn, n)
+		} else {
+			b.MatMul(sb.routerLogits, L.router, sb.xn, n)
 		}
 		if h.RouteTopKFirst {
 			routes[l] = b.RouteTopK(sb.routerLogits, n, h.Experts, h.ExpertsUsed)
@@ -626,13 +627,10 @@ func (m *Model) attention(a *attention, s *State, positions []int, n int) {
 	h, b, sb := m.H, m.b, &s.buf
 	if a.gate != nil {
 		b.MatMuls([]compute.Buf{sb.q, sb.gate, sb.k, sb.v}, []compute.Weight{a.q, a.gate, a.k, a.v}, sb.xn, n)
+	} else if a.qBias != nil {
+		m.matMulsBias([]compute.Buf{sb.q, sb.k, sb.v}, []compute.Weight{a.q, a.k, a.v}, []compute.Weight{a.qBias, a.kBias, a.vBias}, sb.xn, n)
 	} else {
 		b.MatMuls([]compute.Buf{sb.q, sb.k, sb.v}, []compute.Weight{a.q, a.k, a.v}, sb.xn, n)
-	}
-	if a.qBias != nil {
-		b.AddBias(sb.q, a.qBias, n)
-		b.AddBias(sb.k, a.kBias, n)
-		b.AddBias(sb.v, a.vBias, n)
 	}
 	// q/k norm, RoPE and the KV store in one step where the backend has it.
 	if fused, ok := b.(compute.NormRoPE); ok && a.qNorm != nil && m.rope == nil && h.RopeDims >= h.HeadDim {
@@ -648,9 +646,25 @@ func (m *Model) attention(a *attention, s *State, positions []int, n int) {
 	if a.gate != nil {
 		m.hy.MulSigmoid(sb.att, sb.gate, n*h.Heads*h.HeadDim)
 	}
-	b.MatMul(sb.proj, a.o, sb.att, n)
 	if a.oBias != nil {
-		b.AddBias(sb.proj, a.oBias, n)
+		m.matMulsBias([]compute.Buf{sb.proj}, []compute.Weight{a.o}, []compute.Weight{a.oBias}, sb.att, n)
+	} else {
+		b.MatMul(sb.proj, a.o, sb.att, n)
+	}
+}
+
+// matMulsBias is MatMuls, then bias[i] added to each row of dst[i]: in the products' own
+// launches where the backend folds them in (compute.BiasedMatMuls).
+func (m *Model) matMulsBias(dst []compute.Buf, ws, bias []compute.Weight, x compute.Buf, n int) {
+	if f, ok := m.b.(compute.BiasedMatMuls); ok {
+		f.MatMulsBias(dst, ws, bias, x, n)
+		return
+	}
+	m.b.MatMuls(dst, ws, x, n)
+	for i, w := range bias {
+		if w != nil {
+			m.b.AddBias(dst[i], w, n)
+		}
 	}
 }
 

@@ -1,10 +1,12 @@
 package gpu
 
 import (
+	"fmt"
 	"unsafe"
 
 	"strata/cuda"
 	"strata/engine/compute"
+	"strata/engine/quant"
 )
 
 // gemmScratchLimit caps the float16 copy of one weight a batched product dequantises into;
@@ -66,11 +68,86 @@ func (b *Backend) MatMul(dst compute.Buf, wt compute.Weight, x compute.Buf, n in
 	b.q8.dropIfOverlaps(dev(dst), 4*n*w.rows)
 }
 
-// MatMuls runs the products one after another; they share one quantised copy of x.
+// MatMuls runs the products one after another; they share one quantised copy of x, and in
+// decode those of one type and width run in one launch (up to three: q, k and v).
 func (b *Backend) MatMuls(dst []compute.Buf, ws []compute.Weight, x compute.Buf, n int) {
-	for i, w := range ws {
-		b.MatMul(dst[i], w, x, n)
+	b.MatMulsBias(dst, ws, nil, x, n)
+}
+
+// MatMulsBias is MatMuls with bias[i] (nil or missing: none) added to each row of dst[i]
+// (compute.BiasedMatMuls); in decode the 8-bit kernels add them in the products' launch.
+func (b *Backend) MatMulsBias(dst []compute.Buf, ws []compute.Weight, bias []compute.Weight, x compute.Buf, n int) {
+	biasOf := func(i int) *Weight {
+		if i >= len(bias) || bias[i] == nil {
+			return nil
+		}
+		return bias[i].(*Weight)
 	}
+	for i := 0; i < len(ws); {
+		w := ws[i].(*Weight)
+		if n != 1 || !q8Capable(w) {
+			bw := biasOf(i)
+			if n == 1 && bw != nil && checkBias(bw, w) == nil && w.exps == 1 {
+				// the f32-activation matvec (the router) adds it in its launch
+				t, wp, xp, y := cuda.QuantType(w.typ), w.p, dev(x), dev(dst[i])
+				b.do(func() error { return b.k.MatVecBias(b.s, t, wp, xp, y, bw.p, w.rows, w.cols) },
+					opMatVec, uint64(t), u(wp), u(xp), u(y), uint64(w.rows), uint64(w.cols), u(bw.p))
+				b.q8.dropIfOverlaps(y, 4*w.rows)
+				i++
+				continue
+			}
+			b.MatMul(dst[i], w, x, n)
+			if bw != nil {
+				b.AddBias(dst[i], bw, n)
+			}
+			i++
+			continue
+		}
+		// the run of products from i that share w's type and width, three at most
+		var outs []cuda.MatVecQ8Out
+		j := i
+		for ; j < len(ws) && len(outs) < 3; j++ {
+			wj := ws[j].(*Weight)
+			if wj.typ != w.typ || wj.cols != w.cols || !q8Capable(wj) {
+				break
+			}
+			o := cuda.MatVecQ8Out{W: wj.p, Y: dev(dst[j]), Rows: wj.rows}
+			if bw := biasOf(j); bw != nil {
+				if err := checkBias(bw, wj); err != nil {
+					b.err.Set(err)
+					return
+				}
+				o.Bias = bw.p
+			}
+			outs = append(outs, o)
+		}
+		b.matVecsQ8(cuda.QuantType(w.typ), dev(x), w.cols, outs)
+		for k := i; k < j; k++ {
+			b.q8.dropIfOverlaps(dev(dst[k]), 4*ws[k].(*Weight).rows)
+		}
+		i = j
+	}
+}
+
+// checkBias checks that bias is a float32 vector of w's output size.
+func checkBias(bias, w *Weight) error {
+	if bias.rows != 1 || bias.exps != 1 || bias.typ != quant.F32 || bias.cols != w.rows {
+		return fmt.Errorf("gpu: bias %q is not a float32 vector of %d values for %q", bias.name, w.rows, w.name)
+	}
+	return nil
+}
+
+// matVecsQ8 queues MatVecsQ8 of outs on x's quantised copy.
+func (b *Backend) matVecsQ8(t cuda.QuantType, x cuda.DevicePtr, cols int, outs []cuda.MatVecQ8Out) {
+	xq := b.quantized(x, 1, cols)
+	if xq == 0 {
+		return
+	}
+	sig := []uint64{opMatVecQ8, uint64(t), u(xq), uint64(cols)}
+	for _, o := range outs {
+		sig = append(sig, u(o.W), u(o.Y), u(o.Bias), uint64(o.Rows))
+	}
+	b.do(func() error { return b.k.MatVecsQ8(b.s, t, xq, cols, outs...) }, sig...)
 }
 
 // matmul multiplies n rows of x by one matrix at wp (a plain weight or one expert). One
@@ -82,10 +159,7 @@ func (b *Backend) matmul(w *Weight, wp, x, y cuda.DevicePtr, n int) {
 	t := cuda.QuantType(w.typ)
 	if n == 1 {
 		if q8Capable(w) {
-			if xq := b.quantized(x, 1, w.cols); xq != 0 {
-				b.do(func() error { return b.k.MatVecQ8(b.s, t, wp, xq, y, w.rows, w.cols) },
-					opMatVecQ8, uint64(t), u(wp), u(xq), u(y), uint64(w.rows), uint64(w.cols))
-			}
+			b.matVecsQ8(t, x, w.cols, []cuda.MatVecQ8Out{{W: wp, Y: y, Rows: w.rows}})
 			return
 		}
 		b.do(func() error { return b.k.MatVec(b.s, t, wp, x, y, w.rows, w.cols) },
