@@ -40,11 +40,6 @@ static __device__ __forceinline__ void ld16_a2(const uint8_t *p, int (&w)[4]) {
 #pragma unroll
 	for (int i = 0; i < 4; i++) w[i] = (int)((uint32_t)q[2 * i] | ((uint32_t)q[2 * i + 1] << 16));
 }
-static __device__ __forceinline__ void ld8_i(const int8_t *p, int &a, int &b) {
-	const int2 v = *(const int2 *)p;
-	a = v.x;
-	b = v.y;
-}
 static __device__ __forceinline__ void ld16_i(const int8_t *p, int (&w)[4]) {
 	const int4 v = *(const int4 *)p;
 	w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
