@@ -48,14 +48,22 @@ type Pool struct {
 }
 
 // task is one For call: its chunks are claimed by index until none are left.
+//
+// A goroutine counts the chunks it ran and subtracts them from left once, when it finds
+// none left to claim, rather than after each chunk: on 16 threads a decode product of ~200
+// chunks made three atomic writes a chunk to one cache line (claim, left, a WaitGroup),
+// which every thread then had to fetch back. next and left sit on lines of their own.
 type task struct {
 	fn     func(lo, hi int)
 	n      int
-	size   int   // items per chunk
-	chunks int64 // number of chunks
-	next   atomic.Int64
-	left   atomic.Int64   // chunks not finished yet
-	done   sync.WaitGroup // one count per chunk
+	size   int           // items per chunk
+	chunks int64         // number of chunks
+	done   chan struct{} // closed by whoever finishes the last chunk
+	_      [64]byte
+	next   atomic.Int64 // the next chunk to claim
+	_      [56]byte
+	left   atomic.Int64 // chunks not finished yet
+	_      [56]byte
 }
 
 // NewPool starts a pool of n workers; n <= 0 means one per logical CPU.
@@ -138,16 +146,19 @@ func poll(d time.Duration, done func() bool) bool {
 // run claims and runs chunks of t until none are left, passing through the scheduler
 // between chunks when y says it is time.
 func (t *task) run(p *Pool, y *yielder) {
+	ran := int64(0)
 	for {
 		c := t.next.Add(1) - 1
 		if c >= t.chunks {
-			return
+			break
 		}
 		lo := int(c) * t.size
 		t.fn(lo, min(lo+t.size, t.n))
-		t.left.Add(-1)
-		t.done.Done()
+		ran++
 		p.maybeYield(y)
+	}
+	if ran > 0 && t.left.Add(-ran) == 0 {
+		close(t.done)
 	}
 }
 
@@ -185,8 +196,7 @@ func (p *Pool) For(n, grain int, fn func(lo, hi int)) {
 		return
 	}
 	size := max((n+chunks-1)/chunks, grain)
-	t := &task{fn: fn, n: n, size: size, chunks: int64((n + size - 1) / size)}
-	t.done.Add(int(t.chunks))
+	t := &task{fn: fn, n: n, size: size, chunks: int64((n + size - 1) / size), done: make(chan struct{})}
 	t.left.Store(t.chunks)
 	p.cur.Store(t)
 	// Wake parked workers, one per chunk beyond the caller's, without ever blocking.
@@ -202,8 +212,9 @@ func (p *Pool) For(n, grain int, fn func(lo, hi int)) {
 	p.yield.Store(int64(y.last))
 	// The last chunks usually finish within microseconds: watch for them before blocking,
 	// since waking a blocked goroutine costs more than that on most VMs.
-	poll(tailSpin, func() bool { return t.left.Load() == 0 })
-	t.done.Wait()
+	if !poll(tailSpin, func() bool { return t.left.Load() == 0 }) {
+		<-t.done
+	}
 	p.cur.CompareAndSwap(t, nil) // let the finished task (and what fn holds) be collected
 }
 
