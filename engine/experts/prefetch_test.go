@@ -163,3 +163,38 @@ func TestDropPagesRounding(t *testing.T) {
 		t.Error("no error for an expert outside the model")
 	}
 }
+
+// TestPrefetchColdSkipsRecentExperts: a cold expert is prefetched on its first use and again
+// once more than prefetchRecent steps have passed since its last one, never twice in a step,
+// and not while it was used within the last prefetchRecent steps.
+func TestPrefetchColdSkipsRecentExperts(t *testing.T) {
+	sh := Shape{Layers: 2, Experts: 4}
+	c := &Cache{sh: sh, coldUsed: make([]uint64, sh.Count()), lastLayer: -1}
+	cold := func(es ...int32) []entry {
+		var out []entry
+		for _, e := range es {
+			out = append(out, entry{expt: e})
+		}
+		return out
+	}
+	want := func(step string, got []ID, experts ...int) {
+		t.Helper()
+		var w []ID
+		for _, e := range experts {
+			w = append(w, ID{1, e})
+		}
+		if !slices.Equal(got, w) {
+			t.Errorf("%s: prefetched %v, want %v", step, got, w)
+		}
+	}
+	want("first use", c.prefetchCold(1, cold(0, 2, 0)), 0, 2)
+	c.steps++
+	want("next step", c.prefetchCold(1, cold(0, 3)), 3)
+	if got := c.prefetchCold(0, cold(0)); !slices.Equal(got, []ID{{0, 0}}) {
+		t.Errorf("layer 0's expert 0 shares layer 1's record: prefetched %v", got)
+	}
+	c.steps += prefetchRecent // expert 0 last used prefetchRecent steps ago: still recent
+	want("recent", c.prefetchCold(1, cold(0)))
+	c.steps += prefetchRecent + 1
+	want("stale", c.prefetchCold(1, cold(0, 2, 3)), 0, 2, 3)
+}
