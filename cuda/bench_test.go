@@ -466,6 +466,18 @@ func BenchmarkMoEKernels(b *testing.B) {
 		typ                    cuda.QuantType
 		nExp, topK, hidden, ff int
 	}{{cuda.Q4_K, 128, 8, 2048, 768}, {cuda.Q8_0, 128, 8, 2048, 768}, {cuda.MXFP4, 32, 4, 2880, 2880}} {
+		b.Run(m.typ.String(), func(b *testing.B) { benchMoEKernels(b, g, r, m.typ, m.nExp, m.topK, m.hidden, m.ff) })
+	}
+}
+
+// benchMoEKernels is one model's part of BenchmarkMoEKernels (its weights made only when
+// the pattern selects it).
+func benchMoEKernels(b *testing.B, g *gpu, r *rand.Rand, typ cuda.QuantType, nExp, topK, hidden, ff int) {
+	m := struct {
+		typ                    cuda.QuantType
+		nExp, topK, hidden, ff int
+	}{typ, nExp, topK, hidden, ff}
+	{
 		rawG, _ := makeWeights(b, r, m.typ, m.nExp*m.ff, m.hidden)
 		rawD, _ := makeWeights(b, r, m.typ, m.nExp*m.hidden, m.ff)
 		wg, wu, wd := upload(b, g, rawG), upload(b, g, rawG), upload(b, g, rawD)
@@ -495,14 +507,14 @@ func BenchmarkMoEKernels(b *testing.B) {
 		sg, sd := len(rawG)/m.nExp, len(rawD)/m.nExp
 		for _, rpb := range []int{0, 1, 2, 4} {
 			g.k.SetRowsPerBlock(rpb)
-			b.Run(fmt.Sprintf("%v/gate_up_%dx%d_k%d/rpb%d", m.typ, m.ff, m.hidden, m.topK, rpb), func(b *testing.B) {
+			b.Run(fmt.Sprintf("gate_up_%dx%d_k%d/rpb%d", m.ff, m.hidden, m.topK, rpb), func(b *testing.B) {
 				per := timeLaunches(b, g, func(i int) error {
 					return g.k.MoEGateUp(g.s, m.typ, wg, wu, sg, sets[i%len(sets)], m.topK, xq, h, m.ff, m.hidden, cuda.MoEExtras{})
 				})
 				b.ReportMetric(float64(2*m.topK*sg)/per.Seconds()/1e9, "GB/s")
 				b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
 			})
-			b.Run(fmt.Sprintf("%v/down_%dx%d_k%d/rpb%d", m.typ, m.hidden, m.ff, m.topK, rpb), func(b *testing.B) {
+			b.Run(fmt.Sprintf("down_%dx%d_k%d/rpb%d", m.hidden, m.ff, m.topK, rpb), func(b *testing.B) {
 				per := timeLaunches(b, g, func(i int) error {
 					return g.k.MoEDown(g.s, m.typ, wd, sd, sets[i%len(sets)], dw, m.topK, hq, y, m.hidden, m.ff, cuda.MoEExtras{})
 				})
@@ -525,6 +537,17 @@ func BenchmarkMatVecsQ8(b *testing.B) {
 		typ                      cuda.QuantType
 		hidden, qRows, kvRows, o int
 	}{{cuda.Q4_K, 2048, 4096, 512, 4096}, {cuda.Q8_0, 2880, 4096, 512, 4096}} {
+		b.Run(m.typ.String(), func(b *testing.B) { benchMatVecsQ8(b, g, r, m.typ, m.hidden, m.qRows, m.kvRows, m.o) })
+	}
+}
+
+// benchMatVecsQ8 is one model's part of BenchmarkMatVecsQ8.
+func benchMatVecsQ8(b *testing.B, g *gpu, r *rand.Rand, typ cuda.QuantType, hidden, qRows, kvRows, o int) {
+	m := struct {
+		typ                      cuda.QuantType
+		hidden, qRows, kvRows, o int
+	}{typ, hidden, qRows, kvRows, o}
+	{
 		rawQ, _ := makeWeights(b, r, m.typ, m.qRows, m.hidden)
 		rawK, _ := makeWeights(b, r, m.typ, m.kvRows, m.hidden)
 		rawO, _ := makeWeights(b, r, m.typ, m.hidden, m.o)
@@ -555,7 +578,7 @@ func BenchmarkMatVecsQ8(b *testing.B) {
 					return g.k.MatVecQ8(g.s, m.typ, ow[i%len(ow)], xq, yo, m.hidden, m.o)
 				}},
 			} {
-				b.Run(fmt.Sprintf("%v/%s/rpb%d", m.typ, c.name, rpb), func(b *testing.B) {
+				b.Run(fmt.Sprintf("%s/rpb%d", c.name, rpb), func(b *testing.B) {
 					per := timeLaunches(b, g, c.run)
 					b.ReportMetric(float64(c.bytes)/per.Seconds()/1e9, "GB/s")
 					b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
