@@ -462,66 +462,64 @@ func BenchmarkMoEKernels(b *testing.B) {
 	g := setup(b)
 	defer g.k.SetRowsPerBlock(0)
 	r := rand.New(rand.NewPCG(15, 16))
-	for _, m := range []struct {
-		typ                    cuda.QuantType
-		nExp, topK, hidden, ff int
-	}{{cuda.Q4_K, 128, 8, 2048, 768}, {cuda.Q8_0, 128, 8, 2048, 768}, {cuda.MXFP4, 32, 4, 2880, 2880}} {
-		b.Run(m.typ.String(), func(b *testing.B) { benchMoEKernels(b, g, r, m.typ, m.nExp, m.topK, m.hidden, m.ff) })
+	for _, m := range []moeShape{{cuda.Q4_K, 128, 8, 2048, 768}, {cuda.Q8_0, 128, 8, 2048, 768}, {cuda.MXFP4, 32, 4, 2880, 2880}} {
+		b.Run(m.typ.String(), func(b *testing.B) { benchMoEKernels(b, g, r, m) })
 	}
+}
+
+// moeShape is one model's experts: nExp of gate/up ff x hidden and down hidden x ff, topK
+// routed per token.
+type moeShape struct {
+	typ                    cuda.QuantType
+	nExp, topK, hidden, ff int
 }
 
 // benchMoEKernels is one model's part of BenchmarkMoEKernels (its weights made only when
 // the pattern selects it).
-func benchMoEKernels(b *testing.B, g *gpu, r *rand.Rand, typ cuda.QuantType, nExp, topK, hidden, ff int) {
-	m := struct {
-		typ                    cuda.QuantType
-		nExp, topK, hidden, ff int
-	}{typ, nExp, topK, hidden, ff}
-	{
-		rawG, _ := makeWeights(b, r, m.typ, m.nExp*m.ff, m.hidden)
-		rawD, _ := makeWeights(b, r, m.typ, m.nExp*m.hidden, m.ff)
-		wg, wu, wd := upload(b, g, rawG), upload(b, g, rawG), upload(b, g, rawD)
-		sets := make([]cuda.DevicePtr, 64)
-		for i := range sets {
-			ids := make([]int32, m.topK)
-			for j, p := range r.Perm(m.nExp)[:m.topK] {
-				ids[j] = int32(p)
-			}
-			sets[i] = upload(b, g, ids)
+func benchMoEKernels(b *testing.B, g *gpu, r *rand.Rand, m moeShape) {
+	rawG, _ := makeWeights(b, r, m.typ, m.nExp*m.ff, m.hidden)
+	rawD, _ := makeWeights(b, r, m.typ, m.nExp*m.hidden, m.ff)
+	wg, wu, wd := upload(b, g, rawG), upload(b, g, rawG), upload(b, g, rawD)
+	sets := make([]cuda.DevicePtr, 64)
+	for i := range sets {
+		ids := make([]int32, m.topK)
+		for j, p := range r.Perm(m.nExp)[:m.topK] {
+			ids[j] = int32(p)
 		}
-		wts := make([]float32, m.topK)
-		for i := range wts {
-			wts[i] = 1 / float32(m.topK)
-		}
-		dw := upload(b, g, wts)
-		xq := g.buf(b, cuda.Q8RowBytes(m.hidden))
-		if err := g.k.QuantizeQ8(g.s, upload(b, g, randFloats(r, m.hidden, 1)), xq, 1, m.hidden); err != nil {
-			b.Fatal(err)
-		}
-		h := g.buf(b, 4*m.topK*m.ff)
-		hq := g.buf(b, m.topK*cuda.Q8RowBytes(m.ff))
-		if err := g.k.QuantizeQ8(g.s, upload(b, g, randFloats(r, m.topK*m.ff, 1)), hq, m.topK, m.ff); err != nil {
-			b.Fatal(err)
-		}
-		y := upload(b, g, make([]float32, m.hidden))
-		sg, sd := len(rawG)/m.nExp, len(rawD)/m.nExp
-		for _, rpb := range []int{0, 1, 2, 4} {
-			g.k.SetRowsPerBlock(rpb)
-			b.Run(fmt.Sprintf("gate_up_%dx%d_k%d/rpb%d", m.ff, m.hidden, m.topK, rpb), func(b *testing.B) {
-				per := timeLaunches(b, g, func(i int) error {
-					return g.k.MoEGateUp(g.s, m.typ, wg, wu, sg, sets[i%len(sets)], m.topK, xq, h, m.ff, m.hidden, cuda.MoEExtras{})
-				})
-				b.ReportMetric(float64(2*m.topK*sg)/per.Seconds()/1e9, "GB/s")
-				b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+		sets[i] = upload(b, g, ids)
+	}
+	wts := make([]float32, m.topK)
+	for i := range wts {
+		wts[i] = 1 / float32(m.topK)
+	}
+	dw := upload(b, g, wts)
+	xq := g.buf(b, cuda.Q8RowBytes(m.hidden))
+	if err := g.k.QuantizeQ8(g.s, upload(b, g, randFloats(r, m.hidden, 1)), xq, 1, m.hidden); err != nil {
+		b.Fatal(err)
+	}
+	h := g.buf(b, 4*m.topK*m.ff)
+	hq := g.buf(b, m.topK*cuda.Q8RowBytes(m.ff))
+	if err := g.k.QuantizeQ8(g.s, upload(b, g, randFloats(r, m.topK*m.ff, 1)), hq, m.topK, m.ff); err != nil {
+		b.Fatal(err)
+	}
+	y := upload(b, g, make([]float32, m.hidden))
+	sg, sd := len(rawG)/m.nExp, len(rawD)/m.nExp
+	for _, rpb := range []int{0, 1, 2, 4} {
+		g.k.SetRowsPerBlock(rpb)
+		b.Run(fmt.Sprintf("gate_up_%dx%d_k%d/rpb%d", m.ff, m.hidden, m.topK, rpb), func(b *testing.B) {
+			per := timeLaunches(b, g, func(i int) error {
+				return g.k.MoEGateUp(g.s, m.typ, wg, wu, sg, sets[i%len(sets)], m.topK, xq, h, m.ff, m.hidden, cuda.MoEExtras{})
 			})
-			b.Run(fmt.Sprintf("down_%dx%d_k%d/rpb%d", m.hidden, m.ff, m.topK, rpb), func(b *testing.B) {
-				per := timeLaunches(b, g, func(i int) error {
-					return g.k.MoEDown(g.s, m.typ, wd, sd, sets[i%len(sets)], dw, m.topK, hq, y, m.hidden, m.ff, cuda.MoEExtras{})
-				})
-				b.ReportMetric(float64(m.topK*sd)/per.Seconds()/1e9, "GB/s")
-				b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+			b.ReportMetric(float64(2*m.topK*sg)/per.Seconds()/1e9, "GB/s")
+			b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+		})
+		b.Run(fmt.Sprintf("down_%dx%d_k%d/rpb%d", m.hidden, m.ff, m.topK, rpb), func(b *testing.B) {
+			per := timeLaunches(b, g, func(i int) error {
+				return g.k.MoEDown(g.s, m.typ, wd, sd, sets[i%len(sets)], dw, m.topK, hq, y, m.hidden, m.ff, cuda.MoEExtras{})
 			})
-		}
+			b.ReportMetric(float64(m.topK*sd)/per.Seconds()/1e9, "GB/s")
+			b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+		})
 	}
 }
 
@@ -533,57 +531,55 @@ func BenchmarkMatVecsQ8(b *testing.B) {
 	g := setup(b)
 	defer g.k.SetRowsPerBlock(0)
 	r := rand.New(rand.NewPCG(17, 18))
-	for _, m := range []struct {
-		typ                      cuda.QuantType
-		hidden, qRows, kvRows, o int
-	}{{cuda.Q4_K, 2048, 4096, 512, 4096}, {cuda.Q8_0, 2880, 4096, 512, 4096}} {
-		b.Run(m.typ.String(), func(b *testing.B) { benchMatVecsQ8(b, g, r, m.typ, m.hidden, m.qRows, m.kvRows, m.o) })
+	for _, m := range []attnShape{{cuda.Q4_K, 2048, 4096, 512, 4096}, {cuda.Q8_0, 2880, 4096, 512, 4096}} {
+		b.Run(m.typ.String(), func(b *testing.B) { benchMatVecsQ8(b, g, r, m) })
 	}
 }
 
+// attnShape is one model's attention projections: q qRows x hidden, k and v kvRows x
+// hidden, o hidden x o.
+type attnShape struct {
+	typ                      cuda.QuantType
+	hidden, qRows, kvRows, o int
+}
+
 // benchMatVecsQ8 is one model's part of BenchmarkMatVecsQ8.
-func benchMatVecsQ8(b *testing.B, g *gpu, r *rand.Rand, typ cuda.QuantType, hidden, qRows, kvRows, o int) {
-	m := struct {
-		typ                      cuda.QuantType
-		hidden, qRows, kvRows, o int
-	}{typ, hidden, qRows, kvRows, o}
-	{
-		rawQ, _ := makeWeights(b, r, m.typ, m.qRows, m.hidden)
-		rawK, _ := makeWeights(b, r, m.typ, m.kvRows, m.hidden)
-		rawO, _ := makeWeights(b, r, m.typ, m.hidden, m.o)
-		qs, ks, vs, ow := copies(b, g, rawQ), copies(b, g, rawK), copies(b, g, rawK), copies(b, g, rawO)
-		xq := g.buf(b, cuda.Q8RowBytes(m.o))
-		if err := g.k.QuantizeQ8(g.s, upload(b, g, randFloats(r, m.o, 1)), xq, 1, m.o); err != nil {
-			b.Fatal(err)
-		}
-		yq, yk, yv, yo := g.buf(b, 4*m.qRows), g.buf(b, 4*m.kvRows), g.buf(b, 4*m.kvRows), g.buf(b, 4*m.hidden)
-		for _, rpb := range []int{0, 1, 2, 4} {
-			g.k.SetRowsPerBlock(rpb)
-			for _, c := range []struct {
-				name  string
-				bytes int
-				run   func(i int) error
-			}{
-				{fmt.Sprintf("q_%dx%d", m.qRows, m.hidden), len(rawQ), func(i int) error {
-					return g.k.MatVecQ8(g.s, m.typ, qs[i%len(qs)], xq, yq, m.qRows, m.hidden)
-				}},
-				{fmt.Sprintf("k_%dx%d", m.kvRows, m.hidden), len(rawK), func(i int) error {
-					return g.k.MatVecQ8(g.s, m.typ, ks[i%len(ks)], xq, yk, m.kvRows, m.hidden)
-				}},
-				{"qkv_one_launch", len(rawQ) + 2*len(rawK), func(i int) error {
-					return g.k.MatVecsQ8(g.s, m.typ, xq, m.hidden, cuda.MatVecQ8Out{W: qs[i%len(qs)], Y: yq, Rows: m.qRows},
-						cuda.MatVecQ8Out{W: ks[i%len(ks)], Y: yk, Rows: m.kvRows}, cuda.MatVecQ8Out{W: vs[i%len(vs)], Y: yv, Rows: m.kvRows})
-				}},
-				{fmt.Sprintf("o_%dx%d", m.hidden, m.o), len(rawO), func(i int) error {
-					return g.k.MatVecQ8(g.s, m.typ, ow[i%len(ow)], xq, yo, m.hidden, m.o)
-				}},
-			} {
-				b.Run(fmt.Sprintf("%s/rpb%d", c.name, rpb), func(b *testing.B) {
-					per := timeLaunches(b, g, c.run)
-					b.ReportMetric(float64(c.bytes)/per.Seconds()/1e9, "GB/s")
-					b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
-				})
-			}
+func benchMatVecsQ8(b *testing.B, g *gpu, r *rand.Rand, m attnShape) {
+	rawQ, _ := makeWeights(b, r, m.typ, m.qRows, m.hidden)
+	rawK, _ := makeWeights(b, r, m.typ, m.kvRows, m.hidden)
+	rawO, _ := makeWeights(b, r, m.typ, m.hidden, m.o)
+	qs, ks, vs, ow := copies(b, g, rawQ), copies(b, g, rawK), copies(b, g, rawK), copies(b, g, rawO)
+	xq := g.buf(b, cuda.Q8RowBytes(m.o))
+	if err := g.k.QuantizeQ8(g.s, upload(b, g, randFloats(r, m.o, 1)), xq, 1, m.o); err != nil {
+		b.Fatal(err)
+	}
+	yq, yk, yv, yo := g.buf(b, 4*m.qRows), g.buf(b, 4*m.kvRows), g.buf(b, 4*m.kvRows), g.buf(b, 4*m.hidden)
+	for _, rpb := range []int{0, 1, 2, 4} {
+		g.k.SetRowsPerBlock(rpb)
+		for _, c := range []struct {
+			name  string
+			bytes int
+			run   func(i int) error
+		}{
+			{fmt.Sprintf("q_%dx%d", m.qRows, m.hidden), len(rawQ), func(i int) error {
+				return g.k.MatVecQ8(g.s, m.typ, qs[i%len(qs)], xq, yq, m.qRows, m.hidden)
+			}},
+			{fmt.Sprintf("k_%dx%d", m.kvRows, m.hidden), len(rawK), func(i int) error {
+				return g.k.MatVecQ8(g.s, m.typ, ks[i%len(ks)], xq, yk, m.kvRows, m.hidden)
+			}},
+			{"qkv_one_launch", len(rawQ) + 2*len(rawK), func(i int) error {
+				return g.k.MatVecsQ8(g.s, m.typ, xq, m.hidden, cuda.MatVecQ8Out{W: qs[i%len(qs)], Y: yq, Rows: m.qRows},
+					cuda.MatVecQ8Out{W: ks[i%len(ks)], Y: yk, Rows: m.kvRows}, cuda.MatVecQ8Out{W: vs[i%len(vs)], Y: yv, Rows: m.kvRows})
+			}},
+			{fmt.Sprintf("o_%dx%d", m.hidden, m.o), len(rawO), func(i int) error {
+				return g.k.MatVecQ8(g.s, m.typ, ow[i%len(ow)], xq, yo, m.hidden, m.o)
+			}},
+		} {
+			b.Run(fmt.Sprintf("%s/rpb%d", c.name, rpb), func(b *testing.B) {
+				per := timeLaunches(b, g, c.run)
+				b.ReportMetric(float64(c.bytes)/per.Seconds()/1e9, "GB/s")
+				b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+			})
 		}
 	}
 }
