@@ -66,10 +66,13 @@ type task struct {
 	_      [56]byte
 }
 
-// NewPool starts a pool of n workers; n <= 0 means one per logical CPU.
+// NewPool starts a pool of n workers; n <= 0 means one per CPU the Go runtime runs
+// goroutines on (GOMAXPROCS: the logical CPUs, or fewer under a container's CPU limit or
+// the GOMAXPROCS variable). Workers spin between tasks without yielding, so more of them
+// than that would leave some waiting for a CPU that the spinners hold.
 func NewPool(n int) *Pool {
 	if n <= 0 {
-		n = runtime.NumCPU()
+		n = runtime.GOMAXPROCS(0)
 	}
 	p := &Pool{n: n, wake: make(chan struct{}, n), epoch: time.Now()}
 	for i := 1; i < n; i++ {

@@ -17,7 +17,7 @@ import (
 
 // Options of the CPU backend.
 type Options struct {
-	Threads int // 0 = one per logical CPU
+	Threads int // 0 = one per CPU Go runs goroutines on (GOMAXPROCS)
 	// FloatPath dequantises weight rows and computes in float32 (the reference for tests)
 	// instead of quantising activations to 8 bits for integer dot products.
 	FloatPath bool
