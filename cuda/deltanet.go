@@ -7,7 +7,7 @@ import "fmt"
 
 // deltaNetKernelNames lists deltanet.cu's kernels for kernelNames.
 func deltaNetKernelNames() []string {
-	return []string{"conv1d_causal", "silu_f32", "mul_sigmoid", "sigmoid_routes", "l2_norm_qk", "gated_delta_rule", "gated_rms_norm"}
+	return []string{"conv1d_causal", "silu_f32", "mul_sigmoid", "sigmoid_routes", "l2_norm_qk", "gated_delta_rule", "gated_delta_chunked", "gated_rms_norm"}
 }
 
 // ConvMaxTaps is the most taps Conv1DCausal takes (CONV_MAX_K in deltanet.cu).
@@ -101,6 +101,48 @@ func (k *Kernels) GatedDeltaRule(s *Stream, qk, v DevicePtr, vStride int, alpha,
 		Int(d.Tokens).Int(d.KHeads).Int(d.VHeads).Int(d.KDim).Int(d.VDim).Int(grouped)
 	shared := (d.KDim + 2*w) * 32 * 4
 	return k.launch("gated_delta_rule", s, Dim3{X: ceilDiv(d.VDim, 32), Y: d.VHeads}, Dim3{X: 32, Y: w}, shared, args)
+}
+
+// DeltaChunk is the tokens per block of GatedDeltaRuleChunked (DELTA_CHUNK in deltanet.cu).
+const DeltaChunk = 32
+
+// MaxDeltaChunkedKDim is the largest key head size GatedDeltaRuleChunked takes: its shared
+// memory (DeltaChunkedShared) must fit the 64 KiB a block may have on the oldest GPUs the
+// kernels are built for (sm_75).
+const MaxDeltaChunkedKDim = 128
+
+// DeltaChunkedShared is the shared memory GatedDeltaRuleChunked's block takes for key heads
+// of kd values: the state's column tile, a chunk's keys and queries (rows padded by one), its
+// two DeltaChunk² matrices, its 32 columns of values and three vectors.
+func DeltaChunkedShared(kd int) int {
+	return 4 * (kd*32 + 2*DeltaChunk*(kd+1) + 2*DeltaChunk*DeltaChunk + DeltaChunk*32 + 3*DeltaChunk)
+}
+
+// GatedDeltaRuleChunked computes what GatedDeltaRule does, arguments and layouts alike, a
+// chunk of DeltaChunk tokens at a time (the WY form): for a prompt, where the sequential
+// kernel's per-token steps dominate. KDim at most MaxDeltaChunkedKDim.
+func (k *Kernels) GatedDeltaRuleChunked(s *Stream, qk, v DevicePtr, vStride int, alpha, beta, dtBias, a, state, out DevicePtr, d DeltaShape) error {
+	if d.Tokens <= 0 || d.KHeads <= 0 || d.VHeads <= 0 || d.VHeads > 65535 || d.VHeads%d.KHeads != 0 ||
+		d.KDim <= 0 || d.KDim > MaxDeltaChunkedKDim || d.VDim <= 0 || vStride < d.VHeads*d.VDim {
+		return fmt.Errorf("cuda: gated_delta_chunked: bad shape %+v (key head size at most %d, value heads a multiple of key heads)", d, MaxDeltaChunkedKDim)
+	}
+	grouped := 0
+	if d.Grouped {
+		grouped = 1
+	}
+	f, ok := k.fns["gated_delta_chunked"]
+	if !ok {
+		return fmt.Errorf("cuda: no kernel %q", "gated_delta_chunked")
+	}
+	shared := DeltaChunkedShared(d.KDim)
+	if shared > 48<<10 {
+		if err := f.SetMaxDynamicShared(shared); err != nil {
+			return err
+		}
+	}
+	args := new(Args).Ptr(qk).Ptr(v).Int64(int64(vStride)).Ptr(alpha).Ptr(beta).Ptr(dtBias).Ptr(a).Ptr(state).Ptr(out).
+		Int(d.Tokens).Int(d.KHeads).Int(d.VHeads).Int(d.KDim).Int(d.VDim).Int(grouped)
+	return f.Launch(s, Dim3{X: ceilDiv(d.VDim, 32), Y: d.VHeads}, Dim3{X: 256}, shared, args)
 }
 
 // GatedRMSNorm writes to y (which may be x) each of rows rows of dim values of x as

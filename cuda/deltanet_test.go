@@ -254,6 +254,117 @@ func TestGatedDeltaRule(t *testing.T) {
 	}
 }
 
+// deltaInputs draws one call's inputs as TestGatedDeltaRule does: q (scaled) and k
+// normalised as l2_norm_qk leaves them, v inside rows wider than the value heads.
+func deltaInputs(r *rand.Rand, d cuda.DeltaShape) (qk, v, alpha, beta []float32, vStride int) {
+	n := d.Tokens
+	qk = randFloats(r, n*2*d.KHeads*d.KDim, 1)
+	for h := range n * 2 * d.KHeads {
+		x := qk[h*d.KDim : (h+1)*d.KDim]
+		f := 1 / float32(norm(x))
+		if h%(2*d.KHeads) < d.KHeads {
+			f /= float32(math.Sqrt(float64(d.KDim)))
+		}
+		for i := range x {
+			x[i] *= f
+		}
+	}
+	vStride = d.VHeads*d.VDim + 11
+	v = randFloats(r, n*vStride, 1)
+	return qk, v, randFloats(r, n*d.VHeads, 3), randFloats(r, n*d.VHeads, 3), vStride
+}
+
+// maxDelta is the largest |got - want| / max(1, |want|).
+func maxDelta(got []float32, want []float64) float64 {
+	var worst float64
+	for i := range want {
+		d := math.Abs(float64(got[i])-want[i]) / math.Max(1, math.Abs(want[i]))
+		if !(d <= worst) {
+			worst = d
+		}
+	}
+	return worst
+}
+
+// TestGatedDeltaRuleChunked: the chunked kernel against the sequential float64 reference on
+// a prompt longer than two chunks and not a multiple of one, then calls of one token, exactly
+// one chunk and a few tokens continuing its state; odd key and value head sizes, value heads
+// wider than one 32-column tile, the grouped and the tiled order, and the published head
+// size (128) with two 32-column tiles a head.
+func TestGatedDeltaRuleChunked(t *testing.T) {
+	g := setup(t)
+	r := rand.New(rand.NewPCG(51, 52))
+	const tol = 1e-4
+	for _, d := range []cuda.DeltaShape{
+		{KHeads: 2, VHeads: 6, KDim: 19, VDim: 45, Grouped: true},
+		{KHeads: 2, VHeads: 6, KDim: 19, VDim: 45},
+		{KHeads: 1, VHeads: 2, KDim: 128, VDim: 64},
+		{KHeads: 2, VHeads: 4, KDim: 128, VDim: 33, Grouped: true},
+	} {
+		stateF := randFloats(r, d.VHeads*d.KDim*d.VDim, 0.5)
+		state := make([]float64, len(stateF))
+		for i, v := range stateF {
+			state[i] = float64(v)
+		}
+		ds := upload(t, g, stateF)
+		dtBias := randFloats(r, d.VHeads, 1)
+		a := randFloats(r, d.VHeads, 1)
+		for i := range a {
+			a[i] = -float32(math.Exp(float64(a[i])))
+		}
+		ddt, da := upload(t, g, dtBias), upload(t, g, a)
+		for _, n := range []int{2*cuda.DeltaChunk + 13, 1, cuda.DeltaChunk, 5} {
+			d.Tokens = n
+			qk, v, alpha, beta, vStride := deltaInputs(r, d)
+			dqk, dv, dal, dbe := upload(t, g, qk), upload(t, g, v), upload(t, g, alpha), upload(t, g, beta)
+			dout := g.buf(t, 4*n*d.VHeads*d.VDim)
+			if err := g.k.GatedDeltaRuleChunked(g.s, dqk, dv, vStride, dal, dbe, ddt, da, ds, dout, d); err != nil {
+				t.Fatal(err)
+			}
+			want := deltaRef(qk, v, vStride, alpha, beta, dtBias, a, state, d)
+			got, gotState := download[float32](t, g, dout, len(want)), download[float32](t, g, ds, len(state))
+			eo, es := maxDelta(got, want), maxDelta(gotState, state)
+			t.Logf("%+v: out within %.2g, state within %.2g", d, eo, es)
+			if !(eo <= tol && es <= tol) {
+				t.Fatalf("%+v: out off by %.3g, state by %.3g, want at most %g", d, eo, es, tol)
+			}
+		}
+	}
+	big := cuda.DeltaShape{Tokens: 4, KHeads: 1, VHeads: 1, KDim: cuda.MaxDeltaChunkedKDim + 1, VDim: 8}
+	if err := g.k.GatedDeltaRuleChunked(g.s, 0, 0, 8, 0, 0, 0, 0, 0, 0, big); err == nil {
+		t.Errorf("a key head of %d values launched", big.KDim)
+	}
+}
+
+// BenchmarkGatedDeltaRule: one prefill batch of the qwen3next-80b-a3b layer shape (16 key and
+// 32 value heads of 128), token by token and chunked.
+func BenchmarkGatedDeltaRule(b *testing.B) {
+	g := setup(b)
+	r := rand.New(rand.NewPCG(53, 54))
+	d := cuda.DeltaShape{Tokens: 512, KHeads: 16, VHeads: 32, KDim: 128, VDim: 128, Grouped: true}
+	qk, v, alpha, beta, vStride := deltaInputs(r, d)
+	dqk, dv, dal, dbe := upload(b, g, qk), upload(b, g, v), upload(b, g, alpha), upload(b, g, beta)
+	a := randFloats(r, d.VHeads, 1)
+	for i := range a {
+		a[i] = -float32(math.Exp(float64(a[i])))
+	}
+	ddt, da := upload(b, g, randFloats(r, d.VHeads, 1)), upload(b, g, a)
+	ds := upload(b, g, make([]float32, d.VHeads*d.KDim*d.VDim))
+	dout := g.buf(b, 4*d.Tokens*d.VHeads*d.VDim)
+	for _, kernel := range []struct {
+		name string
+		run  func(*cuda.Stream, cuda.DevicePtr, cuda.DevicePtr, int, cuda.DevicePtr, cuda.DevicePtr, cuda.DevicePtr, cuda.DevicePtr, cuda.DevicePtr, cuda.DevicePtr, cuda.DeltaShape) error
+	}{{"sequential", g.k.GatedDeltaRule}, {"chunked", g.k.GatedDeltaRuleChunked}} {
+		b.Run(kernel.name, func(b *testing.B) {
+			per := timeLaunches(b, g, func(int) error {
+				return kernel.run(g.s, dqk, dv, vStride, dal, dbe, ddt, da, ds, dout, d)
+			})
+			b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+			b.ReportMetric(float64(d.Tokens)/per.Seconds(), "tokens/s")
+		})
+	}
+}
+
 // TestGatedRMSNorm: rows of an odd size, in place and into another buffer.
 func TestGatedRMSNorm(t *testing.T) {
 	g := setup(t)

@@ -151,6 +151,140 @@ extern "C" __global__ void gated_delta_rule(const float *qk, const float *v, lon
 		for (int i = w; i < kd; i += W) Sg[(long long)i * vd + j] = S[i * 32 + lane];
 }
 
+// DELTA_CHUNK is the tokens of one block of gated_delta_chunked.
+#define DELTA_CHUNK 32
+
+// The gated delta rule for a prompt, a chunk of DELTA_CHUNK tokens at a time (the WY form of
+// engine/compute/cpu's deltaChunked): the state crosses each chunk once instead of once per
+// token. Within a chunk, with G the running sum of g = softplus(alpha + dt_bias)*a and b =
+// sigmoid(beta), the chunk's corrected values V' solve (I - A) V' = X, where
+//   X_i = b_i (v_i - e^(G_i) S^T k_i),   A_im = -b_i (k_i . k_m) e^(G_i - G_m)  (m < i),
+// then out_i = e^(G_i) S^T q_i + sum_(m<=i) (q_i . k_m) e^(G_i - G_m) V'_m and
+//   S <- e^(G_last) S + sum_i (e^(G_last - G_i) k_i) (x) V'_i.
+// As in gated_delta_rule every column of S evolves on its own: block (blockIdx.x, blockIdx.y
+// = h) owns 32 columns (lane = column) and its 8 warps split the chunk's rows; the chunk's
+// A and P = (q.k) e^(dG) matrices, which every column needs, are computed by each block of
+// the head (the price of keeping the state in shared memory with no exchange between blocks).
+// Warp 0 solves for V' by forward substitution, a lane per column. Arguments and layouts as
+// gated_delta_rule's; 256 threads; kd at most 128 (shared memory: deltaChunkedShared).
+extern "C" __global__ void __launch_bounds__(256) gated_delta_chunked(const float *qk, const float *v, long long v_stride, const float *alpha,
+	const float *beta, const float *dt_bias, const float *a, float *state, float *out, int n, int kh, int vh, int kd, int vd, int grouped) {
+	extern __shared__ float sm[];
+	const int kp = kd + 1; // padded rows: lanes reading K[m][x] for consecutive m hit distinct banks
+	float *S = sm;                      // [kd][32] the state's column tile
+	float *Ks = S + kd * 32;            // [DELTA_CHUNK][kp]
+	float *Qs = Ks + DELTA_CHUNK * kp;  // [DELTA_CHUNK][kp]
+	float *Am = Qs + DELTA_CHUNK * kp;  // [DELTA_CHUNK][DELTA_CHUNK]
+	float *Pm = Am + DELTA_CHUNK * DELTA_CHUNK;
+	float *X = Pm + DELTA_CHUNK * DELTA_CHUNK; // [DELTA_CHUNK][32]: X, then V'
+	float *Gs = X + DELTA_CHUNK * 32;   // running sums of g
+	float *Bs = Gs + DELTA_CHUNK;       // b
+	float *Es = Bs + DELTA_CHUNK;       // e^(G_last - G_i)
+	const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+	const int h = blockIdx.y, j = blockIdx.x * 32 + lane;
+	const bool col = j < vd;
+	const int khead = grouped ? h / (vh / kh) : h % kh;
+	float *Sg = state + (long long)h * kd * vd;
+	for (int x = w; x < kd; x += 8) S[x * 32 + lane] = col ? Sg[(long long)x * vd + j] : 0.f;
+	const float dt = dt_bias[h], A = a[h];
+	for (int c0 = 0; c0 < n; c0 += DELTA_CHUNK) {
+		const int L = min(DELTA_CHUNK, n - c0);
+		for (int idx = tid; idx < L * kd; idx += 256) {
+			const int i = idx / kd, x = idx - i * kd;
+			const long long row = (long long)(c0 + i) * 2 * kh;
+			Qs[i * kp + x] = qk[(row + khead) * kd + x];
+			Ks[i * kp + x] = qk[(row + kh + khead) * kd + x];
+		}
+		if (w == 0) { // g and b, and G by an inclusive scan over the warp
+			float g = 0.f;
+			if (lane < L) {
+				const float xa = alpha[(long long)(c0 + lane) * vh + h] + dt;
+				g = (xa > 20.f ? xa : log1pf(expf(xa))) * A;
+				Bs[lane] = 1.f / (1.f + expf(-beta[(long long)(c0 + lane) * vh + h]));
+			}
+#pragma unroll
+			for (int off = 1; off < 32; off <<= 1) {
+				const float y = __shfl_up_sync(0xffffffffu, g, off);
+				if (lane >= off) g += y;
+			}
+			Gs[lane] = g;
+			Es[lane] = expf(__shfl_sync(0xffffffffu, g, L - 1) - g);
+		}
+		__syncthreads();
+		// The state's part of each row: S^T k_i for X, S^T q_i kept for the output.
+		float ks[DELTA_CHUNK / 8], qs[DELTA_CHUNK / 8];
+#pragma unroll
+		for (int r = 0; r < DELTA_CHUNK / 8; r++) ks[r] = qs[r] = 0.f;
+		for (int x = 0; x < kd; x++) {
+			const float s = S[x * 32 + lane];
+#pragma unroll
+			for (int r = 0; r < DELTA_CHUNK / 8; r++) {
+				const int i = w + 8 * r;
+				ks[r] += Ks[i * kp + x] * s;
+				qs[r] += Qs[i * kp + x] * s;
+			}
+		}
+#pragma unroll
+		for (int r = 0; r < DELTA_CHUNK / 8; r++) {
+			const int i = w + 8 * r;
+			const float eg = expf(Gs[i]);
+			qs[r] *= eg;
+			if (i < L) X[i * 32 + lane] = Bs[i] * ((col ? v[(long long)(c0 + i) * v_stride + (long long)h * vd + j] : 0.f) - eg * ks[r]);
+		}
+		// A (strictly lower) and P (lower with the diagonal); a warp takes a row i, lane = m.
+		for (int p = tid; p < DELTA_CHUNK * DELTA_CHUNK; p += 256) {
+			const int i = p / DELTA_CHUNK, m = p - i * DELTA_CHUNK;
+			if (m <= i && i < L) {
+				float kk = 0.f, qk_ = 0.f;
+				for (int x = 0; x < kd; x++) {
+					const float km = Ks[m * kp + x];
+					kk += Ks[i * kp + x] * km;
+					qk_ += Qs[i * kp + x] * km;
+				}
+				const float e = expf(Gs[i] - Gs[m]);
+				Am[p] = m < i ? -Bs[i] * kk * e : 0.f;
+				Pm[p] = qk_ * e;
+			}
+		}
+		__syncthreads();
+		if (w == 0) { // V'_i = X_i + sum_(m<i) A_im V'_m, row by row; a lane reads only its own column
+			for (int i = 1; i < L; i++) {
+				const float *ar = Am + i * DELTA_CHUNK;
+				float s0 = X[i * 32 + lane], s1 = 0.f, s2 = 0.f, s3 = 0.f;
+				int m = 0;
+				for (; m + 4 <= i; m += 4) {
+					s0 += ar[m] * X[m * 32 + lane];
+					s1 += ar[m + 1] * X[(m + 1) * 32 + lane];
+					s2 += ar[m + 2] * X[(m + 2) * 32 + lane];
+					s3 += ar[m + 3] * X[(m + 3) * 32 + lane];
+				}
+				for (; m < i; m++) s0 += ar[m] * X[m * 32 + lane];
+				X[i * 32 + lane] = (s0 + s1) + (s2 + s3);
+			}
+		}
+		__syncthreads();
+#pragma unroll
+		for (int r = 0; r < DELTA_CHUNK / 8; r++) {
+			const int i = w + 8 * r;
+			if (i < L && col) {
+				const float *pr = Pm + i * DELTA_CHUNK;
+				float o = qs[r];
+				for (int m = 0; m <= i; m++) o += pr[m] * X[m * 32 + lane];
+				out[((long long)(c0 + i) * vh + h) * vd + j] = o;
+			}
+		}
+		const float eL = expf(Gs[L - 1]);
+		for (int x = w; x < kd; x += 8) {
+			float s = S[x * 32 + lane] * eL;
+			for (int i = 0; i < L; i++) s += Ks[i * kp + x] * Es[i] * X[i * 32 + lane];
+			S[x * 32 + lane] = s;
+		}
+		__syncthreads();
+	}
+	if (col)
+		for (int x = w; x < kd; x += 8) Sg[(long long)x * vd + j] = S[x * 32 + lane];
+}
+
 // The delta rule's output norm: each row of dim values becomes x / sqrt(mean(x^2) + eps) *
 // w * silu(z), z laid out as x. The weight is used as stored (the file's ssm_norm is a plain
 // weight, not 1 + w). y may alias x. One block of up to 256 threads per row.

@@ -156,9 +156,11 @@ func (b *Backend) SigmoidRoutes(logits compute.Buf, n int) *compute.Routes {
 	return r
 }
 
-// GatedDeltaNet runs the gated delta rule: q and k L2-normalised into scratch, then one
-// kernel sequential in time over the tokens (the same for a prompt and a decode step; see
-// gated_delta_rule in deltanet.cu), its state read and written in place.
+// GatedDeltaNet runs the gated delta rule: q and k L2-normalised into scratch, then the rule
+// itself with its state read and written in place: for one token the recurrent kernel
+// (gated_delta_rule in deltanet.cu), for a prompt the chunked one (gated_delta_chunked, the
+// WY form, which crosses the state once per cuda.DeltaChunk tokens), or the recurrent one
+// when the key heads are too large for the chunked kernel's shared memory.
 func (b *Backend) GatedDeltaNet(dst, qkv, alpha, beta, state compute.Buf, s compute.DeltaSpec) {
 	if err := checkDelta(s, dst, qkv, alpha, beta, state); err != nil {
 		b.err.Set(fmt.Errorf("gpu: gated delta rule: %w", err))
@@ -187,9 +189,13 @@ func (b *Backend) GatedDeltaNet(dst, qkv, alpha, beta, state compute.Buf, s comp
 	if s.GroupedVHeads {
 		grouped = 1
 	}
-	b.do(func() error { return b.k.GatedDeltaRule(b.s, qk, v, C, al, be, dt.p, A.p, st, out, shape) },
+	rule, chunked := b.k.GatedDeltaRule, uint64(0)
+	if n > 1 && s.KDim <= cuda.MaxDeltaChunkedKDim {
+		rule, chunked = b.k.GatedDeltaRuleChunked, 1
+	}
+	b.do(func() error { return rule(b.s, qk, v, C, al, be, dt.p, A.p, st, out, shape) },
 		opDeltaRule, u(qk), u(v), uint64(C), u(al), u(be), u(dt.p), u(A.p), u(st), u(out),
-		uint64(n), uint64(s.KHeads), uint64(s.VHeads), uint64(s.KDim), uint64(s.VDim), grouped)
+		uint64(n), uint64(s.KHeads), uint64(s.VHeads), uint64(s.KDim), uint64(s.VDim), grouped, chunked)
 }
 
 // checkDelta checks the spec against the kernels and the buffers, so bad shapes give an

@@ -16,9 +16,9 @@ import (
 )
 
 // TestHybridOpsMatchCPU runs the compute.Hybrid operations on the GPU and on the CPU's float
-// path, fed the same inputs: a prompt longer than the CPU's 64-token delta-rule chunk (its
-// chunked form against the GPU's sequential kernel), decode steps and another batch on the
-// state they left, with value heads in the tiled (qwen35moe) and the grouped (qwen3next)
+// path, fed the same inputs: a prompt longer than both delta-rule chunks (the CPU's 64
+// tokens, the GPU's 32, not a multiple of either), decode steps (the GPU's recurrent kernel)
+// and another batch (chunked again) on the state they left, with value heads in the tiled (qwen35moe) and the grouped (qwen3next)
 // order, conv taps in f32 and f16, and the gates, norm, partial RoPE and shared-expert route.
 func TestHybridOpsMatchCPU(t *testing.T) {
 	g := newGPU(t)
