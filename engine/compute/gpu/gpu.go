@@ -30,8 +30,9 @@ type Options struct {
 	// (see stepGraph; graphs took decode of a 30b-a3b Q4_K model on the H200 from 141 to
 	// 163 tokens/s). The environment variable STRATA_CUDA_GRAPHS=0 does the same.
 	Eager bool
-	// Kernels (nil: the embedded module) is a fatbin built from cuda/kernels to run instead,
-	// for testing kernels before they are embedded.
+	// Kernels (nil: the file STRATA_CUDA_FATBIN names, else the embedded module) is a
+	// fatbin built from cuda/kernels to run instead, for testing kernels before they are
+	// embedded: binaries built where there is no nvcc run a fatbin made on the GPU machine.
 	Kernels []byte
 	// OwnContext creates a context of the device's own (cuCtxCreate) instead of retaining
 	// its primary one. It exists for tests: a helper GPU on the main card's ordinal then has
@@ -126,6 +127,13 @@ func New(o Options) (*Backend, error) {
 	if err != nil {
 		drv.Close()
 		return nil, fmt.Errorf("gpu: %w", err)
+	}
+	if p := os.Getenv("STRATA_CUDA_FATBIN"); o.Kernels == nil && p != "" {
+		if o.Kernels, err = os.ReadFile(p); err != nil {
+			ctx.Close()
+			drv.Close()
+			return nil, fmt.Errorf("gpu: STRATA_CUDA_FATBIN: %w", err)
+		}
 	}
 	var k *cuda.Kernels
 	if o.Kernels != nil {

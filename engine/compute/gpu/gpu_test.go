@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -25,7 +24,7 @@ import (
 // STRATA_CUDA_FATBIN names a freshly built fatbin to run instead of the embedded one.
 func newGPU(t *testing.T) *gpu.Backend {
 	t.Helper()
-	b, err := gpu.New(testOptions(t))
+	b, err := gpu.New(gpu.Options{})
 	if errors.Is(err, gpu.ErrNoGPU) {
 		t.Skipf("no NVIDIA GPU or driver, skipping: %v", err)
 	}
@@ -312,19 +311,4 @@ func moeMatches(t *testing.T, b *gpu.Backend, c *cpu.Backend, f *gguf.File) {
 			}
 		}
 	}
-}
-
-// testOptions are the backend's options in tests: STRATA_CUDA_FATBIN names a freshly built
-// fatbin to run instead of the embedded one.
-func testOptions(t *testing.T) gpu.Options {
-	t.Helper()
-	var o gpu.Options
-	if p := os.Getenv("STRATA_CUDA_FATBIN"); p != "" {
-		img, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o.Kernels = img
-	}
-	return o
 }

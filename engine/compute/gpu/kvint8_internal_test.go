@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 
 	"strata/cuda"
@@ -18,15 +17,7 @@ import (
 // and compares every value and scale bit for bit: both backends hold the same numbers, so the
 // cache format is one whatever runs it. Head sizes with blocks of 32 and with one block a row.
 func TestInt8KVHoldsWhatCPUCacheHolds(t *testing.T) {
-	var o Options
-	if p := os.Getenv("STRATA_CUDA_FATBIN"); p != "" {
-		img, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o.Kernels = img
-	}
-	b, err := New(o)
+	b, err := New(Options{})
 	if errors.Is(err, ErrNoGPU) {
 		t.Skipf("no NVIDIA GPU or driver, skipping: %v", err)
 	}

@@ -140,9 +140,7 @@ func TestDecodeMatchesPrefill(t *testing.T) {
 // and on one that replays decode steps as CUDA graphs: logits and routes must agree.
 func TestDecodeGraphMatchesEager(t *testing.T) {
 	graphs := newGPU(t)
-	o := testOptions(t)
-	o.Eager = true
-	eager, err := gpu.New(o)
+	eager, err := gpu.New(gpu.Options{Eager: true})
 	if err != nil {
 		t.Fatal(err)
 	}
