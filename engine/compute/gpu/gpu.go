@@ -160,7 +160,8 @@ func New(o Options) (*Backend, error) {
 		capture: b.captureStep,
 		report:  b.err.Set,
 	}
-	if n, err := strconv.Atoi(os.Getenv("STRATA_STEP_CHUNK")); err == nil && n > 0 {
+	b.step.maxOps = stepChunkOps
+	if n, err := strconv.Atoi(os.Getenv("STRATA_STEP_CHUNK")); err == nil && n >= 0 { // 0: no cuts
 		b.step.maxOps = n
 	}
 	if os.Getenv("STRATA_STEP_TIMING") == "1" {
