@@ -87,7 +87,7 @@ fuzz-ci:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2x ./engine/quant/
 
-# kernels compiles cuda/kernels/*.cu with nvcc (on the GPU machine) into kernels.fatbin and
+# kernels compiles cuda/kernels/*.cu with nvcc (on the GPU machine) into kernels.fatbin.gz and
 # kernels.sha256, in $OUT when set, else in cuda/ where go:embed picks them up.
 kernels:
 	$(MAKE) -C cuda/kernels OUT=$${OUT:-$(CURDIR)/cuda}

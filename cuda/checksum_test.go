@@ -13,7 +13,7 @@ import (
 	"strata/cuda"
 )
 
-// TestFatbinMatchesSources fails when cuda/kernels/*.cu* changed after kernels.fatbin was
+// TestFatbinMatchesSources fails when cuda/kernels/*.cu* changed after kernels.fatbin.gz was
 // built: kernels.sha256 (written by `make kernels` next to the fatbin) must list exactly
 // the current sources with their current hashes.
 func TestFatbinMatchesSources(t *testing.T) {
@@ -45,7 +45,7 @@ func TestFatbinMatchesSources(t *testing.T) {
 	}
 	for name, h := range got {
 		if want[name] != h {
-			t.Errorf("kernels/%s changed since kernels.fatbin was built (checksum %s, fatbin built from %q): run make kernels on the GPU machine", name, h, want[name])
+			t.Errorf("kernels/%s changed since kernels.fatbin.gz was built (checksum %s, fatbin built from %q): run make kernels on the GPU machine", name, h, want[name])
 		}
 	}
 	for name := range want {
@@ -53,7 +53,7 @@ func TestFatbinMatchesSources(t *testing.T) {
 			t.Errorf("kernels.sha256 lists %s, which is no longer a source: rebuild the fatbin", name)
 		}
 	}
-	if fi, err := os.Stat("kernels.fatbin"); err != nil || fi.Size() == 0 {
-		t.Errorf("kernels.fatbin is missing or empty: run make kernels")
+	if fi, err := os.Stat("kernels.fatbin.gz"); err != nil || fi.Size() == 0 {
+		t.Errorf("kernels.fatbin.gz is missing or empty: run make kernels")
 	}
 }

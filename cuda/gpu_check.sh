@@ -21,7 +21,7 @@ if [ "${FULL:-1}" = 1 ]; then
 	(start=$(date +%s); make kernels OUT="$OUT"; echo "full build seconds: $(($(date +%s) - start))") >"$OUT/build.log" 2>&1 &
 	BG=$!
 fi
-export STRATA_FIXTURES="$PWD/bin/cuda/fixtures" STRATA_CUDA_FATBIN=/tmp/k90/kernels.fatbin
+export STRATA_FIXTURES="$PWD/bin/cuda/fixtures" STRATA_CUDA_FATBIN=/tmp/k90/kernels.fatbin.gz
 cd cuda || exit 1
 timeout 240 ../bin/cuda/cuda.test -test.v -test.count=1 -test.run "${RUN:-.}" >"$OUT/test.log" 2>&1
 echo "tests rc=$?"
