@@ -9,38 +9,16 @@ import (
 )
 
 // refSampler is the sampler as it was before the ranking became a heap and a radix sort:
-// a comparison sort of every candidate. The tokens must not change.
-type refSampler struct {
-	p      Params
-	rng    *rand.Rand
-	recent []int
-}
+// a comparison sort of every candidate, then the same draw. The tokens must not change.
+type refSampler struct{ s *Sampler }
 
-func newRef(p Params) *refSampler {
-	if p.RepeatLastN <= 0 {
-		p.RepeatLastN = 64
-	}
-	return &refSampler{p: p, rng: rand.New(rand.NewPCG(p.Seed, p.Seed^0x9e3779b97f4a7c15))}
-}
+func newRef(p Params) *refSampler { return &refSampler{New(p)} }
 
-func (s *refSampler) accept(id int) {
-	s.recent = append(s.recent, id)
-	if len(s.recent) > s.p.RepeatLastN {
-		s.recent = s.recent[len(s.recent)-s.p.RepeatLastN:]
-	}
-}
+func (r *refSampler) accept(id int) { r.s.Accept(id) }
 
-func (s *refSampler) sample(logits []float32) int {
-	if pen := s.p.RepeatPenalty; pen > 0 && pen != 1 {
-		for _, id := range s.recent {
-			if logits[id] > 0 {
-				logits[id] /= pen
-			} else {
-				logits[id] *= pen
-			}
-		}
-	}
-	if s.p.Temperature <= 0 {
+func (r *refSampler) sample(logits []float32) int {
+	r.s.penalize(logits)
+	if r.s.p.Temperature <= 0 {
 		return Argmax(logits)
 	}
 	var c []candidate
@@ -53,51 +31,10 @@ func (s *refSampler) sample(logits []float32) int {
 		}
 		return c[i].id < c[j].id
 	})
-	if k := s.p.TopK; k > 0 && k < len(c) {
+	if k := r.s.p.TopK; k > 0 && k < len(c) {
 		c = c[:k]
 	}
-	maxv := c[0].p
-	var sum float64
-	for i := range c {
-		e := math.Exp(float64((c[i].p - maxv) / s.p.Temperature))
-		c[i].p = float32(e)
-		sum += e
-	}
-	for i := range c {
-		c[i].p = float32(float64(c[i].p) / sum)
-	}
-	if mp := s.p.MinP; mp > 0 {
-		cut := c[0].p * mp
-		n := 1
-		for n < len(c) && c[n].p >= cut {
-			n++
-		}
-		c = c[:n]
-	}
-	if tp := s.p.TopP; tp > 0 && tp < 1 {
-		var acc float32
-		n := 0
-		for n < len(c) {
-			acc += c[n].p
-			n++
-			if acc >= tp {
-				break
-			}
-		}
-		c = c[:n]
-	}
-	var total float64
-	for _, x := range c {
-		total += float64(x.p)
-	}
-	r := s.rng.Float64() * total
-	for _, x := range c {
-		r -= float64(x.p)
-		if r < 0 {
-			return x.id
-		}
-	}
-	return c[len(c)-1].id
+	return r.s.draw(c)
 }
 
 // randomLogits has ties (values on a coarse grid), both zeros and a spread of magnitudes.

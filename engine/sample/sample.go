@@ -62,6 +62,20 @@ func Argmax(logits []float32) int {
 
 // Sample chooses a token. logits is modified by the repetition penalty.
 func (s *Sampler) Sample(logits []float32) int {
+	s.penalize(logits)
+	if s.p.Temperature <= 0 {
+		return Argmax(logits)
+	}
+	// The candidates in order (probability down, id up on ties) as far as they are used: the
+	// top k alone when top-k is on, else all of them.
+	if k := s.p.TopK; k > 0 && k < len(logits) {
+		return s.draw(s.topK(logits, k))
+	}
+	return s.draw(s.sorted(logits))
+}
+
+// penalize applies the repetition penalty to the recent tokens' logits.
+func (s *Sampler) penalize(logits []float32) {
 	if pen := s.p.RepeatPenalty; pen > 0 && pen != 1 {
 		for _, id := range s.recent {
 			if id < 0 || id >= len(logits) {
@@ -75,18 +89,11 @@ func (s *Sampler) Sample(logits []float32) int {
 			}
 		}
 	}
-	if s.p.Temperature <= 0 {
-		return Argmax(logits)
-	}
-	// The candidates in order (probability down, id up on ties) as far as they are used: the
-	// top k alone when top-k is on, else all of them.
-	var c []candidate
-	if k := s.p.TopK; k > 0 && k < len(logits) {
-		c = s.topK(logits, k)
-	} else {
-		c = s.sorted(logits)
-	}
-	// Softmax at temperature.
+}
+
+// draw takes the candidates in order, softmaxes them at the temperature, applies min-p and
+// top-p, and draws one.
+func (s *Sampler) draw(c []candidate) int {
 	maxv := c[0].p
 	var sum float64
 	for i := range c {
