@@ -65,7 +65,7 @@ func (b *Backend) matmulSegments(segs []segment) {
 		starts[i+1] = starts[i] + s.w.rows*rowCost(s.n)
 		widest = max(widest, s.w.rowBytes)
 	}
-	product := func(s *segment, r0, r1 int) {
+	product := func(_ int, s *segment, r0, r1 int) {
 		data := s.w.expert(s.expert)
 		var err error
 		if float {
@@ -83,10 +83,10 @@ func (b *Backend) matmulSegments(segs []segment) {
 	})
 }
 
-// segmentRows calls fn with the rows [r0, r1) of each segment that the cost units [lo, hi)
+// segmentRows calls fn with the rows [r0, r1) of each segment (segs[i]) that the cost units [lo, hi)
 // hold; starts[i] is the first unit of segs[i] (see matmulSegments). A row belongs to the
 // range holding its first unit, so adjoining ranges split the rows without overlap.
-func segmentRows(segs []segment, starts []int, lo, hi int, fn func(s *segment, r0, r1 int)) {
+func segmentRows(segs []segment, starts []int, lo, hi int, fn func(i int, s *segment, r0, r1 int)) {
 	si, _ := slices.BinarySearch(starts, lo+1)
 	for si--; si < len(segs) && starts[si] < hi; si++ {
 		s := &segs[si]
@@ -94,7 +94,7 @@ func segmentRows(segs []segment, starts []int, lo, hi int, fn func(s *segment, r
 		r0 := ceilDiv(max(0, lo-starts[si]), c)
 		r1 := min(s.w.rows, ceilDiv(hi-starts[si], c))
 		if r0 < r1 {
-			fn(s, r0, r1)
+			fn(si, s, r0, r1)
 		}
 	}
 }

@@ -28,11 +28,13 @@ func TestSegmentRowsSplitsExactly(t *testing.T) {
 			seen[i] = make([]int, segs[i].w.rows)
 		}
 		for c := 0; c+1 < len(cuts); c++ {
-			segmentRows(segs, starts, cuts[c], cuts[c+1], func(s *segment, r0, r1 int) {
+			segmentRows(segs, starts, cuts[c], cuts[c+1], func(i int, s *segment, r0, r1 int) {
 				if r0 < 0 || r1 > s.w.rows || r0 >= r1 {
 					t.Fatalf("trial %d: rows [%d, %d) of a %d-row segment", trial, r0, r1, s.w.rows)
 				}
-				i := slices.IndexFunc(segs, func(x segment) bool { return x.w == s.w })
+				if s != &segs[i] {
+					t.Fatalf("trial %d: segment %d handed out as another's index", trial, i)
+				}
 				for r := r0; r < r1; r++ {
 					seen[i][r]++
 				}

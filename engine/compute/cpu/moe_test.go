@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"strata/engine/compute"
 	"strata/engine/quant"
 )
 
@@ -29,8 +30,9 @@ func moeCase(t *testing.T, n int, rng *rand.Rand) (gate, up, down *Weight, r *ro
 }
 
 // TestMoEBatchEqualsTokens: a batch of tokens through MoE (grouped by expert, host loops
-// split over the pool) gives, bit for bit, what each token alone gives (decode's path), and
-// a one-thread backend gives the same bits as a four-thread one.
+// split over the pool, two parallel passes) gives, bit for bit, what each token alone gives
+// (decode's one pass, expertsOneToken), with plain experts and with gpt-oss's biases and
+// clamped SwiGLU, and a one-thread backend gives the same bits as a four-thread one.
 func TestMoEBatchEqualsTokens(t *testing.T) {
 	const n = 40 // above serialWork, so the loops split
 	rng := rand.New(rand.NewPCG(41, 42))
@@ -43,37 +45,59 @@ func TestMoEBatchEqualsTokens(t *testing.T) {
 	for i := range base {
 		base[i] = float32(rng.NormFloat64())
 	}
+	biased := &compute.ExpertFFN{
+		GateBias: vectorWeight(t, "gate.bias", randomF32(rng, moeExperts*moeFFN, 2), 1, moeFFN, moeExperts),
+		UpBias:   vectorWeight(t, "up.bias", randomF32(rng, moeExperts*moeFFN, 2), 1, moeFFN, moeExperts),
+		DownBias: vectorWeight(t, "down.bias", randomF32(rng, moeExperts*moeHidden, 0.5), 1, moeHidden, moeExperts),
+		Limit:    7, Alpha: 1.702}
 
-	run := func(be *Backend, xs, base []float32, r *routesT) []float32 {
-		x, dst := be.NewBuf(len(xs)), be.NewBuf(len(base))
-		be.Write(x, xs)
-		be.Write(dst, base)
-		be.MoE(dst, x, gate, up, down, nil, r)
-		if err := be.Err(); err != nil {
-			t.Fatal(err)
+	for _, ffn := range []*compute.ExpertFFN{nil, biased} {
+		run := func(be *Backend, xs, base []float32, r *routesT) []float32 {
+			x, dst := be.NewBuf(len(xs)), be.NewBuf(len(base))
+			be.Write(x, xs)
+			be.Write(dst, base)
+			be.MoE(dst, x, gate, up, down, ffn, r)
+			if err := be.Err(); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]float32, len(base))
+			be.Read(dst, got)
+			return got
 		}
-		got := make([]float32, len(base))
-		be.Read(dst, got)
-		return got
-	}
-	batch := run(b, xs, base, routes)
-	serial := run(one, xs, base, routes)
-	var rms float64
-	for i, v := range batch {
-		if v != serial[i] {
-			t.Fatalf("out[%d] = %g on 4 threads, %g on 1", i, v, serial[i])
+		batch := run(b, xs, base, routes)
+		serial := run(one, xs, base, routes)
+		var rms float64
+		for i, v := range batch {
+			if v != serial[i] {
+				t.Fatalf("ffn %v: out[%d] = %g on 4 threads, %g on 1", ffn != nil, i, v, serial[i])
+			}
+			rms += float64(v-base[i]) * float64(v-base[i])
 		}
-		rms += float64(v-base[i]) * float64(v-base[i])
-	}
-	if rms = math.Sqrt(rms / float64(len(batch))); rms == 0 || math.IsNaN(rms) {
-		t.Fatalf("MoE added nothing usable (rms %g)", rms)
-	}
-	for tok := range n {
-		r1 := &routesT{N: 1, K: moeK, IDs: routes.IDs[tok*moeK : (tok+1)*moeK], Weights: routes.Weights[tok*moeK : (tok+1)*moeK]}
-		got := run(b, xs[tok*moeHidden:(tok+1)*moeHidden], base[tok*moeHidden:(tok+1)*moeHidden], r1)
-		for c, v := range got {
-			if w := batch[tok*moeHidden+c]; v != w {
-				t.Fatalf("token %d out[%d] = %g alone, %g in the batch", tok, c, v, w)
+		if rms = math.Sqrt(rms / float64(len(batch))); rms == 0 || math.IsNaN(rms) {
+			t.Fatalf("ffn %v: MoE added nothing usable (rms %g)", ffn != nil, rms)
+		}
+		for tok := range n {
+			r1 := &routesT{N: 1, K: moeK, IDs: routes.IDs[tok*moeK : (tok+1)*moeK], Weights: routes.Weights[tok*moeK : (tok+1)*moeK]}
+			for _, be := range []*Backend{b, one} {
+				got := run(be, xs[tok*moeHidden:(tok+1)*moeHidden], base[tok*moeHidden:(tok+1)*moeHidden], r1)
+				for c, v := range got {
+					if w := batch[tok*moeHidden+c]; v != w {
+						t.Fatalf("ffn %v, %d threads: token %d out[%d] = %g alone, %g in the batch", ffn != nil, be.Threads(), tok, c, v, w)
+					}
+				}
+			}
+		}
+		// A token routed twice to one expert (the expert gets two rows) alone and beside
+		// another token. Alone runs on a fresh backend: a reused scratch block can hold the
+		// pair's outputs, which hid a second row left uncomputed.
+		dup := &routesT{N: 2, K: moeK, IDs: []int32{3, 3, 9, 1, 3, 4, 5, 6}, Weights: routes.Weights[:2*moeK]}
+		pair := run(b, xs[:2*moeHidden], base[:2*moeHidden], dup)
+		fresh := New(Options{Threads: 4})
+		alone := run(fresh, xs[:moeHidden], base[:moeHidden], &routesT{N: 1, K: moeK, IDs: dup.IDs[:moeK], Weights: dup.Weights[:moeK]})
+		fresh.Close()
+		for c, v := range alone {
+			if v != pair[c] {
+				t.Fatalf("ffn %v: a token routed twice to expert 3: out[%d] = %g alone, %g beside another", ffn != nil, c, v, pair[c])
 			}
 		}
 	}
