@@ -210,35 +210,10 @@ func TestGatedDeltaRule(t *testing.T) {
 		{KHeads: 2, VHeads: 6, KDim: 19, VDim: 45},
 		{KHeads: 1, VHeads: 2, KDim: 130, VDim: 33},
 	} {
-		stateF := randFloats(r, d.VHeads*d.KDim*d.VDim, 0.5)
-		state := make([]float64, len(stateF))
-		for i, v := range stateF {
-			state[i] = float64(v)
-		}
-		ds := upload(t, g, stateF)
-		dtBias := randFloats(r, d.VHeads, 1)
-		a := randFloats(r, d.VHeads, 1)
-		for i := range a {
-			a[i] = -float32(math.Exp(float64(a[i]))) // -exp(A_log), as the files store it
-		}
-		ddt, da := upload(t, g, dtBias), upload(t, g, a)
+		state, ds, ddt, da, dtBias, a := deltaStart(t, g, r, d)
 		for _, n := range []int{9, 1, 1, 3} {
 			d.Tokens = n
-			// normalised q (scaled) and k, as l2_norm_qk leaves them; v inside wider rows
-			qk := randFloats(r, n*2*d.KHeads*d.KDim, 1)
-			for h := range n * 2 * d.KHeads {
-				x := qk[h*d.KDim : (h+1)*d.KDim]
-				f := 1 / float32(norm(x))
-				if h%(2*d.KHeads) < d.KHeads {
-					f /= float32(math.Sqrt(float64(d.KDim)))
-				}
-				for i := range x {
-					x[i] *= f
-				}
-			}
-			vStride := d.VHeads*d.VDim + 11
-			v := randFloats(r, n*vStride, 1)
-			alpha, beta := randFloats(r, n*d.VHeads, 3), randFloats(r, n*d.VHeads, 3)
+			qk, v, alpha, beta, vStride := deltaInputs(r, d)
 			dqk, dv, dal, dbe := upload(t, g, qk), upload(t, g, v), upload(t, g, alpha), upload(t, g, beta)
 			dout := g.buf(t, 4*n*d.VHeads*d.VDim)
 			if err := g.k.GatedDeltaRule(g.s, dqk, dv, vStride, dal, dbe, ddt, da, ds, dout, d); err != nil {
@@ -254,7 +229,24 @@ func TestGatedDeltaRule(t *testing.T) {
 	}
 }
 
-// deltaInputs draws one call's inputs as TestGatedDeltaRule does: q (scaled) and k
+// deltaStart draws a layer's starting state (also as float64, for the reference) and its
+// gate's dt bias and A (-exp(A_log), as the files store it), and uploads them.
+func deltaStart(t *testing.T, g *gpu, r *rand.Rand, d cuda.DeltaShape) (state []float64, ds, ddt, da cuda.DevicePtr, dtBias, a []float32) {
+	stateF := randFloats(r, d.VHeads*d.KDim*d.VDim, 0.5)
+	state = make([]float64, len(stateF))
+	for i, v := range stateF {
+		state[i] = float64(v)
+	}
+	ds = upload(t, g, stateF)
+	dtBias = randFloats(r, d.VHeads, 1)
+	a = randFloats(r, d.VHeads, 1)
+	for i := range a {
+		a[i] = -float32(math.Exp(float64(a[i])))
+	}
+	return state, ds, upload(t, g, dtBias), upload(t, g, a), dtBias, a
+}
+
+// deltaInputs draws one call's inputs: q (scaled) and k
 // normalised as l2_norm_qk leaves them, v inside rows wider than the value heads.
 func deltaInputs(r *rand.Rand, d cuda.DeltaShape) (qk, v, alpha, beta []float32, vStride int) {
 	n := d.Tokens
@@ -301,18 +293,7 @@ func TestGatedDeltaRuleChunked(t *testing.T) {
 		{KHeads: 1, VHeads: 2, KDim: 128, VDim: 64},
 		{KHeads: 2, VHeads: 4, KDim: 128, VDim: 33, Grouped: true},
 	} {
-		stateF := randFloats(r, d.VHeads*d.KDim*d.VDim, 0.5)
-		state := make([]float64, len(stateF))
-		for i, v := range stateF {
-			state[i] = float64(v)
-		}
-		ds := upload(t, g, stateF)
-		dtBias := randFloats(r, d.VHeads, 1)
-		a := randFloats(r, d.VHeads, 1)
-		for i := range a {
-			a[i] = -float32(math.Exp(float64(a[i])))
-		}
-		ddt, da := upload(t, g, dtBias), upload(t, g, a)
+		state, ds, ddt, da, dtBias, a := deltaStart(t, g, r, d)
 		for _, n := range []int{2*cuda.DeltaChunk + 13, 1, cuda.DeltaChunk, 5} {
 			d.Tokens = n
 			qk, v, alpha, beta, vStride := deltaInputs(r, d)
