@@ -77,15 +77,7 @@ func permuteBlocks(data []byte, size int, perm []int) []byte {
 // linear layers' q, k, v and z are also fused per key head into ssm_in, as older qwen3next
 // files have them.
 func toQwen3Next(t *testing.T, src string, fusedQKVZ bool) string {
-	f, err := gguf.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := model.ReadHparams(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := modeltest.Hparams(t, src)
 	if h.Arch != "qwen35moe" {
 		t.Fatalf("%s is a %s", src, h.Arch)
 	}
@@ -220,15 +212,7 @@ func TestHybridBadInput(t *testing.T) {
 		src = filepath.Join(dir, v.File)
 		break
 	}
-	f, err := gguf.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := model.ReadHparams(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := modeltest.Hparams(t, src)
 	first := slices.Index(h.Recurrent, true)
 	if first < 0 {
 		t.Fatal("the fixture has no Gated DeltaNet layer")

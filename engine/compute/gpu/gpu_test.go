@@ -54,21 +54,11 @@ func readF32(t *testing.T, path string) []float32 { return modeltest.ReadF32(t, 
 
 func compare(got, want []float32) (maxAbs, rel float64) { return modeltest.Compare(got, want) }
 
-// TestFixtureModelOnGPU runs every fixture variant whose head size the GPU kernels handle
-// against transformers' logits and greedy continuations.
 // headsRunOnGPU reads the model's head size and says whether the GPU has an attention
 // kernel for it, logging the variant it skips (the engine runs those on the CPU).
 func headsRunOnGPU(t *testing.T, path, name string) bool {
 	t.Helper()
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := model.ReadHparams(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := modeltest.Hparams(t, path)
 	if !gpu.HeadDimSupported(h.HeadDim) {
 		t.Logf("%s: head size %d has no GPU attention kernel; the engine runs it on the CPU", name, h.HeadDim)
 		return false
@@ -76,6 +66,8 @@ func headsRunOnGPU(t *testing.T, path, name string) bool {
 	return true
 }
 
+// TestFixtureModelOnGPU runs every fixture variant whose head size the GPU kernels handle
+// against transformers' logits and greedy continuations.
 func TestFixtureModelOnGPU(t *testing.T) {
 	dir := fixtures.Path(t, "qwen3moe-tiny")
 	b := newGPU(t)

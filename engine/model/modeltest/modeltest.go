@@ -14,6 +14,21 @@ import (
 	"strata/engine/sample"
 )
 
+// Hparams reads the hyperparameters of the GGUF file at path.
+func Hparams(t testing.TB, path string) model.Hparams {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h, err := model.ReadHparams(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return h
+}
+
 // Load opens a GGUF file and places its weights on b; both are released by t's cleanup
 // (the backend's own Close stays with its creator).
 func Load(t testing.TB, path string, b compute.Backend) *model.Model {
