@@ -88,19 +88,28 @@ func deltaWarps(kd int) int { return min(max(kd/16, 1), 8) }
 // token and value head: g = softplus(alpha + dtBias)*a, S <- S*exp(g), S <- S + k (x)
 // sigmoid(beta)*(v - S^T k), out = S^T q.
 func (k *Kernels) GatedDeltaRule(s *Stream, qk, v DevicePtr, vStride int, alpha, beta, dtBias, a, state, out DevicePtr, d DeltaShape) error {
+	args, err := deltaArgs("gated_delta_rule", MaxDeltaKDim, qk, v, vStride, alpha, beta, dtBias, a, state, out, d)
+	if err != nil {
+		return err
+	}
+	w := deltaWarps(d.KDim)
+	shared := (d.KDim + 2*w) * 32 * 4
+	return k.launch("gated_delta_rule", s, Dim3{X: ceilDiv(d.VDim, 32), Y: d.VHeads}, Dim3{X: 32, Y: w}, shared, args)
+}
+
+// deltaArgs checks d for the delta-rule kernel name (key heads up to maxKDim) and lays out
+// the arguments both delta-rule kernels take.
+func deltaArgs(name string, maxKDim int, qk, v DevicePtr, vStride int, alpha, beta, dtBias, a, state, out DevicePtr, d DeltaShape) (*Args, error) {
 	if d.Tokens <= 0 || d.KHeads <= 0 || d.VHeads <= 0 || d.VHeads > 65535 || d.VHeads%d.KHeads != 0 ||
-		d.KDim <= 0 || d.KDim > MaxDeltaKDim || d.VDim <= 0 || vStride < d.VHeads*d.VDim {
-		return fmt.Errorf("cuda: gated_delta_rule: bad shape %+v (key head size at most %d, value heads a multiple of key heads)", d, MaxDeltaKDim)
+		d.KDim <= 0 || d.KDim > maxKDim || d.VDim <= 0 || vStride < d.VHeads*d.VDim {
+		return nil, fmt.Errorf("cuda: %s: bad shape %+v (key head size at most %d, value heads a multiple of key heads)", name, d, maxKDim)
 	}
 	grouped := 0
 	if d.Grouped {
 		grouped = 1
 	}
-	w := deltaWarps(d.KDim)
-	args := new(Args).Ptr(qk).Ptr(v).Int64(int64(vStride)).Ptr(alpha).Ptr(beta).Ptr(dtBias).Ptr(a).Ptr(state).Ptr(out).
-		Int(d.Tokens).Int(d.KHeads).Int(d.VHeads).Int(d.KDim).Int(d.VDim).Int(grouped)
-	shared := (d.KDim + 2*w) * 32 * 4
-	return k.launch("gated_delta_rule", s, Dim3{X: ceilDiv(d.VDim, 32), Y: d.VHeads}, Dim3{X: 32, Y: w}, shared, args)
+	return new(Args).Ptr(qk).Ptr(v).Int64(int64(vStride)).Ptr(alpha).Ptr(beta).Ptr(dtBias).Ptr(a).Ptr(state).Ptr(out).
+		Int(d.Tokens).Int(d.KHeads).Int(d.VHeads).Int(d.KDim).Int(d.VDim).Int(grouped), nil
 }
 
 // DeltaChunk is the tokens per block of GatedDeltaRuleChunked (DELTA_CHUNK in deltanet.cu).
@@ -122,13 +131,9 @@ func DeltaChunkedShared(kd int) int {
 // chunk of DeltaChunk tokens at a time (the WY form): for a prompt, where the sequential
 // kernel's per-token steps dominate. KDim at most MaxDeltaChunkedKDim.
 func (k *Kernels) GatedDeltaRuleChunked(s *Stream, qk, v DevicePtr, vStride int, alpha, beta, dtBias, a, state, out DevicePtr, d DeltaShape) error {
-	if d.Tokens <= 0 || d.KHeads <= 0 || d.VHeads <= 0 || d.VHeads > 65535 || d.VHeads%d.KHeads != 0 ||
-		d.KDim <= 0 || d.KDim > MaxDeltaChunkedKDim || d.VDim <= 0 || vStride < d.VHeads*d.VDim {
-		return fmt.Errorf("cuda: gated_delta_chunked: bad shape %+v (key head size at most %d, value heads a multiple of key heads)", d, MaxDeltaChunkedKDim)
-	}
-	grouped := 0
-	if d.Grouped {
-		grouped = 1
+	args, err := deltaArgs("gated_delta_chunked", MaxDeltaChunkedKDim, qk, v, vStride, alpha, beta, dtBias, a, state, out, d)
+	if err != nil {
+		return err
 	}
 	f, ok := k.fns["gated_delta_chunked"]
 	if !ok {
@@ -140,8 +145,6 @@ func (k *Kernels) GatedDeltaRuleChunked(s *Stream, qk, v DevicePtr, vStride int,
 			return err
 		}
 	}
-	args := new(Args).Ptr(qk).Ptr(v).Int64(int64(vStride)).Ptr(alpha).Ptr(beta).Ptr(dtBias).Ptr(a).Ptr(state).Ptr(out).
-		Int(d.Tokens).Int(d.KHeads).Int(d.VHeads).Int(d.KDim).Int(d.VDim).Int(grouped)
 	return f.Launch(s, Dim3{X: ceilDiv(d.VDim, 32), Y: d.VHeads}, Dim3{X: 256}, shared, args)
 }
 
