@@ -22,7 +22,8 @@ func TestRMSNormQ8(t *testing.T) {
 		rows, dim            int
 		weight, inPlace, add bool
 	}{{1, 2048, true, false, false}, {1, 2048, true, false, true}, {3, 4096, true, true, false}, {2, 96, false, false, true},
-		{1, 8192, true, false, false}, {4, 2880, true, false, true}, {1, 32, true, true, false}} {
+		{1, 8192, true, false, false}, {4, 2880, true, false, true}, {1, 32, true, true, false},
+		{1, 160, true, false, true}, {2, 256, false, true, false}, {1, 4128, true, false, true}} {
 		const eps = 1e-6
 		n := sh.rows * sh.dim
 		x := randFloats(r, n, 3)

@@ -5,19 +5,25 @@ import (
 	"math/rand/v2"
 	"sort"
 	"testing"
+
+	"strata/cuda"
 )
 
+// TestRMSNorm covers the three forms of a row (norm.cu): short (one value a thread),
+// vector (float4s, at 16-byte aligned addresses and, shifted by one float, not) and the
+// strided loop (odd or long rows).
 func TestRMSNorm(t *testing.T) {
 	g := setup(t)
 	r := rand.New(rand.NewPCG(11, 12))
 	for _, sh := range []struct {
-		rows, dim int
-		weight    bool
-	}{{3, 2048, true}, {1, 17, true}, {12, 128, true}, {5, 300, false}} {
+		rows, dim     int
+		weight, shift bool
+	}{{3, 2048, true, false}, {1, 17, true, false}, {12, 128, true, false}, {5, 300, false, false}, {2, 2880, true, false},
+		{1, 2880, true, true}, {2, 2052, false, false}, {1, 200, true, false}, {1, 8192, true, false}, {1, 8196, true, false}, {3, 4100, true, true}} {
 		x := randFloats(r, sh.rows*sh.dim, 3)
 		w := randFloats(r, sh.dim, 1)
-		dx := upload(t, g, x)
-		var dw = upload(t, g, w)
+		dx := uploadShifted(t, g, x, sh.shift)
+		var dw = uploadShifted(t, g, w, sh.shift)
 		if !sh.weight {
 			dw = 0
 		}
@@ -39,11 +45,24 @@ func TestRMSNorm(t *testing.T) {
 					want *= float64(w[j])
 				}
 				if d := math.Abs(float64(got[i*sh.dim+j]) - want); d > 1e-5*(math.Abs(want)+1) || math.IsNaN(float64(got[i*sh.dim+j])) {
-					t.Fatalf("rows=%d dim=%d: y[%d][%d] = %g want %g", sh.rows, sh.dim, i, j, got[i*sh.dim+j], want)
+					t.Fatalf("rows=%d dim=%d shift=%v: y[%d][%d] = %g want %g", sh.rows, sh.dim, sh.shift, i, j, got[i*sh.dim+j], want)
 				}
 			}
 		}
 	}
+}
+
+// uploadShifted is upload, one float past a 16-byte boundary when shift is set.
+func uploadShifted(t *testing.T, g *gpu, v []float32, shift bool) cuda.DevicePtr {
+	t.Helper()
+	if !shift {
+		return upload(t, g, v)
+	}
+	p := g.buf(t, 4*(len(v)+1)).Add(4)
+	if err := cuda.Upload(g.s, p, v); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func TestRopeNeoX(t *testing.T) {

@@ -1,62 +1,11 @@
 // fused.cu: decode steps fused into one launch each, so a layer's small kernels stop costing
-// a launch and a pass over the row apiece.
-//
-// rms_norm_q8: RMSNorm of a row (as rms_norm: the same threads, the same order of the sum,
-// so the same y) that also writes y quantised to 8 bits (as quantize_q8: 32 values per
-// group, d = max|y| / 127) for the dp4a matvecs that read it next. With add, the row is
-// first the residual sum x += add (as add_f32), written back to x. A thread keeps its
-// values in registers, so x is read once; thread t of a block of blockDim.x (a multiple of
-// 32) holds values t, t + blockDim.x, ..., so a warp's k-th values are one group of 32.
+// a launch and a pass over the row apiece (rms_norm_q8, the norm that also quantises, is in
+// norm.cu with the norm it must match).
 //
 // qk_norm_rope: Qwen3's per-head RMSNorm of q and k (as rms_norm with dim = head size) and
 // the NeoX rotation that follows (as rope_neox), one block per (token, head) of q then k;
 // with a cache, k's heads and v's go to the f16 KV cache at their positions (as kv_write).
 #include "common.cuh"
-
-#define NORM_Q8_MAXV 32 // values per thread: rows up to 32 x blockDim.x
-
-extern "C" __global__ void __launch_bounds__(256) rms_norm_q8(float *x, const float *add, const float *w, float *y, int8_t *yq, int dim, int row_bytes, float eps) {
-	__shared__ float part[8];
-	const long long row = blockIdx.x;
-	float *xr = x + row * dim;
-	const float *ar = add ? add + row * dim : nullptr;
-	float *yr = y + row * dim;
-	int8_t *qr = yq + row * row_bytes;
-	float v[NORM_Q8_MAXV];
-	float ss = 0.f;
-#pragma unroll
-	for (int k = 0; k < NORM_Q8_MAXV; k++) {
-		const int i = threadIdx.x + k * blockDim.x;
-		v[k] = i < dim ? xr[i] : 0.f;
-		if (ar && i < dim) {
-			v[k] = v[k] + ar[i];
-			xr[i] = v[k];
-		}
-		if (i < dim) ss += v[k] * v[k];
-	}
-	ss = warp_sum(ss);
-	if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
-	__syncthreads();
-	if (threadIdx.x < 32) {
-		float s = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.f;
-		s = warp_sum(s);
-		if (threadIdx.x == 0) part[0] = s;
-	}
-	__syncthreads();
-	const float scale = rsqrtf(part[0] / (float)dim + eps);
-	const int lane = threadIdx.x & 31;
-#pragma unroll
-	for (int k = 0; k < NORM_Q8_MAXV; k++) {
-		const int i = threadIdx.x + k * blockDim.x;
-		if (i - lane >= dim) break; // the whole warp is past the row (dim is a multiple of 32)
-		const float yv = v[k] * scale * (w ? w[i] : 1.f);
-		yr[i] = yv;
-		const float amax = warp_max(fabsf(yv));
-		const float d = amax / 127.f;
-		qr[i] = (int8_t)(d > 0.f ? __float2int_rn(yv / d) : 0);
-		if (lane == 0) ((float *)(qr + dim))[i >> 5] = d;
-	}
-}
 
 extern "C" __global__ void __launch_bounds__(256) qk_norm_rope(float *q, float *k, const float *v, const float *qw, const float *kw, const int *pos,
 	__half *k_cache, __half *v_cache, int ring, int heads, int kv_heads, int head_dim, int rope_dim, float freq_base, float eps) {
