@@ -55,8 +55,8 @@ func kernelNames() []string {
 	}
 	names = append(names, deltaNetKernelNames()...)
 	names = append(names, fusedKernelNames()...)
-	return append(names, "kv_write_int8", "attention_merge", "gemm_f16_f32", "gemm_f16_f16", "rms_norm", "rope_neox", "router_topk",
-		"swiglu", "add_f32", "scaled_add", "moe_combine", "kv_write", "f32_to_f16", "swiglu_clamped", "add_bias", "expert_bias", "rope_table")
+	return append(names, "kv_write_int8", "attention_merge", "gemm_f16_f32", "gemm_f16_f16", "rms_norm", "rope_neox", "router_topk", "router_f32",
+		"swiglu", "add_f32", "scaled_add", "moe_combine", "kv_write", "f32_to_f16", "swiglu_clamped", "add_bias", "expert_bias", "rope_table", "rope_table_store")
 }
 
 // LoadKernels loads the embedded fatbin into c.
@@ -641,21 +641,6 @@ func Int8KVBlock(headDim int) int {
 // values) of rowElems = nKV*headDim: the values and their scales.
 func Int8KVRowBytes(rowElems, headDim int) int {
 	return rowElems + 4*(rowElems/Int8KVBlock(headDim))
-}
-
-// RouterTopK takes logits [tokens][nExp], softmaxes each row and writes the topK largest
-// expert ids (int32, ties to the lower id) and their probabilities, renormalised to sum to
-// 1 when renorm (which also equals a softmax over the selected logits).
-func (k *Kernels) RouterTopK(s *Stream, logits, ids, weights DevicePtr, tokens, nExp, topK int, renorm bool) error {
-	if tokens <= 0 || nExp <= 0 || topK <= 0 || topK > 32 || topK > nExp || nExp*4 > 48*1024 {
-		return fmt.Errorf("cuda: router_topk: bad shape tokens=%d experts=%d k=%d", tokens, nExp, topK)
-	}
-	r := 0
-	if renorm {
-		r = 1
-	}
-	a := new(Args).Ptr(logits).Ptr(ids).Ptr(weights).Int(nExp).Int(topK).Int(r)
-	return k.launch("router_topk", s, Dim3{X: tokens}, Dim3{X: 32}, nExp*4, a)
 }
 
 // SwiGLU computes y = silu(g) * u over n floats (y may equal g or u).

@@ -1,8 +1,10 @@
 package cuda_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"testing"
 
@@ -105,56 +107,155 @@ func TestRopeNeoX(t *testing.T) {
 	}
 }
 
+// routeRef is the float64 reference of the router kernels on one token's logits: the k
+// ids (ties to the lower id) and weights by mode.
+func routeRef(l []float32, k int, mode cuda.RouteMode) ([]int, []float64) {
+	n := len(l)
+	key := make([]float64, n) // what is ranked: the probabilities, or the logits (top k first)
+	sum := 0.0
+	if mode == cuda.RouteTopKSoftmax {
+		for i, v := range l {
+			key[i] = float64(v)
+		}
+	} else {
+		mx := math.Inf(-1)
+		for _, v := range l {
+			mx = math.Max(mx, float64(v))
+		}
+		for i, v := range l {
+			key[i] = math.Exp(float64(v) - mx)
+			sum += key[i]
+		}
+	}
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return key[order[a]] > key[order[b]] })
+	ids, ws := order[:k], make([]float64, k)
+	switch mode {
+	case cuda.RouteTopKSoftmax:
+		s := 0.0
+		for j, e := range ids {
+			ws[j] = math.Exp(key[e] - key[ids[0]])
+			s += ws[j]
+		}
+		for j := range ws {
+			ws[j] /= s
+		}
+	default:
+		sel := 0.0
+		for j, e := range ids {
+			ws[j] = key[e] / sum
+			sel += ws[j]
+		}
+		if mode == cuda.RouteSoftmaxNorm {
+			for j := range ws {
+				ws[j] /= sel
+			}
+		}
+	}
+	return ids, ws
+}
+
+// checkRoutes compares the kernels' ids (exactly) and weights with routeRef of each token.
+func checkRoutes(t *testing.T, what string, logits []float32, ids []int32, ws []float32, tokens, nExp, k int, mode cuda.RouteMode) {
+	t.Helper()
+	for tk := range tokens {
+		wantIDs, wantWs := routeRef(logits[tk*nExp:(tk+1)*nExp], k, mode)
+		for j := range k {
+			got, w := ids[tk*k+j], ws[tk*k+j]
+			if int(got) != wantIDs[j] {
+				t.Fatalf("%s experts=%d k=%d mode=%d token %d choice %d: expert %d, want %d", what, nExp, k, mode, tk, j, got, wantIDs[j])
+			}
+			if d := math.Abs(float64(w) - wantWs[j]); d > 1e-5*wantWs[j]+1e-7 || math.IsNaN(float64(w)) {
+				t.Fatalf("%s experts=%d k=%d mode=%d token %d choice %d: weight %g want %g", what, nExp, k, mode, tk, j, w, wantWs[j])
+			}
+		}
+	}
+}
+
+// TestRouterTopK: every mode against the reference, on expert counts of one slice, of
+// several, and not a multiple of 32, with tied logits (a tie goes to the lower id).
 func TestRouterTopK(t *testing.T) {
 	g := setup(t)
 	r := rand.New(rand.NewPCG(15, 16))
+	for _, sh := range []struct{ tokens, nExp, k int }{{3, 128, 8}, {1, 32, 4}, {5, 60, 1}, {2, 512, 10}, {1, 2048, 32}, {4, 8, 8}, {2, 256, 8}} {
+		for _, mode := range []cuda.RouteMode{cuda.RouteSoftmax, cuda.RouteSoftmaxNorm, cuda.RouteTopKSoftmax} {
+			logits := randFloats(r, sh.tokens*sh.nExp, 4)
+			for tk := range sh.tokens { // ties: the top value twice, and a pair across slices
+				row := logits[tk*sh.nExp : (tk+1)*sh.nExp]
+				top := slices.Max(row)
+				row[sh.nExp-1], row[sh.nExp/2] = top, top
+				row[0] = row[sh.nExp/3+1]
+			}
+			dl := upload(t, g, logits)
+			dids := g.buf(t, 4*sh.tokens*sh.k)
+			dw := g.buf(t, 4*sh.tokens*sh.k)
+			if err := g.k.RouterTopK(g.s, dl, dids, dw, sh.tokens, sh.nExp, sh.k, mode); err != nil {
+				t.Fatal(err)
+			}
+			checkRoutes(t, "router_topk", logits, download[int32](t, g, dids, sh.tokens*sh.k), download[float32](t, g, dw, sh.tokens*sh.k), sh.tokens, sh.nExp, sh.k, mode)
+		}
+	}
+	for _, bad := range []struct{ nExp, k int }{{8, 9}, {64, 33}, {cuda.MaxRouterExperts + 1, 8}, {0, 1}} {
+		if err := g.k.RouterTopK(g.s, 0, 0, 0, 1, bad.nExp, bad.k, cuda.RouteSoftmax); err == nil {
+			t.Errorf("experts=%d k=%d: no error", bad.nExp, bad.k)
+		}
+	}
+}
+
+// TestRouterF32: the one-launch decode router's logits against a float64 product (plus
+// the bias), and its routing exactly as router_topk's reference routes those logits; two
+// launches in a row share the counter (the first must leave it zero).
+func TestRouterF32(t *testing.T) {
+	g := setup(t)
+	r := rand.New(rand.NewPCG(19, 20))
+	done := g.buf(t, 4)
+	if err := g.s.Memset(done, 0, 4); err != nil {
+		t.Fatal(err)
+	}
 	for _, sh := range []struct {
-		tokens, nExp, k int
-		renorm          bool
-	}{{3, 128, 8, true}, {2, 128, 8, false}, {1, 32, 4, true}, {5, 60, 1, false}} {
-		logits := randFloats(r, sh.tokens*sh.nExp, 4)
-		dl := upload(t, g, logits)
-		dids := g.buf(t, 4*sh.tokens*sh.k)
-		dw := g.buf(t, 4*sh.tokens*sh.k)
-		if err := g.k.RouterTopK(g.s, dl, dids, dw, sh.tokens, sh.nExp, sh.k, sh.renorm); err != nil {
-			t.Fatal(err)
-		}
-		ids := download[int32](t, g, dids, sh.tokens*sh.k)
-		ws := download[float32](t, g, dw, sh.tokens*sh.k)
-		for tk := 0; tk < sh.tokens; tk++ {
-			l := logits[tk*sh.nExp : (tk+1)*sh.nExp]
-			mx := math.Inf(-1)
-			for _, v := range l {
-				mx = math.Max(mx, float64(v))
+		cols, nExp, k int
+		bias          bool
+	}{{2048, 128, 8, false}, {2880, 32, 4, true}, {2048, 512, 10, false}, {148, 60, 4, true}, {64, 2048, 32, false}} {
+		for _, mode := range []cuda.RouteMode{cuda.RouteSoftmax, cuda.RouteSoftmaxNorm, cuda.RouteTopKSoftmax} {
+			x := randFloats(r, sh.cols, 1)
+			w := randFloats(r, sh.nExp*sh.cols, 0.1)
+			bias := randFloats(r, sh.nExp, 0.5)
+			dx, dW, db := upload(t, g, x), upload(t, g, w), upload(t, g, bias)
+			if !sh.bias {
+				db = 0
 			}
-			p := make([]float64, sh.nExp)
-			sum := 0.0
-			for i, v := range l {
-				p[i] = math.Exp(float64(v) - mx)
-				sum += p[i]
-			}
-			order := make([]int, sh.nExp)
-			for i := range order {
-				order[i] = i
-			}
-			sort.SliceStable(order, func(a, b int) bool { return p[order[a]] > p[order[b]] })
-			sel := 0.0
-			for j := 0; j < sh.k; j++ {
-				sel += p[order[j]] / sum
-			}
-			for j := 0; j < sh.k; j++ {
-				want := p[order[j]] / sum
-				if sh.renorm {
-					want /= sel
+			dl := g.buf(t, 4*sh.nExp)
+			for launch := range 2 {
+				dids, dws := g.buf(t, 4*sh.k), g.buf(t, 4*sh.k)
+				if err := g.k.RouterF32(g.s, dx, dW, db, dl, dids, dws, done, sh.cols, sh.nExp, sh.k, mode); err != nil {
+					t.Fatal(err)
 				}
-				if int(ids[tk*sh.k+j]) != order[j] {
-					t.Fatalf("token %d choice %d: expert %d, want %d", tk, j, ids[tk*sh.k+j], order[j])
+				logits := download[float32](t, g, dl, sh.nExp)
+				for e := range sh.nExp {
+					want := 0.0
+					for c := range sh.cols {
+						want += float64(w[e*sh.cols+c]) * float64(x[c])
+					}
+					if sh.bias {
+						want += float64(bias[e])
+					}
+					if d := math.Abs(float64(logits[e]) - want); d > 1e-5*(math.Abs(want)+1) || math.IsNaN(float64(logits[e])) {
+						t.Fatalf("cols=%d experts=%d: logit %d = %g want %g", sh.cols, sh.nExp, e, logits[e], want)
+					}
 				}
-				if d := math.Abs(float64(ws[tk*sh.k+j]) - want); d > 1e-5*want+1e-7 {
-					t.Fatalf("token %d choice %d: weight %g want %g", tk, j, ws[tk*sh.k+j], want)
-				}
+				what := fmt.Sprintf("router_f32 cols=%d launch %d", sh.cols, launch)
+				checkRoutes(t, what, logits, download[int32](t, g, dids, sh.k), download[float32](t, g, dws, sh.k), 1, sh.nExp, sh.k, mode)
 			}
 		}
+	}
+	if c := download[uint32](t, g, done, 1)[0]; c != 0 {
+		t.Errorf("the counter is %d after the launches, want 0", c)
+	}
+	if cuda.RouterF32Fits(0, 0, 2050, 128, 8) || cuda.RouterF32Fits(4, 0, 2048, 128, 8) {
+		t.Error("RouterF32Fits takes cols not a multiple of 4 or an unaligned x")
 	}
 }
 

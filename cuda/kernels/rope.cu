@@ -37,3 +37,39 @@ extern "C" __global__ void rope_table(float *x, const int *pos, const float *inv
 		v[i + half] = x1 * cf + x0 * sf;
 	}
 }
+
+// rope_table_store: rope_table of q [tokens][heads][head_dim] and k [tokens][kv_heads][head_dim]
+// in one launch, one block per (token, head) of q then k, and k's heads (rotated) and v's
+// written to the f16 KV cache rows pos[t] (pos[t] % ring when ring > 0) as kv_write writes
+// them: gpt-oss's four launches (q, k, the two cache writes) as one. The same arithmetic as
+// rope_table, so the same values.
+extern "C" __global__ void rope_table_store(float *q, float *k, const float *v, const int *pos, const float *inv_freq, __half *k_cache, __half *v_cache,
+	int ring, int heads, int kv_heads, int head_dim, int half, float scale) {
+	const int tok = blockIdx.x, h = blockIdx.y;
+	const bool isq = h < heads;
+	const int kh = h - heads;
+	float *x = isq ? q + ((long long)tok * heads + h) * head_dim : k + ((long long)tok * kv_heads + kh) * head_dim;
+	const float p = (float)pos[tok];
+	const long long row = (long long)kv_heads * head_dim;
+	const long long slot = ring > 0 ? pos[tok] % ring : pos[tok];
+	__half *kc = isq ? nullptr : k_cache + slot * row + (long long)kh * head_dim;
+	for (int i = threadIdx.x; i < half; i += blockDim.x) {
+		const float a = __fmul_rn(p, inv_freq[i]);
+		double s, c;
+		sincos((double)a, &s, &c);
+		const float cf = (float)c * scale, sf = (float)s * scale;
+		const float x0 = x[i], x1 = x[i + half];
+		const float y0 = x0 * cf - x1 * sf, y1 = x1 * cf + x0 * sf;
+		x[i] = y0;
+		x[i + half] = y1;
+		if (kc) {
+			kc[i] = __float2half_rn(y0);
+			kc[i + half] = __float2half_rn(y1);
+		}
+	}
+	if (isq) return;
+	for (int i = 2 * half + threadIdx.x; i < head_dim; i += blockDim.x) kc[i] = __float2half_rn(x[i]);
+	const float *vr = v + (long long)tok * row + (long long)kh * head_dim;
+	__half *vc = v_cache + slot * row + (long long)kh * head_dim;
+	for (int i = threadIdx.x; i < head_dim; i += blockDim.x) vc[i] = __float2half_rn(vr[i]);
+}

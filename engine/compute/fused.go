@@ -21,3 +21,17 @@ type AddNorm interface {
 type BiasedMatMuls interface {
 	MatMulsBias(dst []Buf, w []Weight, bias []Weight, x Buf, n int)
 }
+
+// Router is an optional Backend op: a MoE router in one step. The router's logits of the
+// normed rows x by w (plus bias when it is not nil) go into logits, then RouteTopK of them
+// (topKFirst) or Route (norm). It returns nil, having done nothing, when it does not take
+// the shape; the caller then runs MatMul, AddBias and the routing op by op.
+type Router interface {
+	RouteRows(logits, x Buf, w, bias Weight, n, experts, k int, topKFirst, norm bool) *Routes
+}
+
+// RoPEStore is an optional Backend op: RoPE of q's heads and k's by r's table at positions
+// pos0.., then StoreKV of k and v, in one step (gpt-oss's attention: four launches as one).
+type RoPEStore interface {
+	RoPEStore(q, k, v Buf, r *Rope, kv KV, layer, pos0, n, heads, kvHeads, headDim int)
+}

@@ -558,16 +558,7 @@ func (m *Model) forward(s *State, tokens []int, allLogits bool, logits []float32
 		// The residual add, and the MoE: norm, route (softmax then top k, or gpt-oss's top k
 		// then softmax), run the chosen experts (and the shared one), add.
 		m.addNorm(sb.x, sb.proj, sb.xn, L.ffnNorm, n)
-		if L.rBias != nil {
-			m.matMulsBias([]compute.Buf{sb.routerLogits}, []compute.Weight{L.router}, []compute.Weight{L.rBias}, sb.xn, n)
-		} else {
-			b.MatMul(sb.routerLogits, L.router, sb.xn, n)
-		}
-		if h.RouteTopKFirst {
-			routes[l] = b.RouteTopK(sb.routerLogits, n, h.Experts, h.ExpertsUsed)
-		} else {
-			routes[l] = b.Route(sb.routerLogits, n, h.Experts, h.ExpertsUsed, h.NormTopK)
-		}
+		routes[l] = m.route(&L, sb.routerLogits, sb.xn, n)
 		L.experts.MoE(sb.x, sb.xn, routes[l])
 		if sh := L.shared; sh != nil {
 			b.MatMul(sb.sharedLogits, sh.router, sb.xn, n)
@@ -632,9 +623,11 @@ func (m *Model) attention(a *attention, s *State, positions []int, n int) {
 	} else {
 		b.MatMuls([]compute.Buf{sb.q, sb.k, sb.v}, []compute.Weight{a.q, a.k, a.v}, sb.xn, n)
 	}
-	// q/k norm, RoPE and the KV store in one step where the backend has it.
+	// q/k norm (if any), RoPE and the KV store in one step where the backend has it.
 	if fused, ok := b.(compute.NormRoPE); ok && a.qNorm != nil && m.rope == nil && h.RopeDims >= h.HeadDim {
 		fused.NormRoPENeoXStore(sb.q, sb.k, sb.v, a.qNorm, a.kNorm, s.kv, a.kvLayer, s.pos, n, h.Heads, h.KVHeads, h.HeadDim, h.RopeBase, h.Eps)
+	} else if fused, ok := b.(compute.RoPEStore); ok && a.qNorm == nil && m.rope != nil {
+		fused.RoPEStore(sb.q, sb.k, sb.v, m.rope, s.kv, a.kvLayer, s.pos, n, h.Heads, h.KVHeads, h.HeadDim)
 	} else {
 		m.normRoPE(a, s, positions, n)
 		b.StoreKV(s.kv, a.kvLayer, s.pos, n, sb.k, sb.v)
@@ -666,6 +659,27 @@ func (m *Model) matMulsBias(dst []compute.Buf, ws, bias []compute.Weight, x comp
 			m.b.AddBias(dst[i], w, n)
 		}
 	}
+}
+
+// route is the MoE router on the normed rows xn: the logits (plus gpt-oss's bias) into
+// logits, then softmax and top k, or gpt-oss's top k then softmax; one step where the
+// backend has one (compute.Router).
+func (m *Model) route(L *layer, logits, xn compute.Buf, n int) *compute.Routes {
+	h, b := m.H, m.b
+	if f, ok := b.(compute.Router); ok {
+		if r := f.RouteRows(logits, xn, L.router, L.rBias, n, h.Experts, h.ExpertsUsed, h.RouteTopKFirst, h.NormTopK); r != nil {
+			return r
+		}
+	}
+	if L.rBias != nil {
+		m.matMulsBias([]compute.Buf{logits}, []compute.Weight{L.router}, []compute.Weight{L.rBias}, xn, n)
+	} else {
+		b.MatMul(logits, L.router, xn, n)
+	}
+	if h.RouteTopKFirst {
+		return b.RouteTopK(logits, n, h.Experts, h.ExpertsUsed)
+	}
+	return b.Route(logits, n, h.Experts, h.ExpertsUsed, h.NormTopK)
 }
 
 // addNorm adds add into the residual stream x and norms it into dst, in one step where the

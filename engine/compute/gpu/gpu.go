@@ -619,30 +619,9 @@ func (b *Backend) RoPENeoX(x compute.Buf, n, heads, headDim int, positions []int
 // RoPE rotates every head by r's frequency table, uploaded once per table.
 func (b *Backend) RoPE(x compute.Buf, n, heads, headDim int, positions []int, r *compute.Rope) {
 	half := len(r.InvFreq)
-	if half == 0 || 2*half > headDim {
-		b.err.Set(fmt.Errorf("gpu: rope of %d frequencies over heads of %d values", half, headDim))
+	tab, scale := b.ropeTable(r, headDim)
+	if tab == 0 {
 		return
-	}
-	tab, ok := b.ropes[r]
-	if !ok {
-		b.step.brk()
-		p, err := b.alloc(4*half, "rope frequencies")
-		if err != nil {
-			b.err.Set(err)
-			return
-		}
-		if err := cuda.Upload(b.s, p, r.InvFreq); err != nil {
-			b.err.Set(fmt.Errorf("gpu: rope frequencies: %w", err))
-			return
-		}
-		if b.ropes == nil {
-			b.ropes = map[*compute.Rope]cuda.DevicePtr{}
-		}
-		b.ropes[r], tab = p, p
-	}
-	scale := r.Scale
-	if scale == 0 {
-		scale = 1
 	}
 	pos := b.positions(positions, 0, n)
 	b.q8.drop()

@@ -90,7 +90,7 @@ func TestRouterTopKFits(t *testing.T) {
 	for _, c := range []struct {
 		experts, k int
 		ok         bool
-	}{{128, 8, true}, {512, 10, true}, {8, 2, true}, {8, 9, false}, {64, 33, false}, {12289, 8, false}} {
+	}{{128, 8, true}, {512, 10, true}, {8, 2, true}, {8, 9, false}, {64, 33, false}, {2048, 32, true}, {2049, 8, false}} {
 		if got := routerTopKFits(c.experts, c.k); got != c.ok {
 			t.Errorf("routerTopKFits(%d, %d) = %v, want %v", c.experts, c.k, got, c.ok)
 		}

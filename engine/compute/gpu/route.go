@@ -6,6 +6,7 @@ import (
 
 	"strata/cuda"
 	"strata/engine/compute"
+	"strata/engine/quant"
 )
 
 // routeArenaSlots is the first size of the decode routing arena: 48 layers x 8 experts
@@ -27,6 +28,7 @@ type routeArena struct {
 	cap, used int
 	gen       uint64
 	pending   []pendingRoute
+	done      cuda.DevicePtr // router_f32's counter; 0 until the first use
 }
 
 type pendingRoute struct {
@@ -34,38 +36,58 @@ type pendingRoute struct {
 	off int
 }
 
-// routerTopKFits reports whether RouterTopK takes this shape (one warp per token, the
-// probabilities in 48 KiB of shared memory, at most 32 experts per token).
-func routerTopKFits(experts, k int) bool {
-	return k > 0 && k <= 32 && k <= experts && experts*4 <= 48*1024
+// Op codes of the router ops (apart from the list in gpu.go).
+const (
+	opRouterF32 uint64 = 1100 + iota
+)
+
+// routerTopKFits reports whether the router kernels take this shape (cuda.RouterFits).
+func routerTopKFits(experts, k int) bool { return cuda.RouterFits(experts, k) }
+
+// routeMode is the kernel's mode for Route's norm flag, or RouteTopK (topKFirst).
+func routeMode(topKFirst, norm bool) cuda.RouteMode {
+	switch {
+	case topKFirst:
+		return cuda.RouteTopKSoftmax
+	case norm:
+		return cuda.RouteSoftmaxNorm
+	}
+	return cuda.RouteSoftmax
 }
 
-// RouteTopK is Route with renormalisation: the top k of a softmax over all experts,
-// renormalised, are a softmax over the k largest logits (the same order, the same ties).
+// RouteTopK is gpt-oss's routing: the k largest logits (ties to the lower id), then a
+// softmax over those k (compute.RouteHostTopK).
 func (b *Backend) RouteTopK(logits compute.Buf, n, experts, k int) *compute.Routes {
-	return b.Route(logits, n, experts, k, true)
+	return b.route(logits, n, experts, k, cuda.RouteTopKSoftmax)
 }
 
 // Route runs the router on the device. A single token's ids and weights stay in VRAM for
 // the MoE that follows (no synchronisation) and reach the host at the next Read; a batch is
 // downloaded at once, since grouping its rows by expert happens on the host.
 func (b *Backend) Route(logits compute.Buf, n, experts, k int, norm bool) *compute.Routes {
+	return b.route(logits, n, experts, k, routeMode(false, norm))
+}
+
+func (b *Backend) route(logits compute.Buf, n, experts, k int, mode cuda.RouteMode) *compute.Routes {
 	if !routerTopKFits(experts, k) {
 		b.step.brk()
 		host := make([]float32, n*experts)
 		b.err.Set(cuda.Download(b.s, host, dev(logits)))
-		return compute.RouteHost(host, n, experts, k, norm)
+		if mode == cuda.RouteTopKSoftmax {
+			return compute.RouteHostTopK(host, n, experts, k)
+		}
+		return compute.RouteHost(host, n, experts, k, mode == cuda.RouteSoftmaxNorm)
 	}
 	slots := n * k
-	r := &compute.Routes{N: n, K: k, IDs: make([]int32, slots), Weights: make([]float32, slots)}
 	if n > 1 {
+		r := &compute.Routes{N: n, K: k, IDs: make([]int32, slots), Weights: make([]float32, slots)}
 		b.step.brk()
 		ids := b.scratchBuf("route ids", 4*slots)
 		ws := b.scratchBuf("route weights", 4*slots)
 		if ids == 0 || ws == 0 {
 			return r // the allocation error is recorded
 		}
-		if err := b.k.RouterTopK(b.s, dev(logits), ids, ws, n, experts, k, norm); err != nil {
+		if err := b.k.RouterTopK(b.s, dev(logits), ids, ws, n, experts, k, mode); err != nil {
 			b.err.Set(fmt.Errorf("gpu: route %d tokens: %w", n, err))
 			return r
 		}
@@ -73,18 +95,74 @@ func (b *Backend) Route(logits compute.Buf, n, experts, k int, norm bool) *compu
 		b.err.Set(cuda.Download(b.s, r.Weights, ws))
 		return r
 	}
-	off, ok := b.routeSlots(slots)
+	lp := dev(logits)
+	return b.decodeRoute(k, func(d *devRoutes) {
+		b.do(func() error { return b.k.RouterTopK(b.s, lp, d.ids, d.weights, 1, experts, k, mode) },
+			opRoute, u(lp), u(d.ids), u(d.weights), 1, uint64(experts), uint64(k), uint64(mode))
+	})
+}
+
+// RouteRows is compute.Router: a decode row's router matrix product, bias and routing in
+// one launch (router_f32) where the router is a float32 matrix the kernel can read; nil,
+// having queued nothing, otherwise.
+func (b *Backend) RouteRows(logits, x compute.Buf, wt, bias compute.Weight, n, experts, k int, topKFirst, norm bool) *compute.Routes {
+	w := wt.(*Weight)
+	xp, lp := dev(x), dev(logits)
+	if n != 1 || w.typ != quant.F32 || w.exps != 1 || w.rows != experts || !cuda.RouterF32Fits(xp, w.p, w.cols, experts, k) {
+		return nil
+	}
+	var bp cuda.DevicePtr
+	if bias != nil {
+		bw := bias.(*Weight)
+		if bw.typ != quant.F32 || bw.rows != 1 || bw.exps != 1 || bw.cols != experts {
+			return nil
+		}
+		bp = bw.p
+	}
+	done := b.routerDone()
+	if done == 0 {
+		return &compute.Routes{N: 1, K: k, IDs: make([]int32, k), Weights: make([]float32, k)} // the error is recorded
+	}
+	mode, cols := routeMode(topKFirst, norm), w.cols
+	r := b.decodeRoute(k, func(d *devRoutes) {
+		b.do(func() error {
+			return b.k.RouterF32(b.s, xp, w.p, bp, lp, d.ids, d.weights, done, cols, experts, k, mode)
+		}, opRouterF32, u(xp), u(w.p), u(bp), u(lp), u(d.ids), u(d.weights), u(done), uint64(cols), uint64(experts), uint64(k), uint64(mode))
+	})
+	b.q8.dropIfOverlaps(lp, 4*experts)
+	return r
+}
+
+// routerDone is router_f32's counter: 4 zeroed bytes, allocated at the first use.
+func (b *Backend) routerDone() cuda.DevicePtr {
+	a := &b.routes
+	if a.done != 0 {
+		return a.done
+	}
+	b.step.brk()
+	p, err := b.alloc(4, "router counter")
+	if err == nil {
+		err = b.s.Memset(p, 0, 4)
+	}
+	if err != nil {
+		b.err.Set(fmt.Errorf("gpu: router counter: %w", err))
+		return 0
+	}
+	a.done = p
+	return p
+}
+
+// decodeRoute reserves one token's k slots of the decode arena and queues the routing
+// (launch) into them; the Routes it returns are filled at the next Read.
+func (b *Backend) decodeRoute(k int, launch func(d *devRoutes)) *compute.Routes {
+	r := &compute.Routes{N: 1, K: k, IDs: make([]int32, k), Weights: make([]float32, k)}
+	off, ok := b.routeSlots(k)
 	if !ok {
 		return r
 	}
 	a := &b.routes
 	d := &devRoutes{owner: b, ids: a.p.Add(4 * off), weights: a.p.Add(4 * (a.cap + off)), gen: a.gen}
-	lp, renorm := dev(logits), uint64(0)
-	if norm {
-		renorm = 1
-	}
-	b.do(func() error { return b.k.RouterTopK(b.s, lp, d.ids, d.weights, n, experts, k, norm) },
-		opRoute, u(lp), u(d.ids), u(d.weights), uint64(n), uint64(experts), uint64(k), renorm)
+	launch(d)
 	r.Dev = d
 	a.pending = append(a.pending, pendingRoute{r: r, off: off})
 	return r

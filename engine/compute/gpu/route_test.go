@@ -2,9 +2,12 @@ package gpu_test
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"strata/engine/compute"
@@ -41,16 +44,109 @@ func TestRouteMatchesHost(t *testing.T) {
 		}
 		want := compute.RouteHost(logits, c.n, c.experts, c.k, c.norm)
 		for _, r := range []*compute.Routes{got, again} {
-			if r == nil {
-				continue
-			}
-			for i := range want.IDs {
-				if r.IDs[i] != want.IDs[i] || math.Abs(float64(r.Weights[i]-want.Weights[i])) > 1e-5 {
-					t.Fatalf("n=%d experts=%d k=%d norm=%v: slot %d: expert %d weight %g, want %d %g",
-						c.n, c.experts, c.k, c.norm, i, r.IDs[i], r.Weights[i], want.IDs[i], want.Weights[i])
-				}
+			if r != nil {
+				sameRoutes(t, fmt.Sprintf("n=%d experts=%d k=%d norm=%v", c.n, c.experts, c.k, c.norm), r, want)
 			}
 		}
+		// gpt-oss's order: the top k of the logits, then their softmax.
+		top := b.RouteTopK(buf, c.n, c.experts, c.k)
+		b.Read(buf, sink)
+		if err := b.Err(); err != nil {
+			t.Fatal(err)
+		}
+		sameRoutes(t, fmt.Sprintf("top k first n=%d experts=%d k=%d", c.n, c.experts, c.k), top, compute.RouteHostTopK(logits, c.n, c.experts, c.k))
+	}
+}
+
+// sameRoutes: the same ids, slot by slot, and weights within 1e-5.
+func sameRoutes(t *testing.T, what string, r, want *compute.Routes) {
+	t.Helper()
+	for i := range want.IDs {
+		if r.IDs[i] != want.IDs[i] || math.Abs(float64(r.Weights[i]-want.Weights[i])) > 1e-5 {
+			t.Fatalf("%s: slot %d: expert %d weight %g, want %d %g", what, i, r.IDs[i], r.Weights[i], want.IDs[i], want.Weights[i])
+		}
+	}
+}
+
+// TestRouteRows: the one-launch router (compute.Router) of a decode row writes the logits
+// W x + bias and routes them as RouteHost and RouteHostTopK route those logits; a batch, or
+// a router that is not float32, is left to the op-by-op path (nil, nothing queued).
+func TestRouteRows(t *testing.T) {
+	b := newGPU(t)
+	rng := rand.New(rand.NewPCG(21, 22))
+	place := func(name string, typ quant.Type, rows, cols int, scale float64) (compute.Weight, []float32) {
+		v := make([]float32, rows*cols)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64() * scale)
+		}
+		data := make([]byte, 4*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(x))
+		}
+		if typ == quant.F16 {
+			data = make([]byte, 2*len(v))
+			for i, x := range v {
+				binary.LittleEndian.PutUint16(data[2*i:], quant.FP32ToFP16(x))
+			}
+		}
+		w, err := b.Place(compute.WeightSpec{Name: name, Type: typ, Rows: rows, Cols: cols, Data: data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w, v
+	}
+	for _, c := range []struct {
+		hidden, experts, k int
+		bias, topKFirst    bool
+		norm               bool
+	}{{2048, 128, 8, false, false, true}, {2880, 32, 4, true, true, false}, {512, 512, 10, false, false, true}, {256, 60, 4, false, false, false}} {
+		what := fmt.Sprintf("hidden=%d experts=%d k=%d", c.hidden, c.experts, c.k)
+		w, wv := place("router", quant.F32, c.experts, c.hidden, 0.05)
+		var bias compute.Weight
+		var bv []float32
+		if c.bias {
+			bias, bv = place("router bias", quant.F32, 1, c.experts, 0.5)
+		}
+		xv := make([]float32, c.hidden)
+		for i := range xv {
+			xv[i] = float32(rng.NormFloat64())
+		}
+		x, logits := b.NewBuf(2*c.hidden), b.NewBuf(2*c.experts)
+		b.Write(x, append(slices.Clone(xv), xv...))
+		r := b.RouteRows(logits, x, w, bias, 1, c.experts, c.k, c.topKFirst, c.norm)
+		if r == nil {
+			t.Fatalf("%s: RouteRows took nothing", what)
+		}
+		got := make([]float32, c.experts)
+		b.Read(logits, got) // also fills r
+		if err := b.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for e := range c.experts {
+			want := 0.0
+			for i, v := range xv {
+				want += float64(wv[e*c.hidden+i]) * float64(v)
+			}
+			if c.bias {
+				want += float64(bv[e])
+			}
+			if d := math.Abs(float64(got[e]) - want); d > 1e-4*(math.Abs(want)+1) {
+				t.Fatalf("%s: logit %d = %g, want %g", what, e, got[e], want)
+			}
+		}
+		want := compute.RouteHost(got, 1, c.experts, c.k, c.norm)
+		if c.topKFirst {
+			want = compute.RouteHostTopK(got, 1, c.experts, c.k)
+		}
+		sameRoutes(t, what, r, want)
+		if b.RouteRows(logits, x, w, bias, 2, c.experts, c.k, c.topKFirst, c.norm) != nil {
+			t.Errorf("%s: RouteRows took a batch of 2", what)
+		}
+	}
+	w16, _ := place("router f16", quant.F16, 64, 256, 0.05)
+	x, logits := b.NewBuf(256), b.NewBuf(64)
+	if b.RouteRows(logits, x, w16, nil, 1, 64, 4, false, true) != nil {
+		t.Error("RouteRows took an f16 router")
 	}
 }
 
