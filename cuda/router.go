@@ -61,6 +61,5 @@ func (k *Kernels) RouterF32(s *Stream, x, w, bias, logits, ids, weights, done De
 		return fmt.Errorf("cuda: router_f32: bad shape cols=%d experts=%d k=%d mode=%d (cols a multiple of 4, x and w 16-byte aligned, a counter)", cols, nExp, topK, mode)
 	}
 	a := new(Args).Ptr(x).Ptr(w).Ptr(bias).Ptr(logits).Ptr(ids).Ptr(weights).Ptr(done).Int(cols).Int(nExp).Int(topK).Int(int(mode))
-	warps := routerThreads / 32
-	return k.launch("router_f32", s, Dim3{X: ceilDiv(nExp, warps)}, Dim3{X: routerThreads}, routerShared(nExp, topK), a)
+	return k.launch("router_f32", s, Dim3{X: nExp}, Dim3{X: routerThreads}, routerShared(nExp, topK), a)
 }

@@ -7,7 +7,7 @@
 //                       those k (gpt-oss).
 // router_topk routes tokens whose logits are in memory, one block each. router_f32 is
 // decode's whole router in one launch: the logits of one row x by an f32 router matrix (plus
-// a bias), one warp per expert, and the block that finishes last routes them.
+// a bias), one block per expert, and the block that finishes last routes them.
 //
 // The selection has no serial rounds: it ranks. Each 32-expert slice ranks its experts
 // against each other (value descending, then id); the k best of each slice are candidates,
@@ -93,6 +93,7 @@ static __device__ void route_block(const float *l, int n, int k, int mode, int *
 			const float me = cv[c];
 			const int id = ci[c];
 			int r = 0;
+#pragma unroll 8
 			for (int j = 0; j < nc; j++) r += route_beats(cv[j], ci[j], me, id);
 			if (r < k) {
 				selv[r] = me;
@@ -131,36 +132,39 @@ extern "C" __global__ void __launch_bounds__(ROUTER_THREADS) router_topk(const f
 }
 
 // router_f32: logits[e] = W[e] . x + bias[e] (bias may be null) for one row x of cols
-// values (a multiple of 4, x and W 16-byte aligned), one warp per expert, then route_block
-// by the last block to finish; done is a zeroed counter, zero again when the launch ends.
+// values (a multiple of 4, x and W 16-byte aligned), one block per expert (its threads'
+// float4 loads all in flight at once), then route_block by the last block to finish; done
+// is a zeroed counter, zero again when the launch ends.
 extern "C" __global__ void __launch_bounds__(ROUTER_THREADS) router_f32(const float *x, const float *W, const float *bias, float *logits,
 	int *ids, float *weights, unsigned *done, int cols, int n_exp, int k, int mode) {
 	extern __shared__ float4 route_sm[];
+	__shared__ float dot[ROUTER_THREADS / 32];
 	__shared__ bool last;
-	const int lane = threadIdx.x & 31;
-	const int e = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-	if (e < n_exp) {
-		const float4 *wr = (const float4 *)(W + (long long)e * cols), *xv = (const float4 *)x;
-		const int n4 = cols >> 2;
-		float s = 0.f;
+	const int e = blockIdx.x, t = threadIdx.x;
+	const float4 *wr = (const float4 *)(W + (long long)e * cols), *xv = (const float4 *)x;
+	const int n4 = cols >> 2;
+	float s = 0.f;
 #pragma unroll 8
-		for (int c = lane; c < n4; c += 32) {
-			const float4 a = __ldg(wr + c), b = xv[c];
-			s = fmaf(a.x, b.x, s);
-			s = fmaf(a.y, b.y, s);
-			s = fmaf(a.z, b.z, s);
-			s = fmaf(a.w, b.w, s);
-		}
-		s = warp_sum(s);
-		if (lane == 0) {
-			logits[e] = s + (bias ? bias[e] : 0.f);
-			__threadfence(); // the logit is visible before this block counts itself done
-		}
+	for (int c = t; c < n4; c += ROUTER_THREADS) {
+		const float4 a = __ldg(wr + c), b = xv[c];
+		s = fmaf(a.x, b.x, s);
+		s = fmaf(a.y, b.y, s);
+		s = fmaf(a.z, b.z, s);
+		s = fmaf(a.w, b.w, s);
+	}
+	s = warp_sum(s);
+	if ((t & 31) == 0) dot[t >> 5] = s;
+	__syncthreads();
+	if (t == 0) {
+		float l = 0.f;
+#pragma unroll
+		for (int i = 0; i < ROUTER_THREADS / 32; i++) l += dot[i];
+		logits[e] = l + (bias ? bias[e] : 0.f);
+		__threadfence(); // the logit is visible before this block counts itself done
+		last = atomicAdd(done, 1u) == gridDim.x - 1;
 	}
 	__syncthreads();
-	if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
-	__syncthreads();
 	if (!last) return;
-	if (threadIdx.x == 0) *done = 0;
+	if (t == 0) *done = 0;
 	route_block<true>(logits, n_exp, k, mode, ids, weights, (float *)route_sm);
 }
