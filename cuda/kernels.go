@@ -55,6 +55,7 @@ func kernelNames() []string {
 	}
 	names = append(names, deltaNetKernelNames()...)
 	names = append(names, fusedKernelNames()...)
+	names = append(names, sampleKernelNames()...)
 	return append(names, "kv_write_int8", "attention_merge", "gemm_f16_f32", "gemm_f16_f16", "rms_norm", "rope_neox", "router_topk", "router_f32",
 		"swiglu", "add_f32", "scaled_add", "moe_combine", "kv_write", "f32_to_f16", "swiglu_clamped", "add_bias", "expert_bias", "rope_table", "rope_table_store")
 }

@@ -371,12 +371,19 @@ func (s *Session) generate(ctx context.Context, prompt []int, sp Sampling, onTok
 			}
 		}
 	}
+	// Greedy without a penalty is the logits' argmax, which the backend may find where the
+	// logits are: the passes after the first then return the next token instead of logits.
+	argmaxOnDevice := sp.Temperature <= 0 && (sp.RepeatPenalty <= 0 || sp.RepeatPenalty == 1) && s.m.net.CanArgmax()
+	next := -1 // the token the last pass chose, or -1 to sample from logits
 	decodeStart := time.Now()
 	var step StepTiming
 	timer := s.m.stepTimer()
 	for {
 		t0 := time.Now()
-		id := smp.Sample(logits)
+		id := next
+		if id < 0 {
+			id = smp.Sample(logits)
+		}
 		step.Sample = time.Since(t0)
 		if !sp.IgnoreEOS && s.m.text.isEnd(id) {
 			res.Stop = StopEndOfTurn
@@ -402,7 +409,13 @@ func (s *Session) generate(ctx context.Context, prompt []int, sp Sampling, onTok
 		}
 		t1 := time.Now()
 		step.Emit = t1.Sub(t0) - step.Sample
-		if err := s.m.net.Forward(s.state, []int{id}, false, logits, s.m.stats); err != nil {
+		var err error
+		if argmaxOnDevice {
+			next, err = s.m.net.ForwardArgmax(s.state, id, s.m.stats)
+		} else {
+			err = s.m.net.Forward(s.state, []int{id}, false, logits, s.m.stats)
+		}
+		if err != nil {
 			return res, fmt.Errorf("engine: decode: %w", err)
 		}
 		s.tokens = append(s.tokens, id)

@@ -11,3 +11,4 @@
 #include "elementwise.cu"
 #include "deltanet.cu"
 #include "fused.cu"
+#include "sample.cu"

@@ -492,6 +492,32 @@ func (m *Model) logitsBuf(s *State, rows int) compute.Buf {
 // when allLogits is set (len n*Vocab). A batch longer than a ring layer takes at once (see
 // KVKeep) runs as several passes, each reporting its routes to obs.
 func (m *Model) Forward(s *State, tokens []int, allLogits bool, logits []float32, obs Observer) error {
+	return m.forwardChecked(s, tokens, allLogits, logits, nil, obs)
+}
+
+// CanArgmax reports whether ForwardArgmax runs on this model's backend.
+func (m *Model) CanArgmax() bool {
+	_, ok := m.b.(compute.ArgmaxReader)
+	return ok
+}
+
+// ForwardArgmax is Forward of one token that returns the index of its largest logit (the
+// first on ties, as sample.Argmax) instead of the logits, found by the backend: greedy
+// decoding without a penalty needs nothing else, and a GPU then downloads one id, not the
+// vocabulary's row. It fails when CanArgmax is false.
+func (m *Model) ForwardArgmax(s *State, token int, obs Observer) (int, error) {
+	ar, ok := m.b.(compute.ArgmaxReader)
+	if !ok {
+		return 0, fmt.Errorf("model: the %s backend finds no argmax", m.b.Name())
+	}
+	id := 0
+	err := m.forwardChecked(s, []int{token}, false, nil, func(out compute.Buf) { id = ar.ReadArgmax(out, m.H.Vocab) }, obs)
+	return id, err
+}
+
+// forwardChecked is Forward; read (nil: Read into logits) takes the last row's logits on
+// the device instead.
+func (m *Model) forwardChecked(s *State, tokens []int, allLogits bool, logits []float32, read func(compute.Buf), obs Observer) error {
 	h := m.H
 	n := len(tokens)
 	if n == 0 {
@@ -506,7 +532,7 @@ func (m *Model) Forward(s *State, tokens []int, allLogits bool, logits []float32
 		}
 	}
 	if s.batch == 0 || n <= s.batch {
-		return m.forward(s, tokens, allLogits, logits, obs)
+		return m.forward(s, tokens, allLogits, logits, read, obs)
 	}
 	for i := 0; i < n; i += s.batch {
 		part := tokens[i:min(i+s.batch, n)]
@@ -517,7 +543,11 @@ func (m *Model) Forward(s *State, tokens []int, allLogits bool, logits []float32
 		case i+len(part) < n:
 			out = make([]float32, h.Vocab) // only the last token's logits are wanted
 		}
-		if err := m.forward(s, part, allLogits, out, obs); err != nil {
+		last := read
+		if i+len(part) < n {
+			last = nil
+		}
+		if err := m.forward(s, part, allLogits, out, last, obs); err != nil {
 			return err
 		}
 	}
@@ -525,7 +555,7 @@ func (m *Model) Forward(s *State, tokens []int, allLogits bool, logits []float32
 }
 
 // forward is one pass of Forward.
-func (m *Model) forward(s *State, tokens []int, allLogits bool, logits []float32, obs Observer) error {
+func (m *Model) forward(s *State, tokens []int, allLogits bool, logits []float32, read func(compute.Buf), obs Observer) error {
 	h, b := m.H, m.b
 	n := len(tokens)
 	m.ensureScratch(s, n)
@@ -596,7 +626,11 @@ func (m *Model) forward(s *State, tokens []int, allLogits bool, logits []float32
 			x = sb.proj
 		}
 		b.MatMul(out, m.out, x, k)
-		b.Read(out, logits[r*h.Vocab:(r+k)*h.Vocab])
+		if read != nil && rows == 1 {
+			read(out)
+		} else {
+			b.Read(out, logits[r*h.Vocab:(r+k)*h.Vocab])
+		}
 		if err := b.Err(); err != nil {
 			return fmt.Errorf("model: output: %w", err)
 		}

@@ -373,19 +373,21 @@ func (b *Backend) Write(dst compute.Buf, src []float32) {
 // Read downloads floats, waiting for the work queued before; the routes chosen since the
 // last Read reach the host with them.
 func (b *Backend) Read(src compute.Buf, dst []float32) {
-	b.step.end()
-	if t := b.step.timer; t != nil {
-		t.read(func() { b.download(src, dst) })
-		return
-	}
-	b.download(src, dst)
+	b.finishStep(func() {
+		b.err.Set(cuda.Download(b.s, dst, dev(src)))
+		b.flushRoutes()
+	})
 }
 
-// download is Read after the step's work was launched.
-func (b *Backend) download(src compute.Buf, dst []float32) {
-	b.pinUsed = 0 // the Download below waits for every copy out of the pinned area
-	b.err.Set(cuda.Download(b.s, dst, dev(src)))
-	b.flushRoutes()
+// finishStep ends the step's segment and runs read, the download that waits for it.
+func (b *Backend) finishStep(read func()) {
+	b.step.end()
+	b.pinUsed = 0 // the download waits for every copy out of the pinned area
+	if t := b.step.timer; t != nil {
+		t.read(read)
+		return
+	}
+	read()
 }
 
 // Copy moves n floats on the device.
