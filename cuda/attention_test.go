@@ -14,6 +14,15 @@ import (
 type attCase struct {
 	hd, window, ring int
 	sinks            bool
+	// the heads and the positions of the cache (8 on 2 and 300 when 0)
+	nHead, nKV, ctx int
+}
+
+func (c attCase) shape() (nHead, nKV, ctx int) {
+	if c.nHead == 0 {
+		return 8, 2, 300
+	}
+	return c.nHead, c.nKV, c.ctx
 }
 
 // refAttention is one query head against positions first..last of caches [slot][nKV][hd]
@@ -150,16 +159,38 @@ func dequantizeInt8(q []int8, scales []float32, block int) []float64 {
 func TestAttention(t *testing.T) {
 	g := setup(t)
 	r := rand.New(rand.NewPCG(23, 24))
-	const ctxLen, nHead, nKV = 300, 8, 2
 	var cases []attCase
 	for _, hd := range []int{16, 32, 48, 64, 80, 96, 128, 208, 256} {
 		cases = append(cases, attCase{hd: hd}, attCase{hd: hd, sinks: true}, attCase{hd: hd, sinks: true, window: 8},
 			attCase{hd: hd, window: 24, ring: 41}, attCase{hd: hd, sinks: true, window: 8, ring: 24})
 	}
+	runAttentionCases(t, g, r, cases, true)
+}
+
+// TestAttentionDecodeGroups runs decode over GQA groups that a block takes whole (8), in
+// slices (12 query heads on a kv head: two blocks of 6; 20: 7, 7 and 6) and one head a group,
+// over a cache long enough for many spans, with sliding windows that start mid-span and
+// ring layouts whose chunks wrap.
+func TestAttentionDecodeGroups(t *testing.T) {
+	g := setup(t)
+	r := rand.New(rand.NewPCG(25, 26))
+	var cases []attCase
+	for _, sh := range []struct{ nHead, nKV int }{{32, 4}, {24, 2}, {20, 1}, {3, 3}} {
+		for _, hd := range []int{64, 80, 128} {
+			cases = append(cases, attCase{hd: hd, nHead: sh.nHead, nKV: sh.nKV, ctx: 2100},
+				attCase{hd: hd, sinks: true, window: 700, nHead: sh.nHead, nKV: sh.nKV, ctx: 2100},
+				attCase{hd: hd, sinks: true, window: 300, ring: 333, nHead: sh.nHead, nKV: sh.nKV, ctx: 2100})
+		}
+	}
+	runAttentionCases(t, g, r, cases, false)
+}
+
+func runAttentionCases(t *testing.T, g *gpu, r *rand.Rand, cases []attCase, prefill bool) {
+	t.Helper()
 	for _, c := range cases {
 		for _, kind := range []string{"f16", "int8"} {
 			hd := c.hd
-			slots := ctxLen
+			_, nKV, slots := c.shape()
 			if c.ring > 0 {
 				slots = c.ring
 			}
@@ -167,35 +198,48 @@ func TestAttention(t *testing.T) {
 			if kind == "int8" {
 				cache = int8Cache(t, g, r, slots*nKV*hd, hd)
 			}
-			testAttentionCase(t, g, r, c, cache, fmt.Sprintf("%s hd=%d sinks=%v window=%d ring=%d", kind, hd, c.sinks, c.window, c.ring))
+			nHead, _, ctx := c.shape()
+			name := fmt.Sprintf("%s hd=%d heads=%d/%d ctx=%d sinks=%v window=%d ring=%d", kind, hd, nHead, nKV, ctx, c.sinks, c.window, c.ring)
+			testAttentionDecode(t, g, r, c, cache, name)
+			if prefill {
+				testAttentionPrefill(t, g, r, c, cache, name)
+			}
 		}
 	}
 }
 
-func testAttentionCase(t *testing.T, g *gpu, r *rand.Rand, c attCase, cache attCache, name string) {
+// caseSinks uploads random sinks when the case has them.
+func caseSinks(t *testing.T, g *gpu, r *rand.Rand, c attCase, opts *cuda.AttentionOptions) func(h int) *float32 {
+	nHead, _, _ := c.shape()
+	if !c.sinks {
+		return func(int) *float32 { return nil }
+	}
+	sinks := randFloats(r, nHead, 2)
+	opts.Sinks = upload(t, g, sinks)
+	return func(h int) *float32 { return &sinks[h] }
+}
+
+func testAttentionDecode(t *testing.T, g *gpu, r *rand.Rand, c attCase, cache attCache, name string) {
 	t.Helper()
-	const ctxLen, nHead, nKV = 300, 8, 2
+	nHead, nKV, ctxLen := c.shape()
 	hd := c.hd
-	kf, vf := cache.kf, cache.vf
 	scale := 1 / math.Sqrt(float64(hd))
 	opts := cuda.AttentionOptions{Window: c.window, Ring: c.ring}
-	var sinks []float32
-	if c.sinks {
-		sinks = randFloats(r, nHead, 2)
-		opts.Sinks = upload(t, g, sinks)
+	sinkOf := caseSinks(t, g, r, c, &opts)
+	splits := []int{1, 3, 8}
+	lasts := []int{0, 5, 31, 32, 200, ctxLen - 1}
+	if ctxLen > 1000 {
+		// spans of 128 (the shortest), a span count that leaves a short last span, and the
+		// engine's count for this capacity
+		splits = []int{1, 7, cuda.DecodeSplits(ctxLen, nHead, nKV)}
+		lasts = []int{127, 128, 129, 1000, 1337, ctxLen - 1}
 	}
-	sinkOf := func(h int) *float32 {
-		if sinks == nil {
-			return nil
-		}
-		return &sinks[h]
-	}
-	for _, nSplit := range []int{1, 3, 8} {
+	for _, nSplit := range splits {
 		scratch := cuda.DevicePtr(0)
 		if b := cuda.AttentionDecodeScratchBytes(nHead, hd, nSplit); b > 0 {
 			scratch = g.buf(t, b)
 		}
-		for _, last := range []int{0, 5, 31, 32, 200, ctxLen - 1} {
+		for _, last := range lasts {
 			q := randFloats(r, nHead*hd, 1)
 			dq, dpos := upload(t, g, q), upload(t, g, []int32{int32(last)})
 			dout := g.buf(t, 4*nHead*hd)
@@ -204,12 +248,21 @@ func testAttentionCase(t *testing.T, g *gpu, r *rand.Rand, c attCase, cache attC
 			}
 			got := download[float32](t, g, dout, nHead*hd)
 			for h := 0; h < nHead; h++ {
-				want := refAttention(q[h*hd:(h+1)*hd], kf, vf, h/(nHead/nKV), nKV, hd, last, scale, c, sinkOf(h))
+				want := refAttention(q[h*hd:(h+1)*hd], cache.kf, cache.vf, h/(nHead/nKV), nKV, hd, last, scale, c, sinkOf(h))
 				checkAttention(t, fmt.Sprintf("decode %s pos=%d splits=%d head %d", name, last, nSplit, h), got[h*hd:(h+1)*hd], want)
 			}
 		}
 	}
-	// prefill: 17 tokens at positions start..start+16
+}
+
+func testAttentionPrefill(t *testing.T, g *gpu, r *rand.Rand, c attCase, cache attCache, name string) {
+	t.Helper()
+	nHead, nKV, _ := c.shape()
+	hd := c.hd
+	scale := 1 / math.Sqrt(float64(hd))
+	opts := cuda.AttentionOptions{Window: c.window, Ring: c.ring}
+	sinkOf := caseSinks(t, g, r, c, &opts)
+	// 17 tokens at positions start..start+16
 	for _, start := range []int{0, 40, 250} {
 		const nTok = 17
 		pos := make([]int32, nTok)
@@ -226,8 +279,54 @@ func testAttentionCase(t *testing.T, g *gpu, r *rand.Rand, c attCase, cache attC
 		for tk := 0; tk < nTok; tk++ {
 			for h := 0; h < nHead; h++ {
 				off := (tk*nHead + h) * hd
-				want := refAttention(q[off:off+hd], kf, vf, h/(nHead/nKV), nKV, hd, int(pos[tk]), scale, c, sinkOf(h))
+				want := refAttention(q[off:off+hd], cache.kf, cache.vf, h/(nHead/nKV), nKV, hd, int(pos[tk]), scale, c, sinkOf(h))
 				checkAttention(t, fmt.Sprintf("prefill %s token %d (pos %d) head %d", name, tk, pos[tk], h), got[off:off+hd], want)
+			}
+		}
+	}
+}
+
+// TestAttentionDecodeLongContext is decode at the 131,072th position of a cache of that
+// many (gpt-oss's context; qwen3moe's with YaRN) against the float64 reference, f16 and
+// int8, 4 query heads on one kv head, with the engine's span count for that capacity and a
+// sliding-window layer's sinks. Scores are drawn three times wider than TestAttention's so
+// that the softmax is far from flat; the bound is relative to the output's RMS (over 128k
+// positions the output is a small average), 1e-4 of it.
+func TestAttentionDecodeLongContext(t *testing.T) {
+	g := setup(t)
+	r := rand.New(rand.NewPCG(27, 28))
+	const nHead, nKV, hd, ctx = 4, 1, 128, 131072
+	for _, kind := range []string{"f16", "int8"} {
+		cache := f16Cache(t, g, r, ctx*nKV*hd)
+		if kind == "int8" {
+			cache = int8Cache(t, g, r, ctx*nKV*hd, hd)
+		}
+		for _, c := range []attCase{{hd: hd, nHead: nHead, nKV: nKV, ctx: ctx}, {hd: hd, sinks: true, window: 4096, nHead: nHead, nKV: nKV, ctx: ctx}} {
+			opts := cuda.AttentionOptions{Window: c.window}
+			sinkOf := caseSinks(t, g, r, c, &opts)
+			nSplit := cuda.DecodeSplits(ctx, nHead, nKV)
+			scratch := g.buf(t, cuda.AttentionDecodeScratchBytes(nHead, hd, nSplit))
+			scale := 3 / math.Sqrt(float64(hd))
+			for _, last := range []int{ctx / 2, ctx - 1} {
+				q := randFloats(r, nHead*hd, 1)
+				dout := g.buf(t, 4*nHead*hd)
+				if err := cache.decode(upload(t, g, q), dout, upload(t, g, []int32{int32(last)}), nHead, nKV, hd, float32(scale), nSplit, scratch, opts); err != nil {
+					t.Fatal(err)
+				}
+				got := download[float32](t, g, dout, nHead*hd)
+				for h := range nHead {
+					want := refAttention(q[h*hd:(h+1)*hd], cache.kf, cache.vf, 0, nKV, hd, last, scale, c, sinkOf(h))
+					var sq, worst float64
+					for i, w := range want {
+						sq += w * w
+						worst = math.Max(worst, math.Abs(float64(got[h*hd+i])-w))
+					}
+					rms := math.Sqrt(sq / float64(hd))
+					t.Logf("%s window=%d pos %d head %d: max |Δ| %.3g, output RMS %.3g", kind, c.window, last, h, worst, rms)
+					if !(worst <= 1e-4*rms) {
+						t.Errorf("%s window=%d pos %d head %d: max |Δ| %.3g over an output RMS of %.3g (limit 1e-4 of it)", kind, c.window, last, h, worst, rms)
+					}
+				}
 			}
 		}
 	}

@@ -423,21 +423,22 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 	})
 }
 
+// BenchmarkAttentionDecode is one decode step's attention at a few positions of a cache
+// of 128k positions (qwen3moe 30b-a3b's heads), launched with the spans the engine uses for
+// that capacity (what a graph captured for it replays at every position), and with half
+// and twice as many.
 func BenchmarkAttentionDecode(b *testing.B) {
 	g := setup(b)
 	r := rand.New(rand.NewPCG(7, 8))
-	const nHead, nKV, hd = 32, 4, 128
-	for _, ctxLen := range []int{512, 4096, 32768} {
-		c := newBenchKV(b, g, r, ctxLen, nKV, hd)
-		q := upload(b, g, randFloats(r, nHead*hd, 1))
-		out := g.buf(b, 4*nHead*hd)
+	const nHead, nKV, hd, capacity = 32, 4, 128, 131072
+	c := newBenchKV(b, g, r, capacity, nKV, hd)
+	q := upload(b, g, randFloats(r, nHead*hd, 1))
+	out := g.buf(b, 4*nHead*hd)
+	def := cuda.DecodeSplits(capacity, nHead, nKV)
+	scratch := g.buf(b, cuda.AttentionDecodeScratchBytes(nHead, hd, 2*def))
+	for _, ctxLen := range []int{600, 1024, 32768, capacity} {
 		pos := upload(b, g, []int32{int32(ctxLen - 1)})
-		// DecodeSplits(ctx), and 64 spans: what a graph captured for a long maximum context uses
-		for _, nSplit := range []int{cuda.DecodeSplits(ctxLen), 64} {
-			scratch := cuda.DevicePtr(0)
-			if n := cuda.AttentionDecodeScratchBytes(nHead, hd, nSplit); n > 0 {
-				scratch = g.buf(b, n)
-			}
+		for _, nSplit := range []int{def, def / 2, 2 * def} {
 			b.Run(fmt.Sprintf("kv=f16/ctx=%d/splits=%d", ctxLen, nSplit), func(b *testing.B) {
 				per := timeLaunches(b, g, func(int) error {
 					return g.k.AttentionDecode(g.s, q, c.k, c.v, out, pos, nHead, nKV, hd, 0.088, nSplit, scratch, cuda.AttentionOptions{})

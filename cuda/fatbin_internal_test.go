@@ -58,7 +58,15 @@ func TestTypeGeometry(t *testing.T) {
 	if got := Q8RowBytes(96); got%16 != 0 || got < 96+12 {
 		t.Errorf("Q8RowBytes(96) = %d: not padded to 16 or too small", got)
 	}
-	if DecodeSplits(1) != 1 || DecodeSplits(4096) != 16 || DecodeSplits(1<<20) != 64 {
-		t.Errorf("DecodeSplits: %d %d %d", DecodeSplits(1), DecodeSplits(4096), DecodeSplits(1<<20))
+	// qwen3moe 30b-a3b (4 groups of 8 query heads), gpt-oss (8 groups of 8), 24 heads on 2
+	// (two slices of 6 a group), plain and bad head counts: spans for 528 blocks in all, at
+	// most one per 128 positions
+	for _, c := range []struct{ ctx, nHead, nKV, want int }{
+		{1, 32, 4, 1}, {300, 32, 4, 3}, {4096, 32, 4, 32}, {40960, 32, 4, 132}, {1 << 20, 32, 4, 132},
+		{1 << 20, 64, 8, 66}, {1 << 20, 24, 2, 132}, {1 << 20, 1, 1, 528}, {1 << 20, 7, 0, 76},
+	} {
+		if got := DecodeSplits(c.ctx, c.nHead, c.nKV); got != c.want {
+			t.Errorf("DecodeSplits(%d, %d, %d) = %d, want %d", c.ctx, c.nHead, c.nKV, got, c.want)
+		}
 	}
 }

@@ -556,44 +556,73 @@ func AttentionDecodeScratchBytes(nHead, headDim, nSplit int) int {
 	return nHead * nSplit * (headDim + 2) * 4
 }
 
-// DecodeSplits suggests how many spans AttentionDecode should split a context of up to
-// maxCtx positions into: about 256 positions per block, at most 64 spans.
-func DecodeSplits(maxCtx int) int {
-	return min(max(ceilDiv(maxCtx, 256), 1), 64)
+// Decode attention's geometry (attention.cu): a block takes one kv head and up to
+// decodeHeadsPerBlock of its query heads, and a span of at least decodeChunk positions.
+const (
+	decodeHeadsPerBlock = 8
+	decodeChunk         = 128
+	// MaxDecodeSplits is the most spans AttentionDecode takes (attention_merge's table).
+	MaxDecodeSplits = 1024
+	// decodeBlocks is what a launch aims to fill: 4 blocks on each of an H200's 132 SMs
+	// (the blocks' registers allow 4 a SM), so a long context keeps every SM busy.
+	decodeBlocks = 4 * 132
+)
+
+// decodeGroups is the blocks a decode launch has per span: the kv heads times the slices
+// their GQA groups are cut into.
+func decodeGroups(nHead, nKV int) int {
+	if nKV <= 0 || nHead < nKV {
+		return max(nHead, 1)
+	}
+	return nKV * ceilDiv(nHead/nKV, decodeHeadsPerBlock)
+}
+
+// DecodeSplits is how many spans AttentionDecode should be launched with for a cache of up
+// to maxCtx positions: enough blocks to fill the GPU at the longest context, and no more
+// spans than maxCtx has chunks. The kernels read the position from device memory and use
+// only as many spans as it needs (each at least 128 positions), so one launch, captured in a
+// graph, serves every position.
+func DecodeSplits(maxCtx, nHead, nKV int) int {
+	return min(max(ceilDiv(decodeBlocks, decodeGroups(nHead, nKV)), 1), max(ceilDiv(maxCtx, decodeChunk), 1), MaxDecodeSplits)
 }
 
 // AttentionDecode attends one query q [nHead][headDim] f32 to the f16 caches
 // [slot][nKV][headDim] up to and including position pos[0] (int32 on the device, so a
 // captured graph can replay it at the next position), writing out [nHead][headDim] f32.
-// The positions are split into nSplit spans computed in parallel and merged (scratch:
-// AttentionDecodeScratchBytes; 0 when nSplit is 1).
+// A block reads each K/V row once for the query heads of its GQA group. The positions are
+// split into up to nSplit spans of at least 128 (as many as pos[0] needs), computed in
+// parallel and merged (scratch: AttentionDecodeScratchBytes; 0 when nSplit is 1).
 func (k *Kernels) AttentionDecode(s *Stream, q, kCache, vCache, out, pos DevicePtr, nHead, nKV, headDim int, scale float32, nSplit int, scratch DevicePtr, o AttentionOptions) error {
 	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale).Ptr(scratch).
 		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
-	return k.attentionDecode("attention_decode", s, a, out, nHead, nKV, headDim, nSplit, scratch, o)
+	return k.attentionDecode("attention_decode", s, a, out, pos, nHead, nKV, headDim, nSplit, scratch, o)
 }
 
 // AttentionDecodeInt8 is AttentionDecode reading an int8 cache in place.
 func (k *Kernels) AttentionDecodeInt8(s *Stream, q DevicePtr, c Int8KV, out, pos DevicePtr, nHead, nKV, headDim int, scale float32, nSplit int, scratch DevicePtr, o AttentionOptions) error {
 	a := new(Args).Ptr(q).Ptr(c.K).Ptr(c.KScales).Ptr(c.V).Ptr(c.VScales).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale).Ptr(scratch).
 		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
-	return k.attentionDecode("attention_decode_int8", s, a, out, nHead, nKV, headDim, nSplit, scratch, o)
+	return k.attentionDecode("attention_decode_int8", s, a, out, pos, nHead, nKV, headDim, nSplit, scratch, o)
 }
 
-func (k *Kernels) attentionDecode(name string, s *Stream, a *Args, out DevicePtr, nHead, nKV, headDim, nSplit int, scratch DevicePtr, o AttentionOptions) error {
+func (k *Kernels) attentionDecode(name string, s *Stream, a *Args, out, pos DevicePtr, nHead, nKV, headDim, nSplit int, scratch DevicePtr, o AttentionOptions) error {
 	if err := checkAttention(name, nHead, nKV, headDim, o); err != nil {
 		return err
 	}
-	if nSplit < 1 || nSplit > 65535 || (nSplit > 1 && scratch == 0) {
+	if nSplit < 1 || nSplit > MaxDecodeSplits {
+		return fmt.Errorf("cuda: %s: %d spans (1 to %d)", name, nSplit, MaxDecodeSplits)
+	}
+	if nSplit > 1 && scratch == 0 {
 		return fmt.Errorf("cuda: %s: %d spans need %d bytes of scratch", name, nSplit, AttentionDecodeScratchBytes(nHead, headDim, nSplit))
 	}
-	if err := k.launch(fmt.Sprintf("%s_%d", name, headDim), s, Dim3{X: nHead, Y: nSplit}, Dim3{X: 128}, 0, a); err != nil {
+	if err := k.launch(fmt.Sprintf("%s_%d", name, headDim), s, Dim3{X: decodeGroups(nHead, nKV), Y: nSplit}, Dim3{X: 128}, 0, a); err != nil {
 		return err
 	}
 	if nSplit == 1 {
 		return nil
 	}
-	return k.launch("attention_merge", s, Dim3{X: nHead}, Dim3{X: headDim}, 0, new(Args).Ptr(scratch).Ptr(out).Int(nSplit).Int(headDim).Ptr(o.Sinks))
+	return k.launch("attention_merge", s, Dim3{X: nHead}, Dim3{X: 32 * ceilDiv(headDim, 32)}, 0,
+		new(Args).Ptr(scratch).Ptr(out).Ptr(pos).Int(nSplit).Int(headDim).Ptr(o.Sinks).Int(o.Window))
 }
 
 // AttentionPrefill is causal attention for nTok queries q [nTok][nHead][headDim]: query t

@@ -236,147 +236,353 @@ static __device__ __forceinline__ float att_sink(const float *sinks, int h, floa
 	return e;
 }
 
-// Decode: one query token. Block (h, sp) takes query head h and the sp-th of gridDim.y
-// equal spans of positions first..pos[0] (split-K, so a long context fills the GPU); its 4
-// warps split the span and merge their softmax states. With one span the block writes out;
-// otherwise it writes its state (m, l, acc[hd]) to part for attention_merge.
-template <int HD>
-static __device__ __forceinline__ void att_decode_body(const float *q, const __half *kc, const __half *vc, float *out,
-	const int *pos, int n_head, int n_kv, float scale, float *part, const float *sinks, int window, int ring) {
-	constexpr int DPL = AttState<HD>::DPL;
-	__shared__ float qs[HD];
-	__shared__ float wm[ATT_WARPS], wl[ATT_WARPS];
-	__shared__ float wacc[ATT_WARPS][DPL * 32];
-	const int h = blockIdx.x, kvh = h / (n_head / n_kv);
-	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	const int last = pos[0];
-	const int lo = window > 0 ? max(0, last - window + 1) : 0;
-	const int n_split = gridDim.y, sp = blockIdx.y;
-	const int span = (last - lo + 1 + n_split - 1) / n_split;
-	const int first = lo + sp * span, end = min(first + span, last + 1) - 1;
-	for (int i = threadIdx.x; i < HD; i += blockDim.x) qs[i] = q[(long long)h * HD + i] * scale;
-	__syncthreads();
-	const long long row = (long long)n_kv * HD;
-	AttState<HD> st;
-	st.init();
-	for (int base = first + warp * 32; base <= end; base += ATT_WARPS * 32) {
-		att_chunk<HD>(st, qs, base, base, end,
-			[&](int j) { return kc + att_slot(base + j, ring) * row + (long long)kvh * HD; },
-			[&](int j) { return vc + att_slot(base + j, ring) * row + (long long)kvh * HD; });
-	}
-	if (lane == 0) {
-		wm[warp] = st.m;
-		wl[warp] = st.l;
-	}
-#pragma unroll
-	for (int i = 0; i < DPL; i++) wacc[warp][lane * DPL + i] = st.acc[i];
-	__syncthreads();
-	float M = -INFINITY;
-	for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, wm[w]);
-	float L = 0.f;
-	for (int w = 0; w < ATT_WARPS; w++) L += wm[w] == -INFINITY ? 0.f : wl[w] * expf(wm[w] - M);
-	float *pp = part + ((long long)h * n_split + sp) * (HD + 2);
-	if (n_split > 1 && threadIdx.x == 0) {
-		pp[0] = M;
-		pp[1] = L;
-	}
-	float Mo = M;
-	const float es = n_split == 1 ? att_sink(sinks, h, Mo) : 0.f;
-	const float c = M == -INFINITY ? 0.f : expf(M - Mo);
-	for (int i = threadIdx.x; i < HD; i += blockDim.x) {
-		float o = 0.f;
-		for (int w = 0; w < ATT_WARPS; w++)
-			if (wm[w] != -INFINITY) o += wacc[w][i] * expf(wm[w] - M);
-		if (n_split == 1) out[(long long)h * HD + i] = o * c / (L * c + es);
-		else pp[2 + i] = o;
-	}
+// Decode (flash-decoding): one query token. The grid is fixed when a graph is captured, and
+// the position comes from device memory, so each block works out its own span: block
+// (x, sp) takes kv head x / ngrp, query heads of its GQA group (at most DEC_GMAX of them:
+// the group's slice x % ngrp) and the sp-th span of dec_span's split of first..pos[0]. The
+// block reads each K and V row of its span once, from global memory into registers, and
+// uses it for every one of its query heads. Its 4 warps take 32-position chunks in turn
+// (lane i scores position base+i for every head; then each lane accumulates its
+// ceil(head_dim/32) output values of every head), and merge their states in shared memory.
+// With one span the block writes out; otherwise its state (max, sum, acc[hd]) per head
+// goes to part for attention_merge, which merges the spans dec_span says are used.
+// Scores are kept in log2 units (q is scaled by log2 e) so that exp2f is one instruction.
+#define DEC_WARPS 4
+#define DEC_GMAX 8
+#define DEC_CHUNK (32 * DEC_WARPS) // a span is a multiple of this: one chunk per warp
+#define DEC_LOG2E 1.4426950408889634f
+
+// The split of first..last into n_split spans: lo is the first attended position, span
+// the positions each span takes (at least DEC_CHUNK), used how many spans hold any.
+struct DecSpan {
+	int lo, span, used;
+};
+static __device__ __forceinline__ DecSpan dec_span(int last, int window, int n_split) {
+	DecSpan d;
+	d.lo = window > 0 ? max(0, last - window + 1) : 0;
+	const int len = last - d.lo + 1;
+	const int per = (len + n_split - 1) / n_split;
+	d.span = (per + DEC_CHUNK - 1) / DEC_CHUNK * DEC_CHUNK;
+	d.used = (len + d.span - 1) / d.span;
+	return d;
 }
 
-// att_decode_body over Rows (the int8 cache).
-template <int HD, typename Rows>
-static __device__ __forceinline__ void att_decode_rows_body(const float *q, const Rows &rows, float *out,
-	const int *pos, int n_head, int n_kv, float scale, float *part, const float *sinks, int window, int ring) {
-	constexpr int DPL = AttState<HD>::DPL;
-	__shared__ float qs[HD];
-	__shared__ float wm[ATT_WARPS], wl[ATT_WARPS];
-	__shared__ float wacc[ATT_WARPS][DPL * 32];
-	const int h = blockIdx.x, kvh = h / (n_head / n_kv);
-	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	const int last = pos[0];
-	const int lo = window > 0 ? max(0, last - window + 1) : 0;
-	const int n_split = gridDim.y, sp = blockIdx.y;
-	const int span = (last - lo + 1 + n_split - 1) / n_split;
-	const int first = lo + sp * span, end = min(first + span, last + 1) - 1;
-	for (int i = threadIdx.x; i < HD; i += blockDim.x) qs[i] = q[(long long)h * HD + i] * scale;
-	__syncthreads();
-	AttState<HD> st;
-	st.init();
-	for (int base = first + warp * 32; base <= end; base += ATT_WARPS * 32)
-		att_chunk_rows<HD>(st, qs, base, base, end, rows, [&](int j) { return att_slot(base + j, ring) * n_kv + kvh; });
-	if (lane == 0) {
-		wm[warp] = st.m;
-		wl[warp] = st.l;
-	}
+// An f16 cache as decode reads it: row r (= slot * n_kv + kv head) holds HD halves.
+template <int HD> struct DecF16 {
+	static constexpr int DPL = (HD + 31) / 32;
+	const __half *k, *v;
+	// s[g] = q_g . k_r for g < gn; q is qs[g][0..HD).
+	__device__ __forceinline__ void score(long long r, const float (*qs)[HD], int gn, float s[DEC_GMAX]) const {
+		const __half *kr = k + r * HD;
+		constexpr int NV = HD / 8, BATCH = NV < 8 ? NV : 8; // 16-byte loads per row, in flight at once
 #pragma unroll
-	for (int i = 0; i < DPL; i++) wacc[warp][lane * DPL + i] = st.acc[i];
-	__syncthreads();
-	float M = -INFINITY;
-	for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, wm[w]);
-	float L = 0.f;
-	for (int w = 0; w < ATT_WARPS; w++) L += wm[w] == -INFINITY ? 0.f : wl[w] * expf(wm[w] - M);
-	float *pp = part + ((long long)h * n_split + sp) * (HD + 2);
-	if (n_split > 1 && threadIdx.x == 0) {
-		pp[0] = M;
-		pp[1] = L;
+		for (int g = 0; g < DEC_GMAX; g++) s[g] = 0.f;
+#pragma unroll
+		for (int b0 = 0; b0 < NV; b0 += BATCH) {
+			uint4 u[BATCH];
+#pragma unroll
+			for (int b = 0; b < BATCH; b++)
+				if (b0 + b < NV) u[b] = *(const uint4 *)(kr + 8 * (b0 + b));
+#pragma unroll
+			for (int b = 0; b < BATCH; b++) {
+				if (b0 + b >= NV) continue;
+				const int i = 8 * (b0 + b);
+				const uint32_t w[4] = {u[b].x, u[b].y, u[b].z, u[b].w};
+				float f[8];
+#pragma unroll
+				for (int j = 0; j < 4; j++) {
+					const float2 t = __half22float2(*(const __half2 *)&w[j]);
+					f[2 * j] = t.x;
+					f[2 * j + 1] = t.y;
+				}
+#pragma unroll
+				for (int g = 0; g < DEC_GMAX; g++) {
+					if (g >= gn) break;
+					const float4 a = *(const float4 *)&qs[g][i], c = *(const float4 *)&qs[g][i + 4];
+					s[g] += f[0] * a.x + f[1] * a.y + f[2] * a.z + f[3] * a.w + f[4] * c.x + f[5] * c.y + f[6] * c.z + f[7] * c.w;
+				}
+			}
+		}
 	}
-	float Mo = M;
-	const float es = n_split == 1 ? att_sink(sinks, h, Mo) : 0.f;
-	const float c = M == -INFINITY ? 0.f : expf(M - Mo);
-	for (int i = threadIdx.x; i < HD; i += blockDim.x) {
-		float o = 0.f;
-		for (int w = 0; w < ATT_WARPS; w++)
-			if (wm[w] != -INFINITY) o += wacc[w][i] * expf(wm[w] - M);
-		if (n_split == 1) out[(long long)h * HD + i] = o * c / (L * c + es);
-		else pp[2 + i] = o;
+	// f = this lane's DPL values of value row r (0 past HD).
+	__device__ __forceinline__ void vals(long long r, float f[DPL]) const {
+		const int e0 = (threadIdx.x & 31) * DPL;
+		const __half *vr = v + r * HD + e0;
+		if constexpr (DPL * 32 == HD && (DPL == 2 || DPL == 4 || DPL == 8)) {
+			uint32_t w[DPL / 2];
+			if constexpr (DPL == 2) {
+				w[0] = *(const uint32_t *)vr;
+			} else if constexpr (DPL == 4) {
+				const uint2 t = *(const uint2 *)vr;
+				w[0] = t.x;
+				w[1] = t.y;
+			} else {
+				const uint4 t = *(const uint4 *)vr;
+				w[0] = t.x;
+				w[1] = t.y;
+				w[2] = t.z;
+				w[3] = t.w;
+			}
+#pragma unroll
+			for (int i = 0; i < DPL / 2; i++) {
+				const float2 t = __half22float2(*(const __half2 *)&w[i]);
+				f[2 * i] = t.x;
+				f[2 * i + 1] = t.y;
+			}
+		} else {
+#pragma unroll
+			for (int i = 0; i < DPL; i++) f[i] = e0 + i < HD ? __half2float(vr[i]) : 0.f;
+		}
+	}
+};
+
+// An int8 cache as decode reads it: row r holds HD int8 values and NB float scales.
+template <int HD> struct DecI8 {
+	static constexpr int DPL = (HD + 31) / 32, B = I8Row<HD>::B, NB = I8Row<HD>::NB;
+	const int8_t *k, *v;
+	const float *ks, *vs;
+	__device__ __forceinline__ void score(long long r, const float (*qs)[HD], int gn, float s[DEC_GMAX]) const {
+		const int8_t *kr = k + r * HD;
+		const float *sr = ks + r * NB;
+#pragma unroll
+		for (int g = 0; g < DEC_GMAX; g++) s[g] = 0.f;
+#pragma unroll
+		for (int b = 0; b < HD; b += B) {
+			constexpr int NV = B / 16;
+			uint4 u[NV];
+#pragma unroll
+			for (int i = 0; i < NV; i++) u[i] = *(const uint4 *)(kr + b + 16 * i);
+			const float sc = sr[b / B];
+			float db[DEC_GMAX];
+#pragma unroll
+			for (int g = 0; g < DEC_GMAX; g++) db[g] = 0.f;
+#pragma unroll
+			for (int i = 0; i < NV; i++) {
+				const uint32_t w[4] = {u[i].x, u[i].y, u[i].z, u[i].w};
+#pragma unroll
+				for (int j = 0; j < 4; j++) {
+					float f[4];
+					i8x4_to_f32(w[j], f);
+					const int e = b + 16 * i + 4 * j;
+#pragma unroll
+					for (int g = 0; g < DEC_GMAX; g++) {
+						if (g >= gn) break;
+						const float4 a = *(const float4 *)&qs[g][e];
+						db[g] += f[0] * a.x + f[1] * a.y + f[2] * a.z + f[3] * a.w;
+					}
+				}
+			}
+#pragma unroll
+			for (int g = 0; g < DEC_GMAX; g++) s[g] += db[g] * sc;
+		}
+	}
+	__device__ __forceinline__ void vals(long long r, float f[DPL]) const {
+		const int e0 = (threadIdx.x & 31) * DPL;
+		const int8_t *vr = v + r * HD + e0;
+		const float *sr = vs + r * NB;
+		if constexpr (DPL * 32 == HD && (DPL == 4 || DPL == 8)) {
+			// the lane's values are in one block: one scale, one 4- or 8-byte load
+			const float sc = sr[e0 / B];
+			uint32_t w[DPL / 4];
+			if constexpr (DPL == 4) {
+				w[0] = *(const uint32_t *)vr;
+			} else {
+				const uint2 t = *(const uint2 *)vr;
+				w[0] = t.x;
+				w[1] = t.y;
+			}
+#pragma unroll
+			for (int i = 0; i < DPL / 4; i++) {
+				float t[4];
+				i8x4_to_f32(w[i], t);
+#pragma unroll
+				for (int j = 0; j < 4; j++) f[4 * i + j] = sc * t[j];
+			}
+		} else {
+#pragma unroll
+			for (int i = 0; i < DPL; i++) f[i] = e0 + i < HD ? sr[(e0 + i) / B] * (float)vr[i] : 0.f;
+		}
+	}
+};
+
+template <int HD, typename Rows>
+static __device__ __forceinline__ void att_decode_body(const float *q, const Rows rows, float *out, const int *pos, int n_head,
+	int n_kv, float scale, float *part, const float *sinks, int window, int ring) {
+	constexpr int DPL = (HD + 31) / 32;
+	__shared__ __align__(16) float qs[DEC_GMAX][HD];
+	__shared__ __align__(16) float ps[DEC_WARPS][DEC_GMAX][32];
+	__shared__ float osum[DEC_GMAX][DPL * 32];
+	__shared__ float wm[DEC_WARPS][DEC_GMAX], wl[DEC_WARPS][DEC_GMAX];
+	const int G = n_head / n_kv, ngrp = (G + DEC_GMAX - 1) / DEC_GMAX, hpb = (G + ngrp - 1) / ngrp;
+	const int kvh = blockIdx.x / ngrp, gi = blockIdx.x % ngrp;
+	const int h0 = kvh * G + gi * hpb, gn = min(hpb, G - gi * hpb);
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const int last = pos[0], n_split = gridDim.y, sp = blockIdx.y;
+	const DecSpan d = dec_span(last, window, n_split);
+	if (sp >= d.used || gn <= 0) return; // the whole block: no barrier is skipped
+	const int first = d.lo + sp * d.span, end = min(first + d.span, last + 1) - 1;
+	const float qscale = scale * DEC_LOG2E;
+	for (int i = threadIdx.x; i < gn * HD; i += blockDim.x) qs[i / HD][i % HD] = q[(long long)h0 * HD + i] * qscale;
+	for (int i = threadIdx.x; i < DEC_GMAX * DPL * 32; i += blockDim.x) (&osum[0][0])[i] = 0.f;
+	__syncthreads();
+	float m[DEC_GMAX], l[DEC_GMAX], acc[DEC_GMAX][DPL];
+#pragma unroll
+	for (int g = 0; g < DEC_GMAX; g++) {
+		m[g] = -INFINITY;
+		l[g] = 0.f;
+#pragma unroll
+		for (int i = 0; i < DPL; i++) acc[g][i] = 0.f;
+	}
+	for (int base = first + warp * 32; base <= end; base += DEC_WARPS * 32) {
+		// scores: lane i takes position base+i (lane 0's is always attended)
+		const int p = base + lane;
+		const bool in = p <= end;
+		float s[DEC_GMAX];
+		rows.score(in ? att_slot(p, ring) * n_kv + kvh : 0, qs, gn, s);
+#pragma unroll
+		for (int g = 0; g < DEC_GMAX; g++) {
+			if (g >= gn) break;
+			const float sg = in ? s[g] : -INFINITY;
+			const float mn = fmaxf(m[g], warp_max(sg));
+			const float c = exp2f(m[g] - mn);
+			const float pe = in ? exp2f(sg - mn) : 0.f;
+			l[g] = l[g] * c + pe; // each lane's own share, summed at the end
+			m[g] = mn;
+#pragma unroll
+			for (int i = 0; i < DPL; i++) acc[g][i] *= c;
+			ps[warp][g][lane] = pe;
+		}
+		__syncwarp();
+		// values: every lane walks the chunk's rows, its DPL values of each
+		const int n = min(32, end - base + 1);
+		if (n == 32 && (ring == 0 || base % ring + 32 <= ring)) { // 32 consecutive slots
+			const long long r0 = att_slot(base, ring) * n_kv + kvh;
+#pragma unroll 2
+			for (int j0 = 0; j0 < 32; j0 += 4) {
+				float v[4][DPL];
+#pragma unroll
+				for (int j = 0; j < 4; j++) rows.vals(r0 + (long long)(j0 + j) * n_kv, v[j]);
+#pragma unroll
+				for (int g = 0; g < DEC_GMAX; g++) {
+					if (g >= gn) break;
+					const float4 pg = *(const float4 *)&ps[warp][g][j0];
+#pragma unroll
+					for (int i = 0; i < DPL; i++) acc[g][i] += pg.x * v[0][i] + pg.y * v[1][i] + pg.z * v[2][i] + pg.w * v[3][i];
+				}
+			}
+		} else {
+			for (int j = 0; j < n; j++) {
+				float v[DPL];
+				rows.vals(att_slot(base + j, ring) * n_kv + kvh, v);
+#pragma unroll
+				for (int g = 0; g < DEC_GMAX; g++) {
+					if (g >= gn) break;
+					const float pg = ps[warp][g][j];
+#pragma unroll
+					for (int i = 0; i < DPL; i++) acc[g][i] += pg * v[i];
+				}
+			}
+		}
+		__syncwarp();
+	}
+	// merge the warps: each scales its acc to the block's max and adds it into osum
+#pragma unroll
+	for (int g = 0; g < DEC_GMAX; g++) {
+		if (g >= gn) break;
+		l[g] = warp_sum(l[g]);
+		if (lane == 0) {
+			wm[warp][g] = m[g];
+			wl[warp][g] = l[g];
+		}
+	}
+	__syncthreads();
+#pragma unroll
+	for (int g = 0; g < DEC_GMAX; g++) {
+		if (g >= gn) break;
+		if (m[g] == -INFINITY) continue; // this warp had no chunk
+		float M = -INFINITY;
+		for (int w = 0; w < DEC_WARPS; w++) M = fmaxf(M, wm[w][g]);
+		const float c = exp2f(m[g] - M);
+#pragma unroll
+		for (int i = 0; i < DPL; i++) atomicAdd(&osum[g][lane * DPL + i], acc[g][i] * c);
+	}
+	__syncthreads();
+	for (int idx = threadIdx.x; idx < gn * HD; idx += blockDim.x) {
+		const int g = idx / HD, i = idx % HD, h = h0 + g;
+		float M = -INFINITY, L = 0.f;
+		for (int w = 0; w < DEC_WARPS; w++) M = fmaxf(M, wm[w][g]);
+		for (int w = 0; w < DEC_WARPS; w++)
+			if (wm[w][g] != -INFINITY) L += wl[w][g] * exp2f(wm[w][g] - M);
+		if (n_split == 1) {
+			float Mo = M, es = 0.f;
+			if (sinks != nullptr) {
+				const float sk = sinks[h] * DEC_LOG2E;
+				Mo = fmaxf(M, sk);
+				es = exp2f(sk - Mo);
+			}
+			const float c = exp2f(M - Mo);
+			out[(long long)h * HD + i] = osum[g][i] * c / (L * c + es);
+		} else {
+			float *pp = part + ((long long)h * n_split + sp) * (HD + 2);
+			if (i == 0) {
+				pp[0] = M;
+				pp[1] = L;
+			}
+			pp[2 + i] = osum[g][i];
+		}
 	}
 }
 
 // One kernel per head size and cache type: each has its own static shared memory.
 #define ATT_DECODE(hd)                                                                                        \
-	extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_decode_##hd(const float *q,        \
+	extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32) attention_decode_##hd(const float *q,        \
 		const __half *kc, const __half *vc, float *out, const int *pos, int n_head, int n_kv, float scale,   \
 		float *part, const float *sinks, int window, int ring) {                                              \
-		att_decode_body<hd>(q, kc, vc, out, pos, n_head, n_kv, scale, part, sinks, window, ring);              \
+		att_decode_body<hd>(q, DecF16<hd>{kc, vc}, out, pos, n_head, n_kv, scale, part, sinks, window, ring);  \
 	}                                                                                                         \
-	extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_decode_int8_##hd(const float *q,   \
+	extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32) attention_decode_int8_##hd(const float *q,   \
 		const int8_t *kc, const float *ks, const int8_t *vc, const float *vs, float *out, const int *pos,     \
 		int n_head, int n_kv, float scale, float *part, const float *sinks, int window, int ring) {           \
-		att_decode_rows_body<hd>(q, I8Rows<hd, I8Row<hd>::NB>{kc, vc, ks, vs}, out, pos, n_head, n_kv, scale, part, \
-			sinks, window, ring);                                                                             \
+		att_decode_body<hd>(q, DecI8<hd>{kc, vc, ks, vs}, out, pos, n_head, n_kv, scale, part, sinks, window, ring); \
 	}
 #define ATT_SIZES(X) X(16) X(32) X(48) X(64) X(80) X(96) X(112) X(128) X(144) X(160) X(176) X(192) X(208) X(224) X(240) X(256)
 ATT_SIZES(ATT_DECODE)
 #undef ATT_DECODE
 
-// attention_merge combines the n_split partial states of each head (block h, hd threads),
-// adding head h's sink (sinks may be null) to the denominator.
-extern "C" __global__ void attention_merge(const float *part, float *out, int n_split, int hd, const float *sinks) {
+// attention_merge combines the spans of each query head that dec_span says hold positions
+// (block h, hd threads; at most DEC_MAX_SPLITS spans), adding head h's sink (sinks may be
+// null) to the denominator. The states are in log2 units, as the decode kernels write them.
+#define DEC_MAX_SPLITS 1024
+extern "C" __global__ void attention_merge(const float *part, float *out, const int *pos, int n_split, int hd, const float *sinks, int window) {
+	__shared__ float wt[DEC_MAX_SPLITS];
+	__shared__ float red[32];
 	const int h = blockIdx.x;
+	const int used = dec_span(pos[0], window, n_split).used;
 	const float *p = part + (long long)h * n_split * (hd + 2);
 	float M = -INFINITY;
-	for (int s = 0; s < n_split; s++) M = fmaxf(M, p[s * (hd + 2)]);
-	if (sinks != nullptr) M = fmaxf(M, sinks[h]);
-	float L = sinks != nullptr ? expf(sinks[h] - M) : 0.f;
-	for (int s = 0; s < n_split; s++) {
-		const float m = p[s * (hd + 2)];
-		if (m != -INFINITY) L += p[s * (hd + 2) + 1] * expf(m - M);
+	for (int s = threadIdx.x; s < used; s += blockDim.x) M = fmaxf(M, p[s * (hd + 2)]);
+	M = warp_max(M);
+	if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = M;
+	__syncthreads();
+	M = -INFINITY;
+	for (int w = 0; w < (int)(blockDim.x + 31) / 32; w++) M = fmaxf(M, red[w]);
+	const float sk = sinks != nullptr ? sinks[h] * DEC_LOG2E : -INFINITY;
+	M = fmaxf(M, sk);
+	__syncthreads();
+	float L = 0.f;
+	for (int s = threadIdx.x; s < used; s += blockDim.x) {
+		const float w = exp2f(p[s * (hd + 2)] - M);
+		wt[s] = w;
+		L += w * p[s * (hd + 2) + 1];
 	}
+	L = warp_sum(L);
+	if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = L;
+	__syncthreads();
+	L = sinks != nullptr ? exp2f(sk - M) : 0.f;
+	for (int w = 0; w < (int)(blockDim.x + 31) / 32; w++) L += red[w];
 	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
 		float o = 0.f;
-		for (int s = 0; s < n_split; s++) {
-			const float m = p[s * (hd + 2)];
-			if (m != -INFINITY) o += p[s * (hd + 2) + 2 + i] * expf(m - M);
-		}
+		for (int s = 0; s < used; s++) o += wt[s] * p[s * (hd + 2) + 2 + i];
 		out[(long long)h * hd + i] = o / L;
 	}
 }

@@ -479,7 +479,6 @@ type KV struct {
 	kvHeads   int
 	headDim   int
 	row       int // kvHeads*headDim
-	splits    int
 }
 
 // Capacity is the number of positions.
@@ -499,7 +498,7 @@ func (b *Backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
 		return nil, fmt.Errorf("gpu: kv cache: %d kept-position counts for %d layers", len(spec.Keep), spec.Layers)
 	}
 	c := &KV{positions: spec.Positions, kvHeads: spec.KVHeads, headDim: spec.HeadDim, row: spec.KVHeads * spec.HeadDim,
-		splits: cuda.DecodeSplits(spec.Positions), ring: make([]int, spec.Layers), int8: spec.Type == "int8"}
+		ring: make([]int, spec.Layers), int8: spec.Type == "int8"}
 	for l := range spec.Layers {
 		rows := spec.Positions
 		if spec.Keep != nil && spec.Keep[l] > 0 && spec.Keep[l] < spec.Positions {
@@ -679,11 +678,14 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 	pos := b.positions(nil, s.Pos0, s.N)
 	b.q8.drop()
 	if s.N == 1 {
+		// the spans for the cache's capacity, not the position: a captured step replays at
+		// every position, the kernels reading it from pos
+		splits := cuda.DecodeSplits(kv.positions, s.Heads, s.KVHeads)
 		scratch := cuda.DevicePtr(0)
-		if kv.splits > 1 {
-			scratch = b.scratchBuf("attention", cuda.AttentionDecodeScratchBytes(s.Heads, s.HeadDim, kv.splits))
+		if splits > 1 {
+			scratch = b.scratchBuf("attention", cuda.AttentionDecodeScratchBytes(s.Heads, s.HeadDim, splits))
 		}
-		qp, kc, vc, out, splits := dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), kv.splits
+		qp, kc, vc, out := dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst)
 		if kv.int8 {
 			c8 := kv.int8Layer(s.Layer)
 			b.do(func() error {
