@@ -1,0 +1,216 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"strata/engine"
+	"strata/engine/compute/gpu"
+	"strata/engine/model/modeltest"
+	"strata/engine/sample"
+	"strata/engine/synth"
+)
+
+// gptOssTierModes are the tier modes a gpt-oss model runs in on a GPU, with a quarter of
+// its experts in VRAM slots: misses on the CPU, the tiered mode with a host budget that pins
+// some of the rest and leaves others cold (read around the page cache for a prompt), the
+// tiered mode with pinned misses read over PCIe, the resident mode, and adaptive swaps.
+func gptOssTierModes(slots int, hostGiB float64) []struct {
+	name string
+	edit func(*engine.Config)
+} {
+	return []struct {
+		name string
+		edit func(*engine.Config)
+	}{
+		{"cache + CPU misses", func(c *engine.Config) { c.ExpertCache = slots }},
+		{"tiered, pinned + cold", func(c *engine.Config) { c.ExpertCache, c.TieredExperts, c.HostBudgetGiB = slots, true, hostGiB }},
+		{"tiered, pcie-frac 0.5", func(c *engine.Config) { c.ExpertCache, c.TieredExperts, c.PCIeFrac = slots, true, 0.5 }},
+		{"tiered, pcie-frac 1", func(c *engine.Config) { c.ExpertCache, c.TieredExperts, c.PCIeFrac = slots, true, 1 }},
+		{"resident", func(c *engine.Config) { c.ExpertCache, c.ResidentExperts = slots, true }},
+		{"tiered + adaptive swaps", func(c *engine.Config) { c.ExpertCache, c.TieredExperts, c.AdaptEvery = slots, true, 4 }},
+	}
+}
+
+// tierRun is one open's greedy tokens, its teacher-forced logits of prompt+forced, and the
+// tier map after.
+type tierRun struct {
+	tokens []int
+	logits []float32
+	snap   engine.TierSnapshot
+}
+
+func openAndRun(t *testing.T, path string, prefill int, prompt, forced []int, n int, edit func(*engine.Config)) tierRun {
+	t.Helper()
+	cfg := engine.DefaultConfig()
+	cfg.Backend, cfg.MaxContext, cfg.LearnProfile = "cuda", 256, false
+	if prefill > 0 {
+		cfg.Prefill = prefill
+	}
+	edit(&cfg)
+	m, err := engine.Open(context.Background(), path, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var r tierRun
+	s := m.NewSession(engine.SessionOptions{})
+	if n > 0 {
+		res, err := s.Generate(context.Background(), prompt, engine.Sampling{MaxTokens: n, IgnoreEOS: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.tokens = res.Tokens
+	}
+	if forced == nil {
+		forced = r.tokens
+	}
+	if err := s.Eval(context.Background(), append(slices.Clone(prompt), forced...), func(_ int, l []float32) { r.logits = append(r.logits, l...) }); err != nil {
+		t.Fatal(err)
+	}
+	r.snap = m.Tiers()
+	return r
+}
+
+// topGaps is each row's top-1 minus top-2 logit.
+func topGaps(logits []float32, vocab int) []float64 {
+	var gaps []float64
+	for r := 0; r+vocab <= len(logits); r += vocab {
+		row := logits[r : r+vocab]
+		a := sample.Argmax(row)
+		second := math.Inf(-1)
+		for i, v := range row {
+			if i != a {
+				second = math.Max(second, float64(v))
+			}
+		}
+		gaps = append(gaps, float64(row[a])-second)
+	}
+	return gaps
+}
+
+// TestGptOssTierModesOnGPU: on a gptoss-20b-shaped synth (hidden and expert FFN 2880, MXFP4
+// experts with biases; 4 layers of 16 experts, a small vocabulary, so it is written in
+// seconds), every tier mode gives the greedy tokens of the whole model in VRAM. Decode runs
+// its misses on the CPU (8-bit activations, as the GPU's), over PCIe or from pinned slots;
+// the check runs every step one token at a time (--prefill 1), so the all-VRAM reference's
+// own teacher-forced logits are the logits its greedy steps chose from, and the prompt is
+// the first of a few whose reference margins (top-1 minus top-2) at every greedy step exceed
+// modeltest.ArgmaxGap8Bit (twice the fixtures' 8-bit max |Δ|: a synthetic model's random
+// weights leave near ties every few tokens, where the 8-bit paths may part). Each mode's
+// logits are within the 8-bit rule of the reference (RMS(Δ)/std ≤ 0.03); so are those of a
+// 48-token batch, whose misses stream through the ring (from pinned slots, the file, or read
+// around the page cache), with the argmax equal wherever the reference gap exceeds
+// ArgmaxGap8Bit. It skips without a driver.
+func TestGptOssTierModesOnGPU(t *testing.T) {
+	if b, err := gpu.New(gpu.Options{}); errors.Is(err, gpu.ErrNoGPU) {
+		t.Skipf("no NVIDIA GPU or driver, skipping: %v", err)
+	} else if err == nil {
+		b.Close()
+	} else {
+		t.Fatal(err)
+	}
+	spec, err := synth.PresetFor("gpt-oss", "gptoss-20b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := spec.ApplyShape("layers=4,experts=16,vocab=4096"); err != nil {
+		t.Fatal(err)
+	}
+	spec.Pool = 1 << 12
+	path := filepath.Join(t.TempDir(), "g.gguf")
+	if err := synth.Write(context.Background(), path, spec, nil); err != nil {
+		t.Fatal(err)
+	}
+	const (
+		gen     = 12
+		rule    = 0.03 // the fixtures README's 8-bit rule, RMS(Δ)/std
+		promptN = 48   // streams (at least engine's streamMinTokens)
+	)
+	V := spec.Vocab
+	slots := spec.Layers * spec.Experts / 4
+	blob := float64(3*spec.Hidden*spec.ExpertFFN) * 17 / 32 // MXFP4 bytes of one expert
+	hostGiB := (float64(spec.Layers*spec.Experts)/4*blob + 96<<20) / (1 << 30)
+
+	// The prompt: the first candidate whose reference margins allow the greedy comparison.
+	var prompt, want []int
+	var wantLogits []float32
+	var gaps []float64
+	for c := range 8 {
+		p := make([]int, 24)
+		for i := range p {
+			p[i] = (i*131 + c*977 + 7) % V
+		}
+		ref := openAndRun(t, path, 1, p, nil, gen, func(*engine.Config) {})
+		g := topGaps(ref.logits, V)[len(p)-1 : len(p)-1+gen]
+		t.Logf("candidate %d: smallest reference margin over the %d greedy steps %.3f", c, gen, slices.Min(g))
+		if slices.Min(g) > modeltest.ArgmaxGap8Bit {
+			prompt, want, wantLogits, gaps = p, ref.tokens, ref.logits, topGaps(ref.logits, V)
+			break
+		}
+	}
+	if prompt == nil {
+		t.Fatalf("none of the candidate prompts has reference margins above %g at all %d greedy steps", modeltest.ArgmaxGap8Bit, gen)
+	}
+	long := make([]int, promptN)
+	for i := range long {
+		long[i] = (i*37 + 11) % V
+	}
+	batchRef := openAndRun(t, path, 0, long, nil, 0, func(*engine.Config) {})
+	batchGaps := topGaps(batchRef.logits, V)
+
+	for _, mode := range gptOssTierModes(slots, hostGiB) {
+		t.Run(mode.name, func(t *testing.T) {
+			got := openAndRun(t, path, 1, prompt, want, gen, mode.edit)
+			if !slices.Equal(got.tokens, want) {
+				t.Errorf("greedy tokens %v, all in VRAM %v (reference margins %.3f)", got.tokens, want, gaps[len(prompt)-1:])
+			}
+			checkRows(t, "decode", got.logits, wantLogits, gaps, V, rule)
+			c := got.snap.Cache
+			if c == nil || got.snap.DecodeHitsPerTier[engine.TierVRAM] == 0 {
+				t.Fatalf("want decode hits in VRAM slots: cache %+v, decode hits %v", c, got.snap.DecodeHitsPerTier)
+			}
+			t.Logf("decode: hits %v, pinned slots %d, pcie %d, swaps %d", got.snap.DecodeHitsPerTier, c.PinnedSlots, c.PCIeReads, got.snap.Swaps)
+
+			b := openAndRun(t, path, 0, long, nil, 0, mode.edit)
+			checkRows(t, "batch", b.logits, batchRef.logits, batchGaps, V, rule)
+			bc := b.snap.Cache
+			if bc.Streamed == 0 {
+				t.Error("the batch streamed no expert through the ring")
+			}
+			t.Logf("batch: hits %v, streamed %d (cold reads %d), pinned slots %d, notes %q", b.snap.HitsPerTier, bc.Streamed, bc.ColdReads, bc.PinnedSlots, bc.Notes)
+			if mode.name == "tiered, pinned + cold" && (bc.PinnedSlots == 0 || b.snap.HitsPerTier[engine.TierCold] == 0) {
+				t.Errorf("host budget %.2f GiB: %d pinned slots, %d cold hits; want both", hostGiB, bc.PinnedSlots, b.snap.HitsPerTier[engine.TierCold])
+			}
+		})
+	}
+}
+
+// checkRows holds got to the 8-bit rule against want: RMS(Δ)/std ≤ rule and the argmax
+// equal wherever want's top-2 gap exceeds modeltest.ArgmaxGap8Bit.
+func checkRows(t *testing.T, what string, got, want []float32, gaps []float64, vocab int, rule float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d logits, want %d", what, len(got), len(want))
+	}
+	maxAbs, rel := modeltest.Compare(got, want)
+	flips := ""
+	for r := range len(want) / vocab {
+		g, w := got[r*vocab:(r+1)*vocab], want[r*vocab:(r+1)*vocab]
+		if sample.Argmax(g) != sample.Argmax(w) {
+			flips += fmt.Sprintf(" row %d (gap %.3f)", r, gaps[r])
+			if gaps[r] > modeltest.ArgmaxGap8Bit {
+				t.Errorf("%s: row %d: argmax %d, all in VRAM %d where its gap is %.3f", what, r, sample.Argmax(g), sample.Argmax(w), gaps[r])
+			}
+		}
+	}
+	t.Logf("%s: RMS(Δ)/std %.4f, max |Δ| %.3f; argmax differs at:%s", what, rel, maxAbs, flips)
+	if rel > rule || math.IsNaN(rel) {
+		t.Errorf("%s: RMS(Δ)/std %.4f from all in VRAM, limit %g", what, rel, rule)
+	}
+}
