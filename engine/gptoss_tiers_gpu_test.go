@@ -95,18 +95,19 @@ func topGaps(logits []float32, vocab int) []float64 {
 }
 
 // TestGptOssTierModesOnGPU: on a gptoss-20b-shaped synth (hidden and expert FFN 2880, MXFP4
-// experts with biases; 4 layers of 16 experts, a small vocabulary, so it is written in
-// seconds), every tier mode gives the greedy tokens of the whole model in VRAM. Decode runs
-// its misses on the CPU (8-bit activations, as the GPU's), over PCIe or from pinned slots;
-// the check runs every step one token at a time (--prefill 1), so the all-VRAM reference's
-// own teacher-forced logits are the logits its greedy steps chose from, and the prompt is
-// the first of a few whose reference margins (top-1 minus top-2) at every greedy step exceed
-// modeltest.ArgmaxGap8Bit (twice the fixtures' 8-bit max |Δ|: a synthetic model's random
-// weights leave near ties every few tokens, where the 8-bit paths may part). Each mode's
-// logits are within the 8-bit rule of the reference (RMS(Δ)/std ≤ 0.03); so are those of a
-// 48-token batch, whose misses stream through the ring (from pinned slots, the file, or read
-// around the page cache), with the argmax equal wherever the reference gap exceeds
-// ArgmaxGap8Bit. It skips without a driver.
+// experts with biases; 4 layers of 16 experts and a small vocabulary, so it is written in
+// seconds), every tier mode computes what the whole model in VRAM does, up to the order in
+// which the experts' outputs are summed: TestGptOssExpertPaths shows each expert's output
+// is the same on every path (the GPU's slots, ring and PCIe reads bit for bit, the CPU's
+// misses with the GPU's 8-bit activations to 1e-6), so the logits stay within maxRelTier
+// (RMS(Δ)/std, thirty times below the fixtures' 8-bit rule) of all in VRAM, token by token
+// (--prefill 1: decode with the misses on the CPU, pinned slots, over PCIe) and as a 48-token
+// batch (the misses streamed through the ring from pinned slots, the file, or read around
+// the page cache). The greedy tokens equal all-VRAM's; this synthetic model's random weights
+// leave near ties (top-1 minus top-2 below 0.01) every few tokens, so the prompt is the
+// candidate whose reference margins over the greedy steps are widest, and the runs may part
+// only at a step whose reference margin is below twice the mode's largest logit difference
+// (the README's top-1 rule). It skips without a driver.
 func TestGptOssTierModesOnGPU(t *testing.T) {
 	if b, err := gpu.New(gpu.Options{}); errors.Is(err, gpu.ErrNoGPU) {
 		t.Skipf("no NVIDIA GPU or driver, skipping: %v", err)
@@ -128,34 +129,37 @@ func TestGptOssTierModesOnGPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	const (
-		gen     = 12
-		rule    = 0.03 // the fixtures README's 8-bit rule, RMS(Δ)/std
-		promptN = 48   // streams (at least engine's streamMinTokens)
+		gen        = 12
+		maxRelTier = 1e-3
+		promptN    = 48 // streams (at least engine's streamMinTokens)
 	)
 	V := spec.Vocab
 	slots := spec.Layers * spec.Experts / 4
 	blob := float64(3*spec.Hidden*spec.ExpertFFN) * 17 / 32 // MXFP4 bytes of one expert
 	hostGiB := (float64(spec.Layers*spec.Experts)/4*blob + 96<<20) / (1 << 30)
 
-	// The prompt: the first candidate whose reference margins allow the greedy comparison.
+	// The prompt: the candidate with the widest smallest reference margin over its greedy steps.
 	var prompt, want []int
 	var wantLogits []float32
 	var gaps []float64
+	best := -1.0
 	for c := range 8 {
 		p := make([]int, 24)
 		for i := range p {
 			p[i] = (i*131 + c*977 + 7) % V
 		}
 		ref := openAndRun(t, path, 1, p, nil, gen, func(*engine.Config) {})
-		g := topGaps(ref.logits, V)[len(p)-1 : len(p)-1+gen]
-		t.Logf("candidate %d: smallest reference margin over the %d greedy steps %.3f", c, gen, slices.Min(g))
-		if slices.Min(g) > modeltest.ArgmaxGap8Bit {
-			prompt, want, wantLogits, gaps = p, ref.tokens, ref.logits, topGaps(ref.logits, V)
-			break
+		g := topGaps(ref.logits, V)
+		m := slices.Min(g[len(p)-1 : len(p)-1+gen])
+		t.Logf("candidate %d: smallest reference margin over the %d greedy steps %.4f", c, gen, m)
+		for k, tok := range ref.tokens {
+			if a := sample.Argmax(ref.logits[(len(p)-1+k)*V : (len(p)+k)*V]); a != tok {
+				t.Errorf("candidate %d: all in VRAM chose %d at step %d, its teacher-forced logits %d", c, tok, k, a)
+			}
 		}
-	}
-	if prompt == nil {
-		t.Fatalf("none of the candidate prompts has reference margins above %g at all %d greedy steps", modeltest.ArgmaxGap8Bit, gen)
+		if m > best {
+			best, prompt, want, wantLogits, gaps = m, p, ref.tokens, ref.logits, g
+		}
 	}
 	long := make([]int, promptN)
 	for i := range long {
@@ -167,10 +171,21 @@ func TestGptOssTierModesOnGPU(t *testing.T) {
 	for _, mode := range gptOssTierModes(slots, hostGiB) {
 		t.Run(mode.name, func(t *testing.T) {
 			got := openAndRun(t, path, 1, prompt, want, gen, mode.edit)
-			if !slices.Equal(got.tokens, want) {
-				t.Errorf("greedy tokens %v, all in VRAM %v (reference margins %.3f)", got.tokens, want, gaps[len(prompt)-1:])
+			maxAbs := checkRows(t, "decode", got.logits, wantLogits, gaps, V, maxRelTier)
+			for k := range min(len(got.tokens), len(want)) {
+				if got.tokens[k] == want[k] {
+					continue
+				}
+				if margin := gaps[len(prompt)-1+k]; margin >= 2*maxAbs {
+					t.Errorf("greedy tokens %v, all in VRAM %v: parted at step %d, where the reference margin %.4f is above twice the largest logit difference %.3g", got.tokens, want, k, margin, maxAbs)
+				} else {
+					t.Logf("parted from all in VRAM at step %d, a near tie (margin %.4f, largest logit difference %.3g)", k, margin, maxAbs)
+				}
+				break
 			}
-			checkRows(t, "decode", got.logits, wantLogits, gaps, V, rule)
+			if len(got.tokens) != len(want) {
+				t.Errorf("%d greedy tokens, want %d", len(got.tokens), len(want))
+			}
 			c := got.snap.Cache
 			if c == nil || got.snap.DecodeHitsPerTier[engine.TierVRAM] == 0 {
 				t.Fatalf("want decode hits in VRAM slots: cache %+v, decode hits %v", c, got.snap.DecodeHitsPerTier)
@@ -178,22 +193,23 @@ func TestGptOssTierModesOnGPU(t *testing.T) {
 			t.Logf("decode: hits %v, pinned slots %d, pcie %d, swaps %d", got.snap.DecodeHitsPerTier, c.PinnedSlots, c.PCIeReads, got.snap.Swaps)
 
 			b := openAndRun(t, path, 0, long, nil, 0, mode.edit)
-			checkRows(t, "batch", b.logits, batchRef.logits, batchGaps, V, rule)
+			checkRows(t, "batch", b.logits, batchRef.logits, batchGaps, V, maxRelTier)
 			bc := b.snap.Cache
 			if bc.Streamed == 0 {
 				t.Error("the batch streamed no expert through the ring")
 			}
 			t.Logf("batch: hits %v, streamed %d (cold reads %d), pinned slots %d, notes %q", b.snap.HitsPerTier, bc.Streamed, bc.ColdReads, bc.PinnedSlots, bc.Notes)
-			if mode.name == "tiered, pinned + cold" && (bc.PinnedSlots == 0 || b.snap.HitsPerTier[engine.TierCold] == 0) {
-				t.Errorf("host budget %.2f GiB: %d pinned slots, %d cold hits; want both", hostGiB, bc.PinnedSlots, b.snap.HitsPerTier[engine.TierCold])
+			if mode.name == "tiered, pinned + cold" && (bc.PinnedSlots == 0 || b.snap.HitsPerTier[engine.TierCold] == 0 || (bc.ColdReads == 0 && len(bc.Notes) == 0)) {
+				t.Errorf("host budget %.2f GiB: %d pinned slots, %d cold hits, %d cold reads (notes %q); want pinned and cold experts, the cold ones read around the page cache or a note why not", hostGiB, bc.PinnedSlots, b.snap.HitsPerTier[engine.TierCold], bc.ColdReads, bc.Notes)
 			}
 		})
 	}
 }
 
-// checkRows holds got to the 8-bit rule against want: RMS(Δ)/std ≤ rule and the argmax
-// equal wherever want's top-2 gap exceeds modeltest.ArgmaxGap8Bit.
-func checkRows(t *testing.T, what string, got, want []float32, gaps []float64, vocab int, rule float64) {
+// checkRows holds got to all-VRAM's want: RMS(Δ)/std ≤ maxRel, and the argmax equal
+// wherever want's top-2 gap exceeds twice the largest difference. It returns that
+// difference.
+func checkRows(t *testing.T, what string, got, want []float32, gaps []float64, vocab int, maxRel float64) float64 {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d logits, want %d", what, len(got), len(want))
@@ -203,14 +219,15 @@ func checkRows(t *testing.T, what string, got, want []float32, gaps []float64, v
 	for r := range len(want) / vocab {
 		g, w := got[r*vocab:(r+1)*vocab], want[r*vocab:(r+1)*vocab]
 		if sample.Argmax(g) != sample.Argmax(w) {
-			flips += fmt.Sprintf(" row %d (gap %.3f)", r, gaps[r])
-			if gaps[r] > modeltest.ArgmaxGap8Bit {
-				t.Errorf("%s: row %d: argmax %d, all in VRAM %d where its gap is %.3f", what, r, sample.Argmax(g), sample.Argmax(w), gaps[r])
+			flips += fmt.Sprintf(" row %d (gap %.4f)", r, gaps[r])
+			if gaps[r] > 2*maxAbs {
+				t.Errorf("%s: row %d: argmax %d, all in VRAM %d where its gap %.4f is above twice the largest difference %.3g", what, r, sample.Argmax(g), sample.Argmax(w), gaps[r], maxAbs)
 			}
 		}
 	}
-	t.Logf("%s: RMS(Δ)/std %.4f, max |Δ| %.3f; argmax differs at:%s", what, rel, maxAbs, flips)
-	if rel > rule || math.IsNaN(rel) {
-		t.Errorf("%s: RMS(Δ)/std %.4f from all in VRAM, limit %g", what, rel, rule)
+	t.Logf("%s: RMS(Δ)/std %.3g, max |Δ| %.3g; argmax differs at:%s", what, rel, maxAbs, flips)
+	if rel > maxRel || math.IsNaN(rel) {
+		t.Errorf("%s: RMS(Δ)/std %.3g from all in VRAM, limit %g", what, rel, maxRel)
 	}
+	return maxAbs
 }
