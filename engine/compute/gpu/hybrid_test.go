@@ -160,7 +160,8 @@ func hybridOpsMatch(t *testing.T, g compute.Backend, c compute.Backend, r *rand.
 // the CPU float path, fed the CPU's greedy continuation of a 40-token prompt, under
 // TestSynthModelGPUMatchesCPU's rule (RMS/std within 0.03 over the rows, at most a tenth of
 // the rows off by more than 0.25, where router near ties move a row); the GPU's own greedy
-// tokens equal the CPU's up to the first step where the CPU's top two are within 0.05.
+// tokens equal the CPU's up to the first step where the CPU's top two are within twice the
+// largest logit difference of the other rows (at least 0.05).
 func TestHybridSynthGPUMatchesCPU(t *testing.T) {
 	b := newGPU(t)
 	prompt := make([]int, 40)
@@ -206,14 +207,19 @@ func TestHybridSynthGPUMatchesCPU(t *testing.T) {
 					t.Errorf("GPU logits differ from the CPU float path: %d of %d rows off, RMS/std %.4f", over, rows, rel)
 				}
 				_, _, ggen := modeltest.Greedy(t, gpuNet, prompt, gen, "f16", nil)
+				// A step may part where the CPU's top two are closer than the GPU's logits
+				// were shown to move (twice the largest difference of the kept rows).
+				tie := max(modeltest.GreedyGap8Bit, 2*maxAbs)
 				for i := range wgen {
-					if modeltest.Margin(wg[i*V:(i+1)*V]) < 0.05 {
-						break
+					if ggen[i] == wgen[i] {
+						continue
 					}
-					if ggen[i] != wgen[i] {
-						t.Errorf("greedy tokens %v, the CPU's %v (step %d)", ggen, wgen, i)
-						break
+					if m := modeltest.Margin(wg[i*V : (i+1)*V]); m >= tie {
+						t.Errorf("greedy tokens %v, the CPU's %v: parted at step %d, where the CPU's margin %.4f is above %.3g", ggen, wgen, i, m, tie)
+					} else {
+						t.Logf("parted from the CPU at step %d, a near tie (margin %.4f, below %.3g)", i, m, tie)
 					}
+					break
 				}
 				t.Logf("greedy: GPU %v, CPU %v", ggen, wgen)
 			})
