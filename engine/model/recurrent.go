@@ -36,6 +36,10 @@ type recurrent struct {
 	b           compute.Backend
 	layers      []layerState
 	checkpoints []checkpoint // ascending positions
+	// spare holds the copies of dropped checkpoints for the next ones: backend buffers
+	// are freed only with the backend, so a state allocates at most maxCheckpoints copies
+	// over its life (a plan counts that many) however often it rewinds.
+	spare [][]layerState
 }
 
 type layerState struct{ conv, ssm compute.Buf }
@@ -70,11 +74,11 @@ func (r *recurrent) rewind(pos int) int {
 		c := r.checkpoints[i]
 		if c.pos <= pos {
 			copyStates(r.b, r.layers, c.layers)
-			r.checkpoints = r.checkpoints[:i+1]
+			r.dropFrom(i + 1)
 			return c.pos
 		}
 	}
-	r.checkpoints = r.checkpoints[:0]
+	r.dropFrom(0)
 	for _, l := range r.layers {
 		r.b.Write(l.conv, make([]float32, l.conv.Len()))
 		r.b.Write(l.ssm, make([]float32, l.ssm.Len()))
@@ -89,7 +93,7 @@ func (r *recurrent) checkpoint(pos int) {
 		return
 	}
 	for len(r.checkpoints) > 0 && r.checkpoints[len(r.checkpoints)-1].pos > pos {
-		r.checkpoints = r.checkpoints[:len(r.checkpoints)-1] // not on this sequence's path
+		r.dropFrom(len(r.checkpoints) - 1) // not on this sequence's path
 	}
 	var c checkpoint
 	switch n := len(r.checkpoints); {
@@ -98,6 +102,9 @@ func (r *recurrent) checkpoint(pos int) {
 	case n == maxCheckpoints:
 		c = r.checkpoints[0]
 		r.checkpoints = append(r.checkpoints[:0], r.checkpoints[1:]...)
+	case len(r.spare) > 0:
+		c.layers = r.spare[len(r.spare)-1]
+		r.spare = r.spare[:len(r.spare)-1]
 	default:
 		for _, l := range r.layers {
 			c.layers = append(c.layers, layerState{conv: r.b.NewBuf(l.conv.Len()), ssm: r.b.NewBuf(l.ssm.Len())})
@@ -106,6 +113,14 @@ func (r *recurrent) checkpoint(pos int) {
 	c.pos = pos
 	copyStates(r.b, c.layers, r.layers)
 	r.checkpoints = append(r.checkpoints, c)
+}
+
+// dropFrom forgets the checkpoints from index i on, keeping their copies as spares.
+func (r *recurrent) dropFrom(i int) {
+	for _, c := range r.checkpoints[i:] {
+		r.spare = append(r.spare, c.layers)
+	}
+	r.checkpoints = r.checkpoints[:i]
 }
 
 func copyStates(b compute.Backend, dst, src []layerState) {
