@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 	"testing"
 
 	"strata/engine"
-	"strata/engine/compute/gpu"
 	"strata/engine/fixtures"
 	"strata/engine/model/modeltest"
 	"strata/engine/sample"
@@ -108,13 +106,7 @@ func topGaps(logits []float32, vocab int) []float64 {
 // near ties every few tokens, so the prompt is the candidate whose reference margins over
 // the greedy steps are widest. It skips without a driver.
 func TestGptOssTierModesOnGPU(t *testing.T) {
-	if b, err := gpu.New(gpu.Options{}); errors.Is(err, gpu.ErrNoGPU) {
-		t.Skipf("no NVIDIA GPU or driver, skipping: %v", err)
-	} else if err == nil {
-		b.Close()
-	} else {
-		t.Fatal(err)
-	}
+	skipWithoutGPU(t)
 	spec, err := synth.PresetFor("gpt-oss", "gptoss-20b")
 	if err != nil {
 		t.Fatal(err)

@@ -32,13 +32,7 @@ import (
 // 300-token prompt then comes back from the helpers in rounds), while a 3 MiB one fails
 // naming the budget and the knob to raise. It skips without a driver.
 func TestHelpersOnGPU(t *testing.T) {
-	if b, err := gpu.New(gpu.Options{}); errors.Is(err, gpu.ErrNoGPU) {
-		t.Skipf("no NVIDIA GPU or driver, skipping: %v", err)
-	} else if err == nil {
-		b.Close()
-	} else {
-		t.Fatal(err)
-	}
+	skipWithoutGPU(t)
 	t.Setenv("STRATA_HELPERS_ON_MAIN", "1")
 	ref := fixtures.LoadReference(t, "qwen3moe-tiny")
 	tol := ref.Tolerances.Int8
@@ -229,13 +223,7 @@ func runOnGPU(t *testing.T, path string, prompts [][]int, n int, edit func(*engi
 // where the tiered run's CPU misses tip it; such a prompt is held to the top-1 rule only.)
 // It skips without a driver.
 func TestEmbeddingsInHostOnGPU(t *testing.T) {
-	if b, err := gpu.New(gpu.Options{}); errors.Is(err, gpu.ErrNoGPU) {
-		t.Skipf("no NVIDIA GPU or driver, skipping: %v", err)
-	} else if err == nil {
-		b.Close()
-	} else {
-		t.Fatal(err)
-	}
+	skipWithoutGPU(t)
 	for _, folder := range []string{"gptoss-tiny", "qwen35moe-tiny"} {
 		ref := fixtures.LoadReference(t, folder)
 		tol := ref.Tolerances.Int8

@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,11 +33,7 @@ func TestExpertCacheKnobOnTheCPU(t *testing.T) {
 // expects the reference continuation and a tier map that shows the split. It skips where
 // there is no NVIDIA driver, and for variants whose head size the GPU does not handle.
 func TestTieredOpenOnGPU(t *testing.T) {
-	if b, err := gpu.New(gpu.Options{}); errors.Is(err, gpu.ErrNoGPU) {
-		t.Skipf("no NVIDIA GPU or driver, skipping: %v", err)
-	} else if err == nil {
-		b.Close()
-	}
+	skipWithoutGPU(t)
 	_, files, prompts := qwenVariants(t)
 	for name, path := range files {
 		info, err := engine.Inspect(context.Background(), path)
