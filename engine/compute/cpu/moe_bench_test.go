@@ -105,7 +105,13 @@ func benchReadExperts(b *testing.B, be *Backend, ws []*Weight, experts, k int, r
 
 // benchWeight makes a stacked Q4_K expert tensor of random blocks with sane scales.
 func benchWeight(b testing.TB, name string, rows, cols, exps int, rng *rand.Rand) *Weight {
-	rb, err := quant.RowBytes(quant.Q4_K, cols)
+	return benchWeightOf(b, quant.Q4_K, name, rows, cols, exps, rng)
+}
+
+// benchWeightOf is rows x cols x exps random blocks of type t (Q4_K, Q8_0 or MXFP4) whose
+// scales keep the values small.
+func benchWeightOf(b testing.TB, t quant.Type, name string, rows, cols, exps int, rng *rand.Rand) *Weight {
+	rb, err := quant.RowBytes(t, cols)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -113,15 +119,70 @@ func benchWeight(b testing.TB, name string, rows, cols, exps int, rng *rand.Rand
 	for i := 0; i+8 <= len(data); i += 8 {
 		binary.LittleEndian.PutUint64(data[i:], rng.Uint64())
 	}
-	for o := 0; o < len(data); o += quant.Q4_K.BlockBytes() {
-		binary.LittleEndian.PutUint16(data[o:], quant.FP32ToFP16(0.01))
-		binary.LittleEndian.PutUint16(data[o+2:], quant.FP32ToFP16(0.005))
+	for o := 0; o < len(data); o += t.BlockBytes() {
+		switch t {
+		case quant.Q4_K:
+			binary.LittleEndian.PutUint16(data[o:], quant.FP32ToFP16(0.01))
+			binary.LittleEndian.PutUint16(data[o+2:], quant.FP32ToFP16(0.005))
+		case quant.Q8_0:
+			binary.LittleEndian.PutUint16(data[o:], quant.FP32ToFP16(0.01))
+		case quant.MXFP4:
+			data[o] = 120 // E8M0 exponent: 2^-7
+		default:
+			b.Fatalf("benchWeightOf: no scales for %s", t)
+		}
 	}
-	w, err := NewWeight(compute.WeightSpec{Name: name, Type: quant.Q4_K, Rows: rows, Cols: cols, Experts: exps, Data: data})
+	w, err := NewWeight(compute.WeightSpec{Name: name, Type: t, Rows: rows, Cols: cols, Experts: exps, Data: data})
 	if err != nil {
 		b.Fatal(err)
 	}
 	return w
+}
+
+// BenchmarkMoETypes compares the expert weight types on one gpt-oss-like MoE layer (32
+// experts, four routed; 3072 wide, the nearest to gpt-oss's 2880 that Q4_K's 256-value
+// blocks take), decode and a 64-token prefill, on all threads:
+//
+//	go test -run '^$' -bench MoETypes ./engine/compute/cpu/
+//
+// GFLOP/s counts 2 per weight and token. On the 2-core VM (2026-12-02), 64 tokens: Q4_K
+// 234-247, Q8_0 130-142, MXFP4 119-128: the 32-value types' batch kernel (one weight row
+// against four activation rows, a float scale per block and pair) runs at half Q4_K's tile.
+func BenchmarkMoETypes(b *testing.B) {
+	const width, experts, k = 3072, 32, 4
+	for _, t := range []quant.Type{quant.Q4_K, quant.Q8_0, quant.MXFP4} {
+		rng := rand.New(rand.NewPCG(31, 32))
+		be := New(Options{Threads: runtime.NumCPU()})
+		gate := benchWeightOf(b, t, "gate", width, width, experts, rng)
+		up := benchWeightOf(b, t, "up", width, width, experts, rng)
+		down := benchWeightOf(b, t, "down", width, width, experts, rng)
+		for _, n := range []int{1, 64} {
+			b.Run(fmt.Sprintf("%v/n=%d", t, n), func(b *testing.B) {
+				xs := make([]float32, n*width)
+				for i := range xs {
+					xs[i] = float32(rng.NormFloat64())
+				}
+				x, dst := be.NewBuf(n*width), be.NewBuf(n*width)
+				be.Write(x, xs)
+				routes := make([]*routesT, 16) // cycled, as in BenchmarkMoE
+				for i := range routes {
+					routes[i] = benchRoutes(n, experts, k, rng)
+				}
+				i := 0
+				for b.Loop() {
+					be.MoE(dst, x, gate, up, down, nil, routes[i%len(routes)])
+					i++
+				}
+				if err := be.Err(); err != nil {
+					b.Fatal(err)
+				}
+				sec := b.Elapsed().Seconds() / float64(b.N)
+				b.ReportMetric(float64(n)/sec, "tok/s")
+				b.ReportMetric(float64(n*k*3*width*width*2)/sec/1e9, "GFLOP/s")
+			})
+		}
+		be.Close()
+	}
 }
 
 // routesT is compute.Routes, short for the tests.
