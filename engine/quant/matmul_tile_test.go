@@ -69,3 +69,48 @@ func TestMatMulTilesMatchReference(t *testing.T) {
 		}
 	}
 }
+
+// TestMatMulTiles32MatchReference covers the signed 32-value types' tiles (two weight rows x
+// up to four activation rows, from n = 2): every row count up to three pairs plus one, every
+// activation count up to two tiles plus a remainder, odd block counts, at every level,
+// against the Go reference; and each result bit-identical whether the rows come in one
+// call or one at a time (the lone row's tile, as a pool split at an odd row gives).
+func TestMatMulTiles32MatchReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	for _, wt := range []Type{Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4} {
+		for _, cols := range []int{32, 3 * 32, 8 * 32} {
+			for rows := 1; rows <= 7; rows++ {
+				for n := 2; n <= 9; n++ {
+					w := vdRandomRows(wt, rows, cols, rng)
+					a, _ := vdRandomActs(t, wt, cols, n, rng)
+					rb, _ := RowBytes(wt, cols)
+					want := make([]float32, n*rows)
+					if err := vdMatMul(levelGeneric, wt, w, rb, a, want, rows, 0, rows); err != nil {
+						t.Fatal(err)
+					}
+					rms := vdRMS(want)
+					for _, l := range vdLevels()[1:] {
+						whole := make([]float32, n*rows)
+						if err := vdMatMul(l, wt, w, rb, a, whole, rows, 0, rows); err != nil {
+							t.Fatal(err)
+						}
+						single := make([]float32, n*rows)
+						for r := range rows {
+							if err := vdMatMul(l, wt, w, rb, a, single, rows, r, r+1); err != nil {
+								t.Fatal(err)
+							}
+						}
+						for k, g := range whole {
+							if d := math.Abs(float64(g - want[k])); d > 1e-5*(math.Abs(float64(want[k]))+rms) || math.IsNaN(float64(g)) {
+								t.Fatalf("%s %s cols=%d rows=%d n=%d: y[%d,%d] = %g, reference %g", wt, l, cols, rows, n, k/rows, k%rows, g, want[k])
+							}
+							if single[k] != g {
+								t.Fatalf("%s %s cols=%d rows=%d n=%d: y[%d,%d] = %g by rows, %g in one call", wt, l, cols, rows, n, k/rows, k%rows, single[k], g)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -40,6 +40,12 @@ typedef struct {
 	float d, m; // scale, and min (Q4_1, Q5_1)
 } vd_dec32;
 
+// vd_p32 is one decoded block of a signed 32-value type (see VD_ROWS32T in vecdot_kern.h).
+typedef struct {
+	int8_t w[32];  // the values
+	int32_t c[8];  // VNNI: -128 x each four values' sum; AVX2: |w| as bytes (maddubs would saturate on a + 128)
+} vd_p32;
+
 // vd_q4k_pre: one Q4_K block of a weight row decoded once for all the activation rows of a
 // call: the sub-blocks' scales, the mins times dmin, and d. The tile broadcasts each scale
 // from memory (one load): kept as sixteen-lane vectors they cost eight stores a block here

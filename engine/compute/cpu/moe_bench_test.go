@@ -146,8 +146,8 @@ func benchWeightOf(b testing.TB, t quant.Type, name string, rows, cols, exps int
 //	go test -run '^$' -bench MoETypes ./engine/compute/cpu/
 //
 // GFLOP/s counts 2 per weight and token. On the 2-core VM (2026-12-02), 64 tokens: Q4_K
-// 234-247, Q8_0 130-142, MXFP4 119-128: the 32-value types' batch kernel (one weight row
-// against four activation rows, a float scale per block and pair) runs at half Q4_K's tile.
+// 234-247; Q8_0 and MXFP4 130-142 and 119-128 with one weight row against four activation
+// rows, medians 168 and 182 with the two-row tiles (VD_ROWS32T in vecdot_kern.h).
 func BenchmarkMoETypes(b *testing.B) {
 	const width, experts, k = 3072, 32, 4
 	for _, t := range []quant.Type{quant.Q4_K, quant.Q8_0, quant.MXFP4} {
