@@ -26,16 +26,7 @@ func TestMatMulTilesMatchReference(t *testing.T) {
 					}
 					rms := vdRMS(want)
 					for _, l := range vdLevels()[1:] {
-						whole := make([]float32, n*rows)
-						if err := vdMatMul(l, wt, w, rb, a, whole, rows, 0, rows); err != nil {
-							t.Fatal(err)
-						}
-						single := make([]float32, n*rows)
-						for r := range rows {
-							if err := vdMatMul(l, wt, w, rb, a, single, rows, r, r+1); err != nil {
-								t.Fatal(err)
-							}
-						}
+						whole := checkTileLevel(t, l, wt, w, rb, a, want, rms, rows, n, cols)
 						// Each activation row alone (as decode runs it) gives the same bits.
 						for i := range n {
 							a1, err := NewActivations(wt, cols, 1)
@@ -53,14 +44,6 @@ func TestMatMulTilesMatchReference(t *testing.T) {
 								if g != whole[i*rows+r] {
 									t.Fatalf("%s %s cols=%d rows=%d n=%d: y[%d,%d] = %g alone, %g among %d rows", wt, l, cols, rows, n, i, r, g, whole[i*rows+r], n)
 								}
-							}
-						}
-						for k, g := range whole {
-							if d := math.Abs(float64(g - want[k])); d > 1e-5*(math.Abs(float64(want[k]))+rms) || math.IsNaN(float64(g)) {
-								t.Fatalf("%s %s cols=%d rows=%d n=%d: y[%d,%d] = %g, reference %g", wt, l, cols, rows, n, k/rows, k%rows, g, want[k])
-							}
-							if single[k] != g {
-								t.Fatalf("%s %s cols=%d rows=%d n=%d: y[%d,%d] = %g by rows, %g in one call", wt, l, cols, rows, n, k/rows, k%rows, single[k], g)
 							}
 						}
 					}
@@ -90,27 +73,36 @@ func TestMatMulTiles32MatchReference(t *testing.T) {
 					}
 					rms := vdRMS(want)
 					for _, l := range vdLevels()[1:] {
-						whole := make([]float32, n*rows)
-						if err := vdMatMul(l, wt, w, rb, a, whole, rows, 0, rows); err != nil {
-							t.Fatal(err)
-						}
-						single := make([]float32, n*rows)
-						for r := range rows {
-							if err := vdMatMul(l, wt, w, rb, a, single, rows, r, r+1); err != nil {
-								t.Fatal(err)
-							}
-						}
-						for k, g := range whole {
-							if d := math.Abs(float64(g - want[k])); d > 1e-5*(math.Abs(float64(want[k]))+rms) || math.IsNaN(float64(g)) {
-								t.Fatalf("%s %s cols=%d rows=%d n=%d: y[%d,%d] = %g, reference %g", wt, l, cols, rows, n, k/rows, k%rows, g, want[k])
-							}
-							if single[k] != g {
-								t.Fatalf("%s %s cols=%d rows=%d n=%d: y[%d,%d] = %g by rows, %g in one call", wt, l, cols, rows, n, k/rows, k%rows, single[k], g)
-							}
-						}
+						checkTileLevel(t, l, wt, w, rb, a, want, rms, rows, n, cols)
 					}
 				}
 			}
 		}
 	}
+}
+
+// checkTileLevel runs all rows x n activation rows at level l in one call and one row at a
+// time (as a pool split anywhere gives), holds the call to want (the generic level; rms its
+// scale) and the two to the same bits, and returns the one-call result.
+func checkTileLevel(t *testing.T, l vdLevel, wt Type, w []byte, rb int, a *Activations, want []float32, rms float64, rows, n, cols int) []float32 {
+	t.Helper()
+	whole := make([]float32, n*rows)
+	if err := vdMatMul(l, wt, w, rb, a, whole, rows, 0, rows); err != nil {
+		t.Fatal(err)
+	}
+	single := make([]float32, n*rows)
+	for r := range rows {
+		if err := vdMatMul(l, wt, w, rb, a, single, rows, r, r+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, g := range whole {
+		if d := math.Abs(float64(g - want[k])); d > 1e-5*(math.Abs(float64(want[k]))+rms) || math.IsNaN(float64(g)) {
+			t.Fatalf("%s %s cols=%d rows=%d n=%d: y[%d,%d] = %g, reference %g", wt, l, cols, rows, n, k/rows, k%rows, g, want[k])
+		}
+		if single[k] != g {
+			t.Fatalf("%s %s cols=%d rows=%d n=%d: y[%d,%d] = %g by rows, %g in one call", wt, l, cols, rows, n, k/rows, k%rows, single[k], g)
+		}
+	}
+	return whole
 }

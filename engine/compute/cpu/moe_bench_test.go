@@ -32,31 +32,38 @@ func BenchmarkMoE(b *testing.B) {
 	b.Run("n=1/read", func(b *testing.B) { benchReadExperts(b, be, []*Weight{gate, up, down}, experts, k, rng) })
 	for _, n := range []int{1, 64} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
-			xs := make([]float32, n*hidden)
-			for i := range xs {
-				xs[i] = float32(rng.NormFloat64())
-			}
-			x, dst := be.NewBuf(n*hidden), be.NewBuf(n*hidden)
-			be.Write(x, xs)
-			routes := make([]*routesT, 16) // cycled, so decode does not reuse cached experts
-			for i := range routes {
-				routes[i] = benchRoutes(n, experts, k, rng)
-			}
-			i := 0
-			for b.Loop() {
-				be.MoE(dst, x, gate, up, down, nil, routes[i%len(routes)])
-				i++
-			}
-			if err := be.Err(); err != nil {
-				b.Fatal(err)
-			}
-			sec := b.Elapsed().Seconds() / float64(b.N)
+			sec := benchMoELoop(b, be, gate, up, down, n, hidden, experts, k, rng)
 			b.ReportMetric(float64(n)/sec, "tok/s")
 			if n == 1 {
 				b.ReportMetric(float64(k*perExpert)/sec/1e9, "GB/s")
 			}
 		})
 	}
+}
+
+// benchMoELoop times be.MoE of n random rows of width hidden through gate, up and down,
+// each call routed by the next of 16 routings (cycled, so decode does not reuse cached
+// experts), and returns the seconds a call took.
+func benchMoELoop(b *testing.B, be *Backend, gate, up, down *Weight, n, hidden, experts, k int, rng *rand.Rand) float64 {
+	xs := make([]float32, n*hidden)
+	for i := range xs {
+		xs[i] = float32(rng.NormFloat64())
+	}
+	x, dst := be.NewBuf(n*hidden), be.NewBuf(n*hidden)
+	be.Write(x, xs)
+	routes := make([]*routesT, 16)
+	for i := range routes {
+		routes[i] = benchRoutes(n, experts, k, rng)
+	}
+	i := 0
+	for b.Loop() {
+		be.MoE(dst, x, gate, up, down, nil, routes[i%len(routes)])
+		i++
+	}
+	if err := be.Err(); err != nil {
+		b.Fatal(err)
+	}
+	return b.Elapsed().Seconds() / float64(b.N)
 }
 
 // benchReadExperts reads the matrices of one token's routed experts (cycled over 16 routings,
@@ -158,25 +165,7 @@ func BenchmarkMoETypes(b *testing.B) {
 		down := benchWeightOf(b, t, "down", width, width, experts, rng)
 		for _, n := range []int{1, 64} {
 			b.Run(fmt.Sprintf("%v/n=%d", t, n), func(b *testing.B) {
-				xs := make([]float32, n*width)
-				for i := range xs {
-					xs[i] = float32(rng.NormFloat64())
-				}
-				x, dst := be.NewBuf(n*width), be.NewBuf(n*width)
-				be.Write(x, xs)
-				routes := make([]*routesT, 16) // cycled, as in BenchmarkMoE
-				for i := range routes {
-					routes[i] = benchRoutes(n, experts, k, rng)
-				}
-				i := 0
-				for b.Loop() {
-					be.MoE(dst, x, gate, up, down, nil, routes[i%len(routes)])
-					i++
-				}
-				if err := be.Err(); err != nil {
-					b.Fatal(err)
-				}
-				sec := b.Elapsed().Seconds() / float64(b.N)
+				sec := benchMoELoop(b, be, gate, up, down, n, width, experts, k, rng)
 				b.ReportMetric(float64(n)/sec, "tok/s")
 				b.ReportMetric(float64(n*k*3*width*width*2)/sec/1e9, "GFLOP/s")
 			})
