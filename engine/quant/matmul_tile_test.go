@@ -17,13 +17,7 @@ func TestMatMulTilesMatchReference(t *testing.T) {
 		for _, cols := range []int{256, 3 * 256} {
 			for rows := 1; rows <= 7; rows++ {
 				for n := 1; n <= 9; n++ {
-					w := vdRandomRows(wt, rows, cols, rng)
-					a, xs := vdRandomActs(t, wt, cols, n, rng)
-					rb, _ := RowBytes(wt, cols)
-					want := make([]float32, n*rows)
-					if err := vdMatMul(levelGeneric, wt, w, rb, a, want, rows, 0, rows); err != nil {
-						t.Fatal(err)
-					}
+					w, a, xs, rb, want := vdTileCase(t, wt, rows, cols, n, rng)
 					rms := vdRMS(want)
 					for _, l := range vdLevels()[1:] {
 						whole := checkTileLevel(t, l, wt, w, rb, a, want, rms, rows, n, cols)
@@ -64,13 +58,7 @@ func TestMatMulTiles32MatchReference(t *testing.T) {
 		for _, cols := range []int{32, 3 * 32, 8 * 32} {
 			for rows := 1; rows <= 7; rows++ {
 				for n := 2; n <= 9; n++ {
-					w := vdRandomRows(wt, rows, cols, rng)
-					a, _ := vdRandomActs(t, wt, cols, n, rng)
-					rb, _ := RowBytes(wt, cols)
-					want := make([]float32, n*rows)
-					if err := vdMatMul(levelGeneric, wt, w, rb, a, want, rows, 0, rows); err != nil {
-						t.Fatal(err)
-					}
+					w, a, _, rb, want := vdTileCase(t, wt, rows, cols, n, rng)
 					rms := vdRMS(want)
 					for _, l := range vdLevels()[1:] {
 						checkTileLevel(t, l, wt, w, rb, a, want, rms, rows, n, cols)
@@ -105,4 +93,18 @@ func checkTileLevel(t *testing.T, l vdLevel, wt Type, w []byte, rb int, a *Activ
 		}
 	}
 	return whole
+}
+
+// vdTileCase is random weight rows of type wt, n random activation rows (and the floats
+// they came from), the row size, and the generic level's products, the reference.
+func vdTileCase(t *testing.T, wt Type, rows, cols, n int, rng *rand.Rand) (w []byte, a *Activations, xs []float32, rb int, want []float32) {
+	t.Helper()
+	w = vdRandomRows(wt, rows, cols, rng)
+	a, xs = vdRandomActs(t, wt, cols, n, rng)
+	rb, _ = RowBytes(wt, cols)
+	want = make([]float32, n*rows)
+	if err := vdMatMul(levelGeneric, wt, w, rb, a, want, rows, 0, rows); err != nil {
+		t.Fatal(err)
+	}
+	return w, a, xs, rb, want
 }
