@@ -7,6 +7,7 @@
 #include "norm.cu"
 #include "rope.cu"
 #include "attention.cu"
+#include "attention_prefill.cu"
 #include "router.cu"
 #include "elementwise.cu"
 #include "deltanet.cu"

@@ -1,0 +1,234 @@
+// attention_prefill.cu: causal prefill attention on the tensor cores, flash-attention
+// style, for an f16 KV cache (the layout and options of attention.cu: GQA, pos[t] per query,
+// sliding window, ring slots, sinks). A block takes 64 consecutive query tokens of one head,
+// a warp 16 of them; K and V stream through shared memory 64 positions at a time. S = Q K^T
+// and O += P V are mma.sync m16n8k16 with Q and P rounded to f16 (f32 accumulators; the
+// softmax runs online in f32, in base 2). Head sizes are multiples of 16 up to 128 (one
+// kernel each); larger heads and the int8 cache take attention.cu's kernels.
+#include "common.cuh"
+
+#define FA_WARPS 4
+#define FA_ROWS (16 * FA_WARPS) // query tokens per block
+#define FA_KT 64                // cache positions per tile
+#define FA_PAD 8
+
+static __device__ __forceinline__ void fa_mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if __CUDA_ARCH__ >= 800
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+		: "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+	asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+		: "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		: "r"(a[0]), "r"(a[1]), "r"(b0));
+	asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+		: "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		: "r"(a[2]), "r"(a[3]), "r"(b1));
+#endif
+}
+
+// Four 8x8 f16 matrices from shared memory, transposed: the B fragments of P V from V's
+// rows (lane L names row L%8 of matrix L/8).
+static __device__ __forceinline__ void fa_ldsm_x4_trans(uint32_t (&r)[4], const __half *p) {
+	const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		: "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		: "r"(a));
+}
+
+static __device__ __forceinline__ float fa_exp2(float x) {
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+}
+
+static __device__ __forceinline__ uint32_t fa_pack(float a, float b) {
+	const __half2 h = __floats2half2_rn(a, b);
+	return *(const uint32_t *)&h;
+}
+
+template <int HD>
+static __device__ __forceinline__ void fa_prefill_body(const float *__restrict__ q, const __half *__restrict__ kc,
+	const __half *__restrict__ vc, float *__restrict__ out, const int *__restrict__ pos, int n_tok, int n_head,
+	int n_kv, float scale, const float *__restrict__ sinks, int window, int ring) {
+	static_assert(HD % 16 == 0 && HD <= 128, "head size");
+	constexpr float LOG2E = 1.4426950408889634f;
+	__shared__ __align__(16) __half Ks[FA_KT][HD + FA_PAD];
+	__shared__ __align__(16) __half Vs[FA_KT][HD + FA_PAD];
+	__shared__ int s_first, s_last;
+	const int h = blockIdx.x, kvh = h / (n_head / n_kv);
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+	const int tok0 = blockIdx.y * FA_ROWS + warp * 16;
+
+	// this thread's rows: g and g + 8 of the warp's 16 tokens
+	int first[2], last[2];
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		const int tk = tok0 + g + 8 * i;
+		last[i] = tk < n_tok ? pos[tk] : -1;
+		first[i] = tk < n_tok && window > 0 ? max(0, last[i] - window + 1) : 0;
+	}
+	int wfirst = last[0] >= 0 ? first[0] : 0x7fffffff, wlast = max(last[0], last[1]);
+	if (last[1] >= 0) wfirst = min(wfirst, first[1]);
+#pragma unroll
+	for (int o = 1; o < 32; o <<= 1) {
+		wfirst = min(wfirst, __shfl_xor_sync(0xffffffffu, wfirst, o));
+		wlast = max(wlast, __shfl_xor_sync(0xffffffffu, wlast, o));
+	}
+	if (threadIdx.x == 0) {
+		s_first = 0x7fffffff;
+		s_last = -1;
+	}
+	__syncthreads();
+	if (lane == 0 && wlast >= 0) {
+		atomicMin(&s_first, wfirst);
+		atomicMax(&s_last, wlast);
+	}
+
+	// Q as A fragments, scaled into base 2
+	const float qscale = scale * LOG2E;
+	uint32_t qa[HD / 16][4];
+#pragma unroll
+	for (int kk = 0; kk < HD / 16; kk++)
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			const int row = g + 8 * (i & 1), col = 16 * kk + 2 * t + 8 * (i >> 1);
+			const int tk = tok0 + row;
+			float2 v = make_float2(0.f, 0.f);
+			if (tk < n_tok) v = *(const float2 *)(q + ((long long)tk * n_head + h) * HD + col);
+			qa[kk][i] = fa_pack(v.x * qscale, v.y * qscale);
+		}
+	float o[HD / 8][4];
+#pragma unroll
+	for (int n = 0; n < HD / 8; n++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) o[n][e] = 0.f;
+	float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+	__syncthreads();
+	const int bfirst = s_first, blast = s_last;
+	const long long row_stride = (long long)n_kv * HD;
+
+	for (int base = bfirst; base <= blast; base += FA_KT) {
+		__syncthreads(); // the previous tile is consumed
+		for (int idx = threadIdx.x; idx < FA_KT * HD / 8; idx += FA_WARPS * 32) {
+			const int r = idx / (HD / 8), c8 = (idx % (HD / 8)) * 8;
+			const int p = base + r;
+			uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+			if (p <= blast) {
+				const long long off = (long long)(ring > 0 ? p % ring : p) * row_stride + (long long)kvh * HD + c8;
+				kv = *(const uint4 *)(kc + off);
+				vv = *(const uint4 *)(vc + off);
+			}
+			*(uint4 *)&Ks[r][c8] = kv;
+			*(uint4 *)&Vs[r][c8] = vv;
+		}
+		__syncthreads();
+		if (base > wlast || base + FA_KT - 1 < wfirst) continue; // no row of this warp sees the tile
+
+		float s[FA_KT / 8][4];
+#pragma unroll
+		for (int j = 0; j < FA_KT / 8; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) s[j][e] = 0.f;
+#pragma unroll
+		for (int kk = 0; kk < HD / 16; kk++)
+#pragma unroll
+			for (int j = 0; j < FA_KT / 8; j++) {
+				const uint32_t b0 = *(const uint32_t *)&Ks[8 * j + g][16 * kk + 2 * t];
+				const uint32_t b1 = *(const uint32_t *)&Ks[8 * j + g][16 * kk + 2 * t + 8];
+				fa_mma(s[j], qa[kk], b0, b1);
+			}
+		float mx[2] = {m[0], m[1]};
+#pragma unroll
+		for (int j = 0; j < FA_KT / 8; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				const int i = e >> 1, p = base + 8 * j + 2 * t + (e & 1);
+				if (p < first[i] || p > last[i]) s[j][e] = -INFINITY;
+				mx[i] = fmaxf(mx[i], s[j][e]);
+			}
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+			mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+		}
+		float corr[2];
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			corr[i] = mx[i] == -INFINITY ? 1.f : fa_exp2(m[i] - mx[i]);
+			m[i] = mx[i];
+			l[i] *= corr[i];
+		}
+#pragma unroll
+		for (int n = 0; n < HD / 8; n++) {
+			o[n][0] *= corr[0];
+			o[n][1] *= corr[0];
+			o[n][2] *= corr[1];
+			o[n][3] *= corr[1];
+		}
+#pragma unroll
+		for (int j = 0; j < FA_KT / 8; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				const int i = e >> 1;
+				const float pv = m[i] == -INFINITY ? 0.f : fa_exp2(s[j][e] - m[i]);
+				s[j][e] = pv;
+				l[i] += pv;
+			}
+#pragma unroll
+		for (int kc16 = 0; kc16 < FA_KT / 16; kc16++) {
+			const uint32_t a[4] = {fa_pack(s[2 * kc16][0], s[2 * kc16][1]), fa_pack(s[2 * kc16][2], s[2 * kc16][3]),
+				fa_pack(s[2 * kc16 + 1][0], s[2 * kc16 + 1][1]), fa_pack(s[2 * kc16 + 1][2], s[2 * kc16 + 1][3])};
+#pragma unroll
+			for (int n = 0; n < HD / 8; n += 2) {
+				uint32_t b[4];
+				fa_ldsm_x4_trans(b, &Vs[16 * kc16 + (lane & 7) + ((lane >> 3) & 1) * 8][(n + (lane >> 4)) * 8]);
+				fa_mma(o[n], a, b[0], b[1]);
+				fa_mma(o[n + 1], a, b[2], b[3]);
+			}
+		}
+	}
+
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+		l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+	}
+	float f[2];
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		float c = 1.f, es = 0.f;
+		if (sinks != nullptr) {
+			const float sk = sinks[h] * LOG2E;
+			const float M2 = fmaxf(m[i], sk);
+			c = m[i] == -INFINITY ? 0.f : fa_exp2(m[i] - M2);
+			es = fa_exp2(sk - M2);
+		}
+		const float den = l[i] * c + es;
+		f[i] = den > 0.f ? c / den : 0.f;
+	}
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		const int tk = tok0 + g + 8 * i;
+		if (tk >= n_tok) continue;
+		float *dst = out + ((long long)tk * n_head + h) * HD + 2 * t;
+#pragma unroll
+		for (int n = 0; n < HD / 8; n++) *(float2 *)(dst + 8 * n) = make_float2(o[n][2 * i] * f[i], o[n][2 * i + 1] * f[i]);
+	}
+}
+
+#define FA_PREFILL(hd)                                                                                                \
+	extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) attention_prefill_mma_##hd(const float *q,            \
+		const __half *kc, const __half *vc, float *out, const int *pos, int n_tok, int n_head, int n_kv, float scale, \
+		const float *sinks, int window, int ring) {                                                                   \
+		fa_prefill_body<hd>(q, kc, vc, out, pos, n_tok, n_head, n_kv, scale, sinks, window, ring);                    \
+	}
+FA_PREFILL(16)
+FA_PREFILL(32)
+FA_PREFILL(48)
+FA_PREFILL(64)
+FA_PREFILL(80)
+FA_PREFILL(96)
+FA_PREFILL(112)
+FA_PREFILL(128)
+#undef FA_PREFILL
