@@ -415,6 +415,12 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 		})
 		b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
 	})
+	b.Run("kv=f16/mma", func(b *testing.B) {
+		per := timeLaunches(b, g, func(int) error {
+			return g.k.AttentionPrefillMMA(g.s, q, c.k, c.v, out, dpos, nTok, nHead, nKV, hd, 0.088, cuda.AttentionOptions{})
+		})
+		b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+	})
 	b.Run("kv=int8", func(b *testing.B) {
 		per := timeLaunches(b, g, func(int) error {
 			return g.k.AttentionPrefillInt8(g.s, q, c.i8, out, dpos, nTok, nHead, nKV, hd, 0.088, cuda.AttentionOptions{})

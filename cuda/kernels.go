@@ -53,6 +53,9 @@ func kernelNames() []string {
 		names = append(names, fmt.Sprintf("attention_decode_%d", hd), fmt.Sprintf("attention_prefill_%d", hd),
 			fmt.Sprintf("attention_decode_int8_%d", hd), fmt.Sprintf("attention_prefill_int8_%d", hd))
 	}
+	for hd := attentionHeadStep; AttentionPrefillMMAFits(hd); hd += attentionHeadStep {
+		names = append(names, fmt.Sprintf("attention_prefill_mma_%d", hd))
+	}
 	names = append(names, deltaNetKernelNames()...)
 	names = append(names, fusedKernelNames()...)
 	names = append(names, sampleKernelNames()...)
@@ -632,6 +635,41 @@ func (k *Kernels) AttentionPrefill(s *Stream, q, kCache, vCache, out, pos Device
 	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nTok).Int(nHead).Int(nKV).Float(scale).
 		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
 	return k.attentionPrefill("attention_prefill", s, a, nTok, nHead, nKV, headDim, o)
+}
+
+// Tensor-core prefill attention's geometry (attention_prefill.cu): a block of mmaPrefillRows
+// query tokens of one head, 16 a warp, and head sizes that are multiples of 16 up to
+// maxMMAPrefillHeadDim (its registers hold a warp's whole output rows).
+const (
+	mmaPrefillRows       = 64
+	maxMMAPrefillHeadDim = 128
+)
+
+// AttentionPrefillMMAFits reports whether AttentionPrefillMMA has a kernel for headDim:
+// multiples of 16 up to 128. Other head sizes take AttentionPrefill.
+func AttentionPrefillMMAFits(headDim int) bool {
+	return headDim > 0 && headDim <= maxMMAPrefillHeadDim && headDim%attentionHeadStep == 0
+}
+
+// AttentionPrefillMMA is AttentionPrefill (same arguments, f16 caches) on the tensor cores
+// (attention_prefill.cu): S = Q K^T and O = P V are mma.sync products with q and the
+// softmax weights P rounded to f16 on the way in (f32 accumulators, softmax in f32), so its
+// results differ from AttentionPrefill's, which keeps q and P in f32, by about 1e-3 of the
+// values' scale.
+func (k *Kernels) AttentionPrefillMMA(s *Stream, q, kCache, vCache, out, pos DevicePtr, nTok, nHead, nKV, headDim int, scale float32, o AttentionOptions) error {
+	const name = "attention_prefill_mma"
+	if err := checkAttention(name, nHead, nKV, headDim, o); err != nil {
+		return err
+	}
+	if !AttentionPrefillMMAFits(headDim) {
+		return fmt.Errorf("cuda: %s: head size %d (kernels exist for multiples of %d up to %d)", name, headDim, attentionHeadStep, maxMMAPrefillHeadDim)
+	}
+	if nTok <= 0 || ceilDiv(nTok, mmaPrefillRows) > 65535 {
+		return fmt.Errorf("cuda: %s: %d tokens out of range", name, nTok)
+	}
+	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nTok).Int(nHead).Int(nKV).Float(scale).
+		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
+	return k.launch(fmt.Sprintf("%s_%d", name, headDim), s, Dim3{X: nHead, Y: ceilDiv(nTok, mmaPrefillRows)}, Dim3{X: 128}, 0, a)
 }
 
 // AttentionPrefillInt8 is AttentionPrefill reading an int8 cache in place.
