@@ -87,6 +87,10 @@ type Backend struct {
 	inHost map[string]bool
 	// decodedTaps holds conv weights of types the conv kernel does not read, decoded to f16.
 	decodedTaps map[*Weight]cuda.DevicePtr
+	// prefillMMA runs a batch's attention over an f16 cache on the tensor cores
+	// (cuda.AttentionPrefillMMA) where a kernel exists for the head size; off with
+	// STRATA_PREFILL_MMA=0, which keeps the tiled kernel for every batch (to compare them).
+	prefillMMA bool
 }
 
 type devScratch struct {
@@ -154,7 +158,7 @@ func New(o Options) (*Backend, error) {
 		return nil, fmt.Errorf("gpu: %w", err)
 	}
 	b := &Backend{drv: drv, ctx: ctx, k: k, s: s, info: info, budget: o.BudgetBytes, scratch: map[string]devScratch{},
-		stagingBufs: stagingBufs, stagingBufBytes: stagingBufBytes}
+		stagingBufs: stagingBufs, stagingBufBytes: stagingBufBytes, prefillMMA: os.Getenv("STRATA_PREFILL_MMA") != "0"}
 	b.step = stepGraph{
 		enabled: !o.Eager && os.Getenv("STRATA_CUDA_GRAPHS") != "0",
 		capture: b.captureStep,
@@ -663,7 +667,9 @@ func (b *Backend) StoreKV(c compute.KV, layer, pos0, n int, k, v compute.Buf) {
 }
 
 // Attention: the split-K decode kernel for one token, the tiled kernel for a batch, each
-// reading the cache in its own format.
+// reading the cache in its own format; a batch over an f16 cache takes the tensor-core
+// kernel instead where it has one for the head size (multiples of 16 up to 128), unless
+// STRATA_PREFILL_MMA=0.
 func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.AttentionSpec) {
 	kv := c.(*KV)
 	o := cuda.AttentionOptions{Window: s.Window, Ring: kv.ring[s.Layer]}
@@ -703,6 +709,14 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 	b.step.brk()
 	if kv.int8 {
 		b.err.Set(b.k.AttentionPrefillInt8(b.s, dev(q), kv.int8Layer(s.Layer), dev(dst), pos, s.N, s.Heads, s.KVHeads, s.HeadDim, s.Scale, o))
+		return
+	}
+	if b.prefillMMA && cuda.AttentionPrefillMMAFits(s.HeadDim) {
+		// S = Q K^T and P V on the tensor cores: q and the softmax weights P are rounded to
+		// f16 on the way into the products (f32 accumulators and softmax), where the tiled
+		// kernel keeps them in f32, so a prompt's outputs differ from its by about 1e-3 of
+		// their scale (and decode, one token, still runs in f32).
+		b.err.Set(b.k.AttentionPrefillMMA(b.s, dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), pos, s.N, s.Heads, s.KVHeads, s.HeadDim, s.Scale, o))
 		return
 	}
 	b.err.Set(b.k.AttentionPrefill(b.s, dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), pos, s.N, s.Heads, s.KVHeads, s.HeadDim, s.Scale, o))
