@@ -38,6 +38,7 @@ left() { echo $((DEADLINE - ($(date +%s) - T0))); }
 # lim N: N seconds, or what is left before the deadline if less (at least 1)
 lim() { local l; l=$(left); [ "$l" -lt "$1" ] && echo $((l > 1 ? l : 1)) || echo "$1"; }
 exec > >(tee "$OUT/summary.txt") 2>&1
+TEE=$!
 
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader
 echo "nvcc: $(nvcc --version | tail -1); cores: $(nproc)"
@@ -149,3 +150,5 @@ rm -f "$OUT/k/kernels.fatbin" # a build cut short leaves the raw one, too large 
 cat /tmp/w/*.log | xz -T4 > "$OUT/logs.txt.xz"
 ls -la "$OUT" "$OUT/k" 2>/dev/null
 el done
+exec >&- 2>&-
+wait $TEE # summary.txt complete before the call ends
