@@ -46,6 +46,10 @@ func TestOwnContext(t *testing.T) {
 		if err := cuda.Upload(s, p, []int32{int32(i), 7, 8, 9}); err != nil {
 			t.Fatal(err)
 		}
+		// the copy is queued: the download below runs on another stream, which does not wait
+		if err := s.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
 		_ = s.Destroy()
 	}
 	for i, c := range []*cuda.Context{prim, own} {
