@@ -317,11 +317,12 @@ func BenchmarkGemm(b *testing.B) {
 }
 
 // BenchmarkGemmQ is the fused dequantising GEMM at prefill shapes, and the grouped MoE
-// form: 512 tokens routed to 8 of 128 experts of 768x2048 (Qwen3-30B-A3B gate/up).
+// form: 512 tokens routed to 8 of 128 experts of 768x2048 (Qwen3-30B-A3B gate/up) and to
+// 4 of 32 experts of 2880x2880 (gpt-oss-20b).
 func BenchmarkGemmQ(b *testing.B) {
 	g := setup(b)
 	r := rand.New(rand.NewPCG(9, 10))
-	for _, typ := range []cuda.QuantType{cuda.Q4_K, cuda.Q8_0} {
+	for _, typ := range []cuda.QuantType{cuda.Q4_K, cuda.Q8_0, cuda.MXFP4} {
 		sh := struct{ m, n, k int }{2048, 512, 2048}
 		b.Run(fmt.Sprintf("%v/m%d_n%d_k%d", typ, sh.m, sh.n, sh.k), func(b *testing.B) {
 			raw, _ := makeWeights(b, r, typ, sh.m, sh.k)
@@ -332,35 +333,41 @@ func BenchmarkGemmQ(b *testing.B) {
 			b.ReportMetric(2*float64(sh.m)*float64(sh.n)*float64(sh.k)/per.Seconds()/1e12, "TFLOP/s")
 			b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
 		})
-		b.Run(fmt.Sprintf("%v/experts_768x2048_t512_k8", typ), func(b *testing.B) {
-			const nExp, m, k, tokens, topK = 128, 768, 2048, 512, 8
-			raw, _ := makeWeights(b, r, typ, nExp*m, k)
-			w := upload(b, g, raw)
-			x := upload(b, g, randFloats(r, tokens*k, 1))
-			lists := make([][]int32, nExp)
-			for tk := 0; tk < tokens; tk++ {
-				for _, e := range r.Perm(nExp)[:topK] {
-					lists[e] = append(lists[e], int32(tk))
-				}
-			}
-			var slotExpert, rowIdx []int32
-			slotOff := []int32{0}
-			maxRows := 0
-			for e, l := range lists {
-				slotExpert = append(slotExpert, int32(e))
-				rowIdx = append(rowIdx, l...)
-				slotOff = append(slotOff, int32(len(rowIdx)))
-				maxRows = max(maxRows, len(l))
-			}
-			dse, dso, dri := upload(b, g, slotExpert), upload(b, g, slotOff), upload(b, g, rowIdx)
-			y := g.buf(b, 4*len(rowIdx)*m)
-			per := timeLaunches(b, g, func(int) error {
-				return g.k.GemmExperts(g.s, typ, w, len(raw)/nExp, dse, dso, dri, nExp, maxRows, x, y, m, k)
+		for _, ex := range []struct{ experts, m, k, topK int }{{128, 768, 2048, 8}, {32, 2880, 2880, 4}} {
+			b.Run(fmt.Sprintf("%v/experts_%dx%d_t512_k%d", typ, ex.m, ex.k, ex.topK), func(b *testing.B) {
+				benchGemmExperts(b, g, r, typ, ex.experts, ex.m, ex.k, 512, ex.topK)
 			})
-			b.ReportMetric(2*float64(len(rowIdx))*m*k/per.Seconds()/1e12, "TFLOP/s")
-			b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
-		})
+		}
 	}
+}
+
+// benchGemmExperts times GemmExperts for tokens routed to topK of experts at random.
+func benchGemmExperts(b *testing.B, g *gpu, r *rand.Rand, typ cuda.QuantType, nExp, m, k, tokens, topK int) {
+	raw, _ := makeWeights(b, r, typ, nExp*m, k)
+	w := upload(b, g, raw)
+	x := upload(b, g, randFloats(r, tokens*k, 1))
+	lists := make([][]int32, nExp)
+	for tk := 0; tk < tokens; tk++ {
+		for _, e := range r.Perm(nExp)[:topK] {
+			lists[e] = append(lists[e], int32(tk))
+		}
+	}
+	var slotExpert, rowIdx []int32
+	slotOff := []int32{0}
+	maxRows := 0
+	for e, l := range lists {
+		slotExpert = append(slotExpert, int32(e))
+		rowIdx = append(rowIdx, l...)
+		slotOff = append(slotOff, int32(len(rowIdx)))
+		maxRows = max(maxRows, len(l))
+	}
+	dse, dso, dri := upload(b, g, slotExpert), upload(b, g, slotOff), upload(b, g, rowIdx)
+	y := g.buf(b, 4*len(rowIdx)*m)
+	per := timeLaunches(b, g, func(int) error {
+		return g.k.GemmExperts(g.s, typ, w, len(raw)/nExp, dse, dso, dri, nExp, maxRows, x, y, m, k)
+	})
+	b.ReportMetric(2*float64(len(rowIdx))*float64(m)*float64(k)/per.Seconds()/1e12, "TFLOP/s")
+	b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
 }
 
 // BenchmarkLaunch is the cost of one tiny kernel launched from Go, alone and inside a

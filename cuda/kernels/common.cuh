@@ -98,13 +98,18 @@ static __device__ __forceinline__ uint32_t byte_of(uint32_t lo, uint32_t hi, int
 	return ((i < 4 ? lo : hi) >> (8 * (i & 3))) & 0xFF;
 }
 
+// The two 16-entry codebooks as arithmetic on constants: an indexed local array would put
+// the table on the stack and read it back a byte at a time.
 static __device__ __forceinline__ float kv_iq4nl(int i) {
-	const int8_t k[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-	return (float)k[i];
+	// {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113} as bytes
+	const uint32_t lo = __byte_perm(0xBFAD9881u, 0xF6EADDCFu, i & 7);
+	const uint32_t hi = __byte_perm(0x26190D01u, 0x71594535u, i & 7);
+	return (float)(int8_t)((i & 8 ? hi : lo) & 0xFF);
 }
 static __device__ __forceinline__ float kv_mxfp4(int i) {
-	const int8_t k[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-	return (float)k[i];
+	// magnitudes {0, 1, 2, 3, 4, 6, 8, 12} as nibbles; bit 3 is the sign
+	const int mag = (int)((0xC8643210u >> (4 * (i & 7))) & 0xF);
+	return (float)(i & 8 ? -mag : mag);
 }
 // E8M0 as 2^(e-128): the half scale that pairs with the doubled MXFP4 codebook.
 static __device__ __forceinline__ float e8m0_half(uint32_t e) {
