@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -137,22 +139,27 @@ func TestLayerHotQuarter(t *testing.T) {
 // attention output bias) was scaled down, a part shared by every token of a prompt grew
 // layer by layer, and a 48-layer qwen3moe file routed 51% to layer 0's hottest quarter and
 // 85-99.8% in the deep layers; gpt-oss's random router bias added a skew of its own (47-65%
-// after the first fix). The bounds: the profile's prompts are real text of a few thousand
-// tokens, so even a qwen3moe synth with no skew measures 35-40% a layer here (repeated
-// tokens route alike, and the hottest 16 of 64 counts are picked after the fact); 0.4 then
-// measured 41-50% (qwen3moe) and 42-53% (gpt-oss). A layer outside 30-57% is the
-// calibration failing, not sampling.
+// after the first fix). Then, with an exponent set for independent tokens, 0.4 measured
+// 41-50% (qwen3moe) and 42-53% (gpt-oss): the prompts repeat a few tokens. The routers are
+// now balanced on the prompts, following the stream through the layers (drift.go), and
+// measured 38-43% in every layer of both. A layer outside 34-46% or a median outside 37-43%
+// is the balance failing, not sampling. gpt-oss reads whole prompts: the first 63 tokens of
+// each are mostly its Harmony system message, text the balance does not weigh that way.
 func TestHotQuarterHoldsAtDepth(t *testing.T) {
-	for _, arch := range []string{"qwen3moe", "gpt-oss"} {
-		t.Run(arch, func(t *testing.T) {
+	for _, tc := range []struct {
+		arch    string
+		layers  int
+		context string
+	}{{"qwen3moe", 48, "64"}, {"gpt-oss", 24, "512"}} {
+		t.Run(tc.arch, func(t *testing.T) {
 			model := filepath.Join(t.TempDir(), "deep.gguf")
-			shape := "layers=48,hidden=128,experts=64,experts_used=8,expert_ffn=32,ffn=128,heads=2,kv_heads=1,head_dim=64,vocab=1024,context=256"
-			code, _, errs := runCLI(t, "synth", "--arch", arch, "--shape", shape, "--quant", "q8_0", "--hot-quarter", "0.4", "-o", model)
+			shape := fmt.Sprintf("layers=%d,hidden=128,experts=64,experts_used=8,expert_ffn=32,ffn=128,heads=2,kv_heads=1,head_dim=64,vocab=1024,context=512", tc.layers)
+			code, _, errs := runCLI(t, "synth", "--arch", tc.arch, "--shape", shape, "--quant", "q8_0", "--hot-quarter", "0.4", "-o", model)
 			if code != 0 {
 				t.Fatalf("synth: exit %d: %s", code, errs)
 			}
 			out := filepath.Join(t.TempDir(), "deep.profile")
-			code, stdout, errs := runCLI(t, "profile", "-m", model, "-o", out, "--backend", "cpu", "--threads", "2", "--max-context", "64")
+			code, stdout, errs := runCLI(t, "profile", "-m", model, "-o", out, "--backend", "cpu", "--threads", "2", "--max-context", tc.context)
 			if code != 0 {
 				t.Fatalf("profile: exit %d: %s", code, errs)
 			}
@@ -161,17 +168,66 @@ func TestHotQuarterHoldsAtDepth(t *testing.T) {
 				t.Fatal(err)
 			}
 			per := layerHotQuarter(p)
-			if len(per) != 48 {
-				t.Fatalf("%d layers profiled, want 48", len(per))
+			if len(per) != tc.layers {
+				t.Fatalf("%d layers profiled, want %d", len(per), tc.layers)
 			}
 			for l, s := range per {
-				if !(s >= 0.30 && s <= 0.57) {
-					t.Errorf("layer %d: hottest quarter takes %.1f%% of routes, want 30-57%%", l, 100*s)
+				if !(s >= 0.34 && s <= 0.46) {
+					t.Errorf("layer %d: hottest quarter takes %.1f%% of routes, want 34-46%%", l, 100*s)
 				}
 			}
+			sorted := slices.Clone(per)
+			slices.Sort(sorted)
+			if m := sorted[len(sorted)/2]; math.Abs(m-0.4) > 0.03 {
+				t.Errorf("median layer: hottest quarter takes %.1f%% of routes, want 37-43%%", 100*m)
+			}
+			t.Logf("%s", quarterByLayer(per, p.Experts/4))
 			if t.Failed() {
 				t.Logf("profile:\n%s", stdout)
 			}
 		})
+	}
+}
+
+// TestHotQuarterBalance synthesizes a small model with --hot-quarter 0.4 and 0.6, profiles
+// it on the CPU as strata profile does, and checks the median layer's hottest quarter. With
+// the exponent set for independent tokens and no balancing, 0.4 measured 51% (and a router
+// with no skew at all 45%): the profile's text repeats a few tokens, whose experts take a
+// share of every prompt. Balanced on the profile's prompts, 0.4 measured 39-40%.
+func TestHotQuarterBalance(t *testing.T) {
+	shape := "layers=4,hidden=128,experts=64,experts_used=8,expert_ffn=32,ffn=128,heads=2,kv_heads=1,head_dim=64,vocab=1024,context=256"
+	median := func(share string) float64 {
+		model := filepath.Join(t.TempDir(), "m.gguf")
+		code, _, errs := runCLI(t, "synth", "--shape", shape, "--quant", "q8_0", "--hot-quarter", share, "-o", model)
+		if code != 0 {
+			t.Fatalf("synth: exit %d: %s", code, errs)
+		}
+		if !strings.Contains(errs, "aiming the hottest quarter of each layer's experts at "+share[2:]+"0.0%") || !strings.Contains(errs, "Zipf exponent of ") {
+			t.Errorf("synth does not say what it aims at: %s", errs)
+		}
+		out := filepath.Join(t.TempDir(), "m.profile")
+		code, stdout, errs := runCLI(t, "profile", "-m", model, "-o", out, "--backend", "cpu", "--threads", "2")
+		if code != 0 {
+			t.Fatalf("profile: exit %d: %s", code, errs)
+		}
+		p, err := experts.LoadProfile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		per := layerHotQuarter(p)
+		sorted := slices.Clone(per)
+		slices.Sort(sorted)
+		t.Logf("--hot-quarter %s: per layer %.3f, median %.3f", share, per, sorted[len(sorted)/2])
+		if t.Failed() {
+			t.Logf("profile:\n%s", stdout)
+		}
+		return sorted[len(sorted)/2]
+	}
+	balanced, skewed := median("0.4"), median("0.6")
+	if math.Abs(balanced-0.4) > 0.03 {
+		t.Errorf("--hot-quarter 0.4: the median layer's hottest quarter takes %.1f%% of routes, want 37-43%%", 100*balanced)
+	}
+	if math.Abs(skewed-0.6) > 0.03 || skewed < balanced+0.1 {
+		t.Errorf("--hot-quarter 0.6: the median layer's hottest quarter takes %.1f%% of routes, want 57-63%% (0.4: %.1f%%)", 100*skewed, 100*balanced)
 	}
 }

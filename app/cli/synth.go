@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"strata/engine/experts"
 	"strata/engine/quant"
 	"strata/engine/synth"
 )
@@ -19,7 +20,7 @@ func runSynth(ctx context.Context, args []string, io IO) error {
 	quantName := fs.String("quant", "", "type of the attention, expert, embedding and output matrices (q8_0, q4_0, q4_k, q6_k, mxfp4, iq3_xxs, iq2_xxs, iq2_xs, iq2_s, iq3_s, f16, f32, ...; for gpt-oss of the experts, beside Q8_0 attention); default: the preset's (q4_k; gpt-oss mxfp4)")
 	seed := fs.Uint64("seed", 1, "random seed: the same seed gives the same bytes")
 	zipf := fs.Float64("zipf", 0, "skew expert popularity per layer like a Zipf law with this exponent (0: none)")
-	hotQuarter := fs.Float64("hot-quarter", 0, "skew expert popularity so that the hottest quarter of each layer's experts takes about this share of the routes, e.g. 0.4 for a trained model's balance (sets the Zipf exponent; 0: use --zipf)")
+	hotQuarter := fs.Float64("hot-quarter", 0, "balance each layer's router on strata profile's prompts so that the hottest quarter of its experts takes about this share of the routes, e.g. 0.4 for a trained model's balance (0: use --zipf)")
 	pool := fs.Int("pool", -1, "build quantised matrices from this many distinct random blocks (0: quantise every block; -1: the preset's choice)")
 	out := fs.String("o", "", "output GGUF file")
 	if err := parseFlags(fs, args, false); err != nil {
@@ -49,16 +50,9 @@ func runSynth(ctx context.Context, args []string, io IO) error {
 	}
 	spec.Seed, spec.Zipf = *seed, *zipf
 	if *hotQuarter != 0 {
-		if *zipf != 0 {
-			return usagef("give --zipf or --hot-quarter, not both")
+		if err := balanceOnProfilePrompts(&spec, *hotQuarter, *zipf, io); err != nil {
+			return err
 		}
-		if !(*hotQuarter > 0 && *hotQuarter < 1) {
-			return usagef("--hot-quarter %g: want a share between 0 and 1", *hotQuarter)
-		}
-		if spec.Zipf, err = synth.ZipfForHotQuarter(*hotQuarter, spec.Experts, spec.ExpertsUsed); err != nil {
-			return usagef("--hot-quarter: %v", err)
-		}
-		fmt.Fprintf(io.Err, "synth: --hot-quarter %g: Zipf exponent %.3f\n", *hotQuarter, spec.Zipf)
 	}
 	if *pool >= 0 {
 		spec.Pool = *pool
@@ -82,6 +76,29 @@ func runSynth(ctx context.Context, args []string, io IO) error {
 	}
 	fmt.Fprintf(io.Err, "\nsynth: wrote %s (%s, %s, seed %d) in %s\n", *out, spec.Name, spec.Quant, spec.Seed,
 		time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// balanceOnProfilePrompts sets spec to balance its routers so that the hottest quarter of
+// each layer's experts takes share of the routes of the prompts strata profile runs: the
+// routes it measures. It says the share and the popularity exponent it aims at.
+func balanceOnProfilePrompts(spec *synth.Spec, share, zipf float64, io IO) error {
+	if zipf != 0 {
+		return usagef("give --zipf or --hot-quarter, not both")
+	}
+	if !(share > 0 && share < 1) {
+		return usagef("--hot-quarter %g: want a share between 0 and 1", share)
+	}
+	spec.HotQuarter, spec.Reference = share, experts.Prompts()
+	if err := spec.Validate(); err != nil {
+		return usagef("%v", err)
+	}
+	exp, err := synth.PopularityExponent(share, spec.Experts)
+	if err != nil {
+		return usagef("--hot-quarter: %v", err)
+	}
+	fmt.Fprintf(io.Err, "synth: --hot-quarter %g: aiming the hottest quarter of each layer's experts at %.1f%% of the routes of the %d profile prompts: routers balanced to a Zipf exponent of %.3f, adjusted per layer to what the balance reaches\n",
+		share, 100*share, len(spec.Reference), exp)
 	return nil
 }
 

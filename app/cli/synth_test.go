@@ -116,7 +116,7 @@ func TestSynthErrors(t *testing.T) {
 		{[]string{"--preset", "tiny", "--quant", "q4_k", "--shape", "hidden=100", "-o", out}, "not a multiple"},
 		{[]string{"--preset", "tiny", "--zipf", "1", "--hot-quarter", "0.4", "-o", out}, "not both"},
 		{[]string{"--preset", "tiny", "--hot-quarter", "1.2", "-o", out}, "between 0 and 1"},
-		{[]string{"--preset", "tiny", "--shape", "experts=3,experts_used=1", "--hot-quarter", "0.4", "-o", out}, "not defined"},
+		{[]string{"--preset", "tiny", "--shape", "experts=3,experts_used=1", "--hot-quarter", "0.4", "-o", out}, "4 experts or more"},
 	}
 	for _, c := range cases {
 		_, err := synthCLI(t, c.args...)
@@ -129,8 +129,8 @@ func TestSynthErrors(t *testing.T) {
 	}
 }
 
-// TestSynthHotQuarter: --hot-quarter picks the Zipf exponent for the share and says it; a
-// larger share is a larger exponent, so a larger skew.
+// TestSynthHotQuarter: --hot-quarter says the share it aims at and the Zipf exponent it
+// balances the routers to; a larger share is a larger exponent, so a larger skew.
 func TestSynthHotQuarter(t *testing.T) {
 	exponent := func(share string) string {
 		out := filepath.Join(t.TempDir(), "h.gguf")
@@ -138,11 +138,12 @@ func TestSynthHotQuarter(t *testing.T) {
 		if err != nil {
 			t.Fatalf("--hot-quarter %s: %v\n%s", share, err, stderr)
 		}
-		_, after, ok := strings.Cut(stderr, "--hot-quarter "+share+": Zipf exponent ")
-		if !ok {
-			t.Fatalf("--hot-quarter %s: stderr %q does not give the exponent", share, stderr)
+		aim := fmt.Sprintf("--hot-quarter %s: aiming the hottest quarter of each layer's experts at %s0.0%% of the routes", share, share[2:])
+		_, after, ok := strings.Cut(stderr, "Zipf exponent of ")
+		if !ok || !strings.Contains(stderr, aim) {
+			t.Fatalf("--hot-quarter %s: stderr %q does not give the share and the exponent", share, stderr)
 		}
-		e, _, _ := strings.Cut(after, "\n")
+		e, _, _ := strings.Cut(after, ",")
 		return e
 	}
 	balanced, skewed := exponent("0.4"), exponent("0.8")

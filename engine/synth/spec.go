@@ -48,6 +48,12 @@ type Spec struct {
 	// Zipf skews the routers so expert popularity in each layer follows roughly a Zipf law
 	// with this exponent (0: no skew).
 	Zipf float64
+	// HotQuarter, when > 0 (and Zipf 0), balances each layer's router on Reference so that
+	// the hottest quarter of its experts takes about this share of the routes the reference
+	// text makes (see balance.go). Reference is that text, each string one user turn:
+	// strata synth passes the prompts strata profile runs.
+	HotQuarter float64
+	Reference  []string
 	// Pool, when > 0, builds each quantised tensor from a pool of this many distinct
 	// blocks per weight scale (each drawn and quantised honestly) picked at random, instead
 	// of quantising every block: quantising 30 billion values one by one takes far too
@@ -181,6 +187,10 @@ func gptOssPreset(name string) (Spec, error) {
 	s.Name = "strata-synth-" + name
 	return s, nil
 }
+
+// skewed says whether the embeddings carry the shared direction the routers' popularity
+// rides on: under Zipf and under HotQuarter.
+func (s Spec) skewed() bool { return s.Zipf > 0 || s.HotQuarter > 0 }
 
 // denseQuant is the type of the non-expert matrices.
 func (s Spec) denseQuant() quant.Type {
@@ -316,6 +326,12 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("synth: pool %d is negative", s.Pool)
 	case s.Zipf < 0:
 		return fmt.Errorf("synth: zipf %g is negative", s.Zipf)
+	case s.HotQuarter != 0 && s.Zipf != 0:
+		return fmt.Errorf("synth: zipf %g and hot quarter %g: give one", s.Zipf, s.HotQuarter)
+	case s.HotQuarter != 0 && !(s.HotQuarter > 0 && s.HotQuarter < 1):
+		return fmt.Errorf("synth: hot quarter %g: want a share between 0 and 1", s.HotQuarter)
+	case s.HotQuarter != 0 && (s.Experts < 4 || len(s.Reference) == 0):
+		return fmt.Errorf("synth: hot quarter %g needs 4 experts or more (%d) and reference text (%d strings)", s.HotQuarter, s.Experts, len(s.Reference))
 	case !(s.RopeBase > 0) || !(s.RMSEps > 0):
 		return fmt.Errorf("synth: rope_base %g and rms_eps %g must be positive", s.RopeBase, s.RMSEps)
 	}

@@ -220,7 +220,7 @@ func planGptOss(s Spec) []tensorPlan {
 	// A random router bias is a popularity of its own, on top of the Zipf skew that
 	// --zipf and --hot-quarter set: with a skew asked for, the skew alone sets it.
 	routerBias := float32(rBiasSigma)
-	if s.Zipf > 0 {
+	if s.skewed() {
 		routerBias = 0
 	}
 	embed := mat("token_embd.weight", []int64{h, int64(s.Vocab)}, 1, -1)
@@ -265,7 +265,12 @@ func Write(ctx context.Context, path string, spec Spec, progress func(done, tota
 		return err
 	}
 	g := newGenerator(spec)
-	tensors := plan(spec)
+	if spec.HotQuarter > 0 {
+		if g.bal, err = g.newBalance(voc); err != nil {
+			return err
+		}
+	}
+	tensors := g.tensors
 	var total int64
 	for _, t := range tensors {
 		rb, err := quant.RowBytes(t.typ, t.rowLen())
@@ -320,11 +325,7 @@ func addMetadata(w *gguf.Writer, s Spec, v vocabulary) error {
 	}
 	w.AddUint32("general.quantization_version", 2)
 	w.AddString("tokenizer.ggml.model", "gpt2")
-	pre := "qwen2"
-	if s.Arch == "gpt-oss" {
-		pre = "gpt-4o"
-	}
-	w.AddString("tokenizer.ggml.pre", pre)
+	w.AddString("tokenizer.ggml.pre", preTokenizer(s))
 	w.AddStrings("tokenizer.ggml.tokens", v.tokens)
 	w.AddInt32s("tokenizer.ggml.token_type", v.types)
 	w.AddStrings("tokenizer.ggml.merges", v.merges)
@@ -332,11 +333,23 @@ func addMetadata(w *gguf.Writer, s Spec, v vocabulary) error {
 	w.AddUint32("tokenizer.ggml.padding_token_id", uint32(v.pad))
 	w.AddUint32("tokenizer.ggml.bos_token_id", uint32(v.bos))
 	w.AddBool("tokenizer.ggml.add_bos_token", false)
-	if s.Arch != "gpt-oss" { // gpt-oss chats through the built-in Harmony template
+	if hasChatTemplate(s) {
 		w.AddString("tokenizer.chat_template", chatTemplate)
 	}
 	return nil
 }
+
+// preTokenizer is the file's tokenizer.ggml.pre.
+func preTokenizer(s Spec) string {
+	if s.Arch == "gpt-oss" {
+		return "gpt-4o"
+	}
+	return "qwen2"
+}
+
+// hasChatTemplate says whether the file carries chatTemplate: gpt-oss chats through the
+// engine's built-in Harmony template.
+func hasChatTemplate(s Spec) bool { return s.Arch != "gpt-oss" }
 
 // addAttentionMetadata writes the attention, rope and expert keys of qwen3moe and gpt-oss
 // (which adds YaRN and the sliding window).
@@ -394,8 +407,10 @@ func addHybridMetadata(w *gguf.Writer, s Spec) {
 // generator draws and quantises tensors. It is shared by the workers of one Write.
 type generator struct {
 	spec    Spec
+	tensors []tensorPlan // plan(spec)
 	workers int
 	dir     []float32 // the shared direction u (unit length), when skewed
+	bal     *balance  // what the routers are balanced on, under Spec.HotQuarter
 
 	mu    sync.Mutex
 	pools map[poolKey]*blockPool
@@ -423,8 +438,8 @@ type blockPool struct {
 const poolChunk = 512
 
 func newGenerator(s Spec) *generator {
-	g := &generator{spec: s, workers: runtime.GOMAXPROCS(0), pools: make(map[poolKey]*blockPool)}
-	if s.Zipf > 0 {
+	g := &generator{spec: s, tensors: plan(s), workers: runtime.GOMAXPROCS(0), pools: make(map[poolKey]*blockPool)}
+	if s.skewed() {
 		g.dir = make([]float32, s.Hidden)
 		fillNormal(stream(s.Seed, "zipf.direction", 0), g.dir, 1)
 		normalize(g.dir)
@@ -543,25 +558,30 @@ func (g *generator) writeTensor(ctx context.Context, out io.Writer, t tensorPlan
 	}
 	rows := t.rows()
 	units := (rows + t.unitRows - 1) / t.unitRows
-	var pool *blockPool
-	if g.pooled(t) {
-		if pool, err = g.pool(t); err != nil {
-			return err
-		}
-	}
-	fill := func(u int, dst []byte) error {
-		first := u * t.unitRows
-		n := min(t.unitRows, rows-first)
-		r := stream(g.spec.Seed, t.name, u)
-		if pool != nil {
-			pool.assemble(r, t.typ, dst[:n*rowBytes], rowBytes)
-			return nil
-		}
-		return g.draw(r, t, first, n, dst[:n*rowBytes], rowBytes)
-	}
+	fill := func(u int, dst []byte) error { return g.fillUnit(t, u, dst) }
 	return ordered(ctx, out, units, t.unitRows*rowBytes, g.workers, func(u int) int {
 		return min(t.unitRows, rows-u*t.unitRows) * rowBytes
 	}, fill, wrote)
+}
+
+// fillUnit makes unit u of tensor t (its rows from u·t.unitRows) into dst.
+func (g *generator) fillUnit(t tensorPlan, u int, dst []byte) error {
+	rowBytes, err := quant.RowBytes(t.typ, t.rowLen())
+	if err != nil {
+		return err
+	}
+	first := u * t.unitRows
+	n := min(t.unitRows, t.rows()-first)
+	r := stream(g.spec.Seed, t.name, u)
+	if g.pooled(t) {
+		pool, err := g.pool(t)
+		if err != nil {
+			return err
+		}
+		pool.assemble(r, t.typ, dst[:n*rowBytes], rowBytes)
+		return nil
+	}
+	return g.draw(r, t, first, n, dst[:n*rowBytes], rowBytes)
 }
 
 // assemble fills whole rows of dst with blocks picked at random from the pool (from
@@ -582,6 +602,9 @@ func (p *blockPool) assemble(r *rand.PCG, typ quant.Type, dst []byte, rowBytes i
 
 // draw generates rows [first, first+n) of t and quantises them into dst.
 func (g *generator) draw(r *rand.PCG, t tensorPlan, first, n int, dst []byte, rowBytes int) error {
+	if t.kind == kindRouter && g.bal != nil {
+		return g.drawBalancedRouter(r, t, first, n, dst, rowBytes)
+	}
 	row := make([]float32, t.rowLen())
 	var bias []float32
 	rowSigma := t.sigma
@@ -659,17 +682,26 @@ func projectOut(x, u []float32) {
 func (g *generator) routerSkew(layer int, sigma float32) ([]float32, float32) {
 	s := g.spec
 	ranks := g.zipfRanks(layer)
-	// cos of the angle between the residual stream and u at this layer's router.
-	a2 := dcAmplitude * dcAmplitude
-	cos := math.Sqrt(a2 / (a2 + 1))
-	along := math.Sqrt(float64(s.Hidden)) * cos // expected u·h after RMSNorm
+	along := math.Sqrt(float64(s.Hidden)) * streamCos() // expected u·h after RMSNorm
 	bias := make([]float32, s.Experts)
 	for e, rank := range ranks {
 		bias[e] = float32(-s.Zipf * math.Log(float64(rank+1)) / along)
 	}
-	// The orthogonal part sees only the share sqrt(1-cos²) of h: widen it to keep the
-	// token-dependent logit spread of the recipe.
-	return bias, float32(float64(sigma) / math.Sqrt(1-cos*cos))
+	return bias, orthogonalSigma(sigma)
+}
+
+// streamCos is the cos of the angle between the residual stream and u at a router.
+func streamCos() float64 {
+	a2 := dcAmplitude * dcAmplitude
+	return math.Sqrt(a2 / (a2 + 1))
+}
+
+// orthogonalSigma is the spread of a skewed router row's part orthogonal to u: that part
+// sees only the share sqrt(1-cos²) of h, so it is widened to keep the token-dependent
+// logit spread of the recipe.
+func orthogonalSigma(sigma float32) float32 {
+	cos := streamCos()
+	return float32(float64(sigma) / math.Sqrt(1-cos*cos))
 }
 
 // ordered runs fill for units 0..n-1 on workers goroutines and writes the results to out
