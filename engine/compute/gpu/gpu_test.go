@@ -2,7 +2,6 @@ package gpu_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -20,19 +19,10 @@ import (
 	"strata/engine/synth"
 )
 
-// newGPU opens the backend or skips where there is no NVIDIA driver (here; CI).
-// STRATA_CUDA_FATBIN names a freshly built fatbin to run instead of the embedded one.
+// newGPU opens the backend or skips where there is no NVIDIA driver (see newForTest).
 func newGPU(t *testing.T) *gpu.Backend {
 	t.Helper()
-	b, err := gpu.New(gpu.Options{})
-	if errors.Is(err, gpu.ErrNoGPU) {
-		t.Skipf("no NVIDIA GPU or driver, skipping: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
+	return gpu.NewForTest(t)
 }
 
 type runner struct {

@@ -1,7 +1,6 @@
 package gpu
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -17,14 +16,7 @@ import (
 // and compares every value and scale bit for bit: both backends hold the same numbers, so the
 // cache format is one whatever runs it. Head sizes with blocks of 32 and with one block a row.
 func TestInt8KVHoldsWhatCPUCacheHolds(t *testing.T) {
-	b, err := New(Options{})
-	if errors.Is(err, ErrNoGPU) {
-		t.Skipf("no NVIDIA GPU or driver, skipping: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := newForTest(t)
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, hd := range []int{128, 48} {
 		t.Run(fmt.Sprintf("hd=%d", hd), func(t *testing.T) {

@@ -1,7 +1,6 @@
 package gpu
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -18,14 +17,7 @@ import (
 // switch does pick another kernel; where it does not (int8 cache, head sizes over 128) they
 // are identical.
 func TestPrefillAttentionMMA(t *testing.T) {
-	b, err := New(Options{})
-	if errors.Is(err, ErrNoGPU) {
-		t.Skipf("no NVIDIA GPU or driver, skipping: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := newForTest(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	const heads, kvHeads, window, ring, positions = 8, 2, 40, 140, 300
 	chunks := []struct{ pos0, n int }{{0, 100}, {100, 70}}
