@@ -152,22 +152,9 @@ func TestHotQuarterHoldsAtDepth(t *testing.T) {
 		context string
 	}{{"qwen3moe", 48, "64"}, {"gpt-oss", 24, "512"}} {
 		t.Run(tc.arch, func(t *testing.T) {
-			model := filepath.Join(t.TempDir(), "deep.gguf")
 			shape := fmt.Sprintf("layers=%d,hidden=128,experts=64,experts_used=8,expert_ffn=32,ffn=128,heads=2,kv_heads=1,head_dim=64,vocab=1024,context=512", tc.layers)
-			code, _, errs := runCLI(t, "synth", "--arch", tc.arch, "--shape", shape, "--quant", "q8_0", "--hot-quarter", "0.4", "-o", model)
-			if code != 0 {
-				t.Fatalf("synth: exit %d: %s", code, errs)
-			}
-			out := filepath.Join(t.TempDir(), "deep.profile")
-			code, stdout, errs := runCLI(t, "profile", "-m", model, "-o", out, "--backend", "cpu", "--threads", "2", "--max-context", tc.context)
-			if code != 0 {
-				t.Fatalf("profile: exit %d: %s", code, errs)
-			}
-			p, err := experts.LoadProfile(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			per := layerHotQuarter(p)
+			per, p, stdout, _ := synthProfiled(t, []string{"--arch", tc.arch, "--shape", shape, "--quant", "q8_0", "--hot-quarter", "0.4"},
+				"--max-context", tc.context)
 			if len(per) != tc.layers {
 				t.Fatalf("%d layers profiled, want %d", len(per), tc.layers)
 			}
@@ -197,24 +184,10 @@ func TestHotQuarterHoldsAtDepth(t *testing.T) {
 func TestHotQuarterBalance(t *testing.T) {
 	shape := "layers=4,hidden=128,experts=64,experts_used=8,expert_ffn=32,ffn=128,heads=2,kv_heads=1,head_dim=64,vocab=1024,context=256"
 	median := func(share string) float64 {
-		model := filepath.Join(t.TempDir(), "m.gguf")
-		code, _, errs := runCLI(t, "synth", "--shape", shape, "--quant", "q8_0", "--hot-quarter", share, "-o", model)
-		if code != 0 {
-			t.Fatalf("synth: exit %d: %s", code, errs)
-		}
+		per, _, stdout, errs := synthProfiled(t, []string{"--shape", shape, "--quant", "q8_0", "--hot-quarter", share})
 		if !strings.Contains(errs, "aiming the hottest quarter of each layer's experts at "+share[2:]+"0.0%") || !strings.Contains(errs, "Zipf exponent of ") {
 			t.Errorf("synth does not say what it aims at: %s", errs)
 		}
-		out := filepath.Join(t.TempDir(), "m.profile")
-		code, stdout, errs := runCLI(t, "profile", "-m", model, "-o", out, "--backend", "cpu", "--threads", "2")
-		if code != 0 {
-			t.Fatalf("profile: exit %d: %s", code, errs)
-		}
-		p, err := experts.LoadProfile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		per := layerHotQuarter(p)
 		sorted := slices.Clone(per)
 		slices.Sort(sorted)
 		t.Logf("--hot-quarter %s: per layer %.3f, median %.3f", share, per, sorted[len(sorted)/2])
@@ -230,4 +203,26 @@ func TestHotQuarterBalance(t *testing.T) {
 	if math.Abs(skewed-0.6) > 0.03 || skewed < balanced+0.1 {
 		t.Errorf("--hot-quarter 0.6: the median layer's hottest quarter takes %.1f%% of routes, want 57-63%% (0.4: %.1f%%)", 100*skewed, 100*balanced)
 	}
+}
+
+// synthProfiled writes a synth with synthArgs, profiles it on the CPU (two threads, plus
+// profileArgs) and returns each layer's hottest-quarter share, the profile, the profile's
+// output and synth's messages.
+func synthProfiled(t *testing.T, synthArgs []string, profileArgs ...string) (per []float64, p *experts.Profile, stdout, synthErrs string) {
+	t.Helper()
+	model := filepath.Join(t.TempDir(), "m.gguf")
+	code, _, synthErrs := runCLI(t, append(append([]string{"synth"}, synthArgs...), "-o", model)...)
+	if code != 0 {
+		t.Fatalf("synth: exit %d: %s", code, synthErrs)
+	}
+	out := filepath.Join(t.TempDir(), "m.profile")
+	code, stdout, errs := runCLI(t, append([]string{"profile", "-m", model, "-o", out, "--backend", "cpu", "--threads", "2"}, profileArgs...)...)
+	if code != 0 {
+		t.Fatalf("profile: exit %d: %s", code, errs)
+	}
+	p, err := experts.LoadProfile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return layerHotQuarter(p), p, stdout, synthErrs
 }
