@@ -9,10 +9,15 @@ import (
 	"strata/cuda"
 )
 
-// mmaPrefillTol bounds |AttentionPrefillMMA - float64 reference| on TestAttentionPrefillMMA's
-// data (q, K and V in [-1, 1]): q and the softmax weights go through f16 (a relative 2^-11
-// each) on their way into the tensor-core products, hence the looser bound than
-// TestAttention's 2e-5.
+// mmaPrefillTol bounds |AttentionPrefillMMA(Int8) - float64 reference| on the data of
+// TestAttentionPrefillMMA and TestAttentionPrefillMMAInt8 (q, K and V in [-1, 1]; the
+// reference reads the cache's own values, f16 or dequantised int8), against the tiled
+// kernels' 2e-5 (TestAttention). The tensor cores take f16: q and the softmax weights P are
+// rounded on the way in (a relative 2^-11 each), and so are an int8 cache's dequantised K and
+// V (an f16 cache's are exact). Rounding V moves an output by at most 2^-12 (|V| <= 1), P by
+// 2^-11 of it; rounding q and K moves a logit by about 2^-11 of |q.k|/sqrt(hd) each (random
+// signs over hd terms), an output by at most twice that. Together well under 1e-3; a model
+// of the four roundings on these shapes gives up to 1e-4 (f16 cache) and 3e-4 (int8).
 const mmaPrefillTol = 3e-3
 
 // mmaPrefillCase is one cache (attCase: head size, heads, positions, window, ring, sinks) and
@@ -52,11 +57,24 @@ func mmaPrefillCases() []mmaPrefillCase {
 	)
 }
 
-// TestAttentionPrefillMMA checks the tensor-core prefill attention against the float64
-// reference on random data, for every case of mmaPrefillCases.
+// TestAttentionPrefillMMA checks the tensor-core prefill attention over an f16 cache against
+// the float64 reference on random data, for every case of mmaPrefillCases.
 func TestAttentionPrefillMMA(t *testing.T) {
 	g := setup(t)
-	r := rand.New(rand.NewPCG(61, 62))
+	runMMAPrefillCases(t, g, rand.New(rand.NewPCG(61, 62)), func(r *rand.Rand, n, _ int) attCache { return f16Cache(t, g, r, n) })
+}
+
+// TestAttentionPrefillMMAInt8 is TestAttentionPrefillMMA over an int8 cache (random values
+// quantised as engine/kv does; the reference reads them dequantised).
+func TestAttentionPrefillMMAInt8(t *testing.T) {
+	g := setup(t)
+	runMMAPrefillCases(t, g, rand.New(rand.NewPCG(63, 64)), func(r *rand.Rand, n, hd int) attCache { return int8Cache(t, g, r, n, hd) })
+}
+
+// runMMAPrefillCases runs every case of mmaPrefillCases through the tensor-core kernel of
+// the caches newCache makes on g (n values of head size hd), against the float64 reference.
+func runMMAPrefillCases(t *testing.T, g *gpu, r *rand.Rand, newCache func(r *rand.Rand, n, hd int) attCache) {
+	t.Helper()
 	for _, c := range mmaPrefillCases() {
 		nHead, nKV, ctxLen := c.shape()
 		hd := c.hd
@@ -65,9 +83,7 @@ func TestAttentionPrefillMMA(t *testing.T) {
 		if c.ring > 0 {
 			slots = c.ring
 		}
-		kh, vh := toF16(randFloats(r, slots*nKV*hd, 1)), toF16(randFloats(r, slots*nKV*hd, 1))
-		dk, dv := upload(t, g, kh), upload(t, g, vh)
-		kf, vf := widen(fromF16(kh)), widen(fromF16(vh))
+		cache := newCache(r, slots*nKV*hd, hd)
 		scale := 1 / math.Sqrt(float64(hd))
 		opts := cuda.AttentionOptions{Window: c.window, Ring: c.ring}
 		sinkOf := caseSinks(t, g, r, c.attCase, &opts)
@@ -82,7 +98,7 @@ func TestAttentionPrefillMMA(t *testing.T) {
 			q := randFloats(r, sh.n*nHead*hd, 1)
 			dq, dpos := upload(t, g, q), upload(t, g, pos)
 			dout := g.buf(t, 4*sh.n*nHead*hd)
-			if err := g.k.AttentionPrefillMMA(g.s, dq, dk, dv, dout, dpos, sh.n, nHead, nKV, hd, float32(scale), opts); err != nil {
+			if err := cache.prefillMMA(dq, dout, dpos, sh.n, nHead, nKV, hd, float32(scale), opts); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
 			got := download[float32](t, g, dout, sh.n*nHead*hd)
@@ -90,7 +106,7 @@ func TestAttentionPrefillMMA(t *testing.T) {
 			for tk := 0; tk < sh.n; tk++ {
 				for h := 0; h < nHead; h++ {
 					off := (tk*nHead + h) * hd
-					want := refAttention(q[off:off+hd], kf, vf, h/(nHead/nKV), nKV, hd, int(pos[tk]), scale, c.attCase, sinkOf(h))
+					want := refAttention(q[off:off+hd], cache.kf, cache.vf, h/(nHead/nKV), nKV, hd, int(pos[tk]), scale, c.attCase, sinkOf(h))
 					for i, w := range want {
 						d := math.Abs(float64(got[off+i]) - w)
 						if !(d <= mmaPrefillTol) { // NaN fails too
@@ -118,16 +134,26 @@ func TestAttentionPrefillMMAFits(t *testing.T) {
 
 // TestAttentionPrefillMMARefuses: head sizes without a kernel (including ones that
 // AttentionPrefill takes), a window wider than its ring and an empty batch are errors, not
-// launches.
+// launches, for either cache.
 func TestAttentionPrefillMMARefuses(t *testing.T) {
 	g := setup(t)
-	for _, c := range []struct {
-		hd, nTok int
-		opts     cuda.AttentionOptions
-	}{{8, 1, cuda.AttentionOptions{}}, {40, 1, cuda.AttentionOptions{}}, {144, 1, cuda.AttentionOptions{}}, {256, 1, cuda.AttentionOptions{}},
-		{64, 1, cuda.AttentionOptions{Window: 32, Ring: 16}}, {64, 0, cuda.AttentionOptions{}}} {
-		if err := g.k.AttentionPrefillMMA(g.s, 0, 0, 0, 0, 0, c.nTok, 8, 2, c.hd, 1, c.opts); err == nil {
-			t.Errorf("head size %d, %d tokens, %+v: no error", c.hd, c.nTok, c.opts)
+	launchers := map[string]func(hd, nTok int, o cuda.AttentionOptions) error{
+		"f16": func(hd, nTok int, o cuda.AttentionOptions) error {
+			return g.k.AttentionPrefillMMA(g.s, 0, 0, 0, 0, 0, nTok, 8, 2, hd, 1, o)
+		},
+		"int8": func(hd, nTok int, o cuda.AttentionOptions) error {
+			return g.k.AttentionPrefillMMAInt8(g.s, 0, cuda.Int8KV{}, 0, 0, nTok, 8, 2, hd, 1, o)
+		},
+	}
+	for kind, launch := range launchers {
+		for _, c := range []struct {
+			hd, nTok int
+			opts     cuda.AttentionOptions
+		}{{8, 1, cuda.AttentionOptions{}}, {40, 1, cuda.AttentionOptions{}}, {144, 1, cuda.AttentionOptions{}}, {256, 1, cuda.AttentionOptions{}},
+			{64, 1, cuda.AttentionOptions{Window: 32, Ring: 16}}, {64, 0, cuda.AttentionOptions{}}} {
+			if err := launch(c.hd, c.nTok, c.opts); err == nil {
+				t.Errorf("%s cache, head size %d, %d tokens, %+v: no error", kind, c.hd, c.nTok, c.opts)
+			}
 		}
 	}
 }

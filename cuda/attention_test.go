@@ -79,11 +79,11 @@ func checkAttention(t *testing.T, what string, got []float32, want []float64) {
 }
 
 // attCache is one layer's K and V caches on the device in one format, what they decode
-// to, and the kernels that read that format.
+// to, and the kernels that read that format (prefillMMA: the tensor-core one).
 type attCache struct {
-	kf, vf  []float64
-	decode  func(q, out, pos cuda.DevicePtr, nHead, nKV, hd int, scale float32, nSplit int, scratch cuda.DevicePtr, o cuda.AttentionOptions) error
-	prefill func(q, out, pos cuda.DevicePtr, nTok, nHead, nKV, hd int, scale float32, o cuda.AttentionOptions) error
+	kf, vf              []float64
+	decode              func(q, out, pos cuda.DevicePtr, nHead, nKV, hd int, scale float32, nSplit int, scratch cuda.DevicePtr, o cuda.AttentionOptions) error
+	prefill, prefillMMA func(q, out, pos cuda.DevicePtr, nTok, nHead, nKV, hd int, scale float32, o cuda.AttentionOptions) error
 }
 
 // f16Cache uploads random f16 caches of n values each.
@@ -96,6 +96,9 @@ func f16Cache(t *testing.T, g *gpu, r *rand.Rand, n int) attCache {
 		},
 		prefill: func(q, out, pos cuda.DevicePtr, nTok, nHead, nKV, hd int, scale float32, o cuda.AttentionOptions) error {
 			return g.k.AttentionPrefill(g.s, q, dk, dv, out, pos, nTok, nHead, nKV, hd, scale, o)
+		},
+		prefillMMA: func(q, out, pos cuda.DevicePtr, nTok, nHead, nKV, hd int, scale float32, o cuda.AttentionOptions) error {
+			return g.k.AttentionPrefillMMA(g.s, q, dk, dv, out, pos, nTok, nHead, nKV, hd, scale, o)
 		}}
 }
 
@@ -111,6 +114,9 @@ func int8Cache(t *testing.T, g *gpu, r *rand.Rand, n, hd int) attCache {
 		},
 		prefill: func(q, out, pos cuda.DevicePtr, nTok, nHead, nKV, hd int, scale float32, o cuda.AttentionOptions) error {
 			return g.k.AttentionPrefillInt8(g.s, q, c, out, pos, nTok, nHead, nKV, hd, scale, o)
+		},
+		prefillMMA: func(q, out, pos cuda.DevicePtr, nTok, nHead, nKV, hd int, scale float32, o cuda.AttentionOptions) error {
+			return g.k.AttentionPrefillMMAInt8(g.s, q, c, out, pos, nTok, nHead, nKV, hd, scale, o)
 		}}
 }
 

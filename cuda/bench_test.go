@@ -404,36 +404,50 @@ func newBenchKV(b *testing.B, g *gpu, r *rand.Rand, positions, nKV, hd int) benc
 		i8: cuda.Int8KV{K: upload(b, g, k8), KScales: upload(b, g, ks), V: upload(b, g, v8), VScales: upload(b, g, vs)}}
 }
 
+// BenchmarkAttentionPrefill is one prompt chunk of 512 tokens' attention (qwen3moe
+// 30b-a3b's heads) with each kernel and cache: the chunk at the start of the cache, and the
+// last chunk of a 32,768-token prompt (ctx=32768), which reads the whole cache.
 func BenchmarkAttentionPrefill(b *testing.B) {
 	g := setup(b)
 	r := rand.New(rand.NewPCG(11, 12))
-	const nHead, nKV, hd, nTok = 32, 4, 128, 512
-	c := newBenchKV(b, g, r, nTok, nKV, hd)
+	const nHead, nKV, hd, nTok, deep = 32, 4, 128, 512, 32768
+	c := newBenchKV(b, g, r, deep, nKV, hd)
 	q := upload(b, g, randFloats(r, nTok*nHead*hd, 1))
 	out := g.buf(b, 4*nTok*nHead*hd)
-	pos := make([]int32, nTok)
-	for i := range pos {
-		pos[i] = int32(i)
+	kernels := []struct {
+		name   string
+		launch func(pos cuda.DevicePtr) error
+	}{
+		{"kv=f16", func(pos cuda.DevicePtr) error {
+			return g.k.AttentionPrefill(g.s, q, c.k, c.v, out, pos, nTok, nHead, nKV, hd, 0.088, cuda.AttentionOptions{})
+		}},
+		{"kv=f16/mma", func(pos cuda.DevicePtr) error {
+			return g.k.AttentionPrefillMMA(g.s, q, c.k, c.v, out, pos, nTok, nHead, nKV, hd, 0.088, cuda.AttentionOptions{})
+		}},
+		{"kv=int8", func(pos cuda.DevicePtr) error {
+			return g.k.AttentionPrefillInt8(g.s, q, c.i8, out, pos, nTok, nHead, nKV, hd, 0.088, cuda.AttentionOptions{})
+		}},
+		{"kv=int8/mma", func(pos cuda.DevicePtr) error {
+			return g.k.AttentionPrefillMMAInt8(g.s, q, c.i8, out, pos, nTok, nHead, nKV, hd, 0.088, cuda.AttentionOptions{})
+		}},
 	}
-	dpos := upload(b, g, pos)
-	b.Run("kv=f16", func(b *testing.B) {
-		per := timeLaunches(b, g, func(int) error {
-			return g.k.AttentionPrefill(g.s, q, c.k, c.v, out, dpos, nTok, nHead, nKV, hd, 0.088, cuda.AttentionOptions{})
-		})
-		b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
-	})
-	b.Run("kv=f16/mma", func(b *testing.B) {
-		per := timeLaunches(b, g, func(int) error {
-			return g.k.AttentionPrefillMMA(g.s, q, c.k, c.v, out, dpos, nTok, nHead, nKV, hd, 0.088, cuda.AttentionOptions{})
-		})
-		b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
-	})
-	b.Run("kv=int8", func(b *testing.B) {
-		per := timeLaunches(b, g, func(int) error {
-			return g.k.AttentionPrefillInt8(g.s, q, c.i8, out, dpos, nTok, nHead, nKV, hd, 0.088, cuda.AttentionOptions{})
-		})
-		b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
-	})
+	for _, ctxLen := range []int{nTok, deep} {
+		pos := make([]int32, nTok)
+		for i := range pos {
+			pos[i] = int32(ctxLen - nTok + i)
+		}
+		dpos := upload(b, g, pos)
+		suffix := ""
+		if ctxLen != nTok {
+			suffix = fmt.Sprintf("/ctx=%d", ctxLen)
+		}
+		for _, k := range kernels {
+			b.Run(k.name+suffix, func(b *testing.B) {
+				per := timeLaunches(b, g, func(int) error { return k.launch(dpos) })
+				b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
+			})
+		}
+	}
 }
 
 // BenchmarkAttentionDecode is one decode step's attention at a few positions of a cache

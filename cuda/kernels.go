@@ -54,7 +54,7 @@ func kernelNames() []string {
 			fmt.Sprintf("attention_decode_int8_%d", hd), fmt.Sprintf("attention_prefill_int8_%d", hd))
 	}
 	for hd := attentionHeadStep; AttentionPrefillMMAFits(hd); hd += attentionHeadStep {
-		names = append(names, fmt.Sprintf("attention_prefill_mma_%d", hd))
+		names = append(names, fmt.Sprintf("attention_prefill_mma_%d", hd), fmt.Sprintf("attention_prefill_mma_int8_%d", hd))
 	}
 	names = append(names, deltaNetKernelNames()...)
 	names = append(names, fusedKernelNames()...)
@@ -645,8 +645,9 @@ const (
 	maxMMAPrefillHeadDim = 128
 )
 
-// AttentionPrefillMMAFits reports whether AttentionPrefillMMA has a kernel for headDim:
-// multiples of 16 up to 128. Other head sizes take AttentionPrefill.
+// AttentionPrefillMMAFits reports whether AttentionPrefillMMA and AttentionPrefillMMAInt8
+// have a kernel for headDim: multiples of 16 up to 128. Other head sizes take
+// AttentionPrefill (AttentionPrefillInt8).
 func AttentionPrefillMMAFits(headDim int) bool {
 	return headDim > 0 && headDim <= maxMMAPrefillHeadDim && headDim%attentionHeadStep == 0
 }
@@ -657,7 +658,23 @@ func AttentionPrefillMMAFits(headDim int) bool {
 // results differ from AttentionPrefill's, which keeps q and P in f32, by about 1e-3 of the
 // values' scale.
 func (k *Kernels) AttentionPrefillMMA(s *Stream, q, kCache, vCache, out, pos DevicePtr, nTok, nHead, nKV, headDim int, scale float32, o AttentionOptions) error {
-	const name = "attention_prefill_mma"
+	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nTok).Int(nHead).Int(nKV).Float(scale).
+		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
+	return k.attentionPrefillMMA("attention_prefill_mma", s, a, nTok, nHead, nKV, headDim, o)
+}
+
+// AttentionPrefillMMAInt8 is AttentionPrefillMMA reading an int8 cache: each tile of K and V
+// is dequantised to f16 (value times its block's scale, rounded once) on its way into shared
+// memory, so its results differ from AttentionPrefillInt8's by that rounding too.
+func (k *Kernels) AttentionPrefillMMAInt8(s *Stream, q DevicePtr, c Int8KV, out, pos DevicePtr, nTok, nHead, nKV, headDim int, scale float32, o AttentionOptions) error {
+	a := new(Args).Ptr(q).Ptr(c.K).Ptr(c.KScales).Ptr(c.V).Ptr(c.VScales).Ptr(out).Ptr(pos).Int(nTok).Int(nHead).Int(nKV).Float(scale).
+		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
+	return k.attentionPrefillMMA("attention_prefill_mma_int8", s, a, nTok, nHead, nKV, headDim, o)
+}
+
+// attentionPrefillMMA checks the shape for the tensor-core kernels and launches name_<headDim>
+// with a block of mmaPrefillRows tokens of one head.
+func (k *Kernels) attentionPrefillMMA(name string, s *Stream, a *Args, nTok, nHead, nKV, headDim int, o AttentionOptions) error {
 	if err := checkAttention(name, nHead, nKV, headDim, o); err != nil {
 		return err
 	}
@@ -667,8 +684,6 @@ func (k *Kernels) AttentionPrefillMMA(s *Stream, q, kCache, vCache, out, pos Dev
 	if nTok <= 0 || ceilDiv(nTok, mmaPrefillRows) > 65535 {
 		return fmt.Errorf("cuda: %s: %d tokens out of range", name, nTok)
 	}
-	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nTok).Int(nHead).Int(nKV).Float(scale).
-		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
 	return k.launch(fmt.Sprintf("%s_%d", name, headDim), s, Dim3{X: nHead, Y: ceilDiv(nTok, mmaPrefillRows)}, Dim3{X: 128}, 0, a)
 }
 

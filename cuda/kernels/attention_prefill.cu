@@ -1,16 +1,24 @@
 // attention_prefill.cu: causal prefill attention on the tensor cores, flash-attention
-// style, for an f16 KV cache (the layout and options of attention.cu: GQA, pos[t] per query,
+// style, for an f16 or int8 KV cache (the layout and options of attention.cu: GQA, pos[t] per query,
 // sliding window, ring slots, sinks). A block takes 64 consecutive query tokens of one head,
 // a warp 16 of them; K and V stream through shared memory 64 positions at a time. S = Q K^T
 // and O += P V are mma.sync m16n8k16 with Q and P rounded to f16 (f32 accumulators; the
 // softmax runs online in f32, in base 2). Head sizes are multiples of 16 up to 128 (one
-// kernel each); larger heads and the int8 cache take attention.cu's kernels.
+// kernel each); larger heads take attention.cu's kernels. The _int8 kernels read attention.cu's
+// int8 cache (values and per-block scales) and dequantise it to f16 as each tile is loaded,
+// so the rest of the kernel is the f16 one.
 #include "common.cuh"
 
 #define FA_WARPS 4
 #define FA_ROWS (16 * FA_WARPS) // query tokens per block
 #define FA_KT 64                // cache positions per tile
 #define FA_PAD 8
+// How far the tile load's loop is unrolled over an int8 cache (f16: 4, what nvcc chose for
+// it unasked): 1 keeps the kernels at or under the f16 ones' registers (sm_90, no spills); a
+// build can try 2 or 4 with -DFA_I8_LOAD_UNROLL=N (4 spills at head size 64).
+#ifndef FA_I8_LOAD_UNROLL
+#define FA_I8_LOAD_UNROLL 1
+#endif
 
 static __device__ __forceinline__ void fa_mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
 #if __CUDA_ARCH__ >= 800
@@ -47,10 +55,42 @@ static __device__ __forceinline__ uint32_t fa_pack(float a, float b) {
 	return *(const uint32_t *)&h;
 }
 
+// The tile load's read of a cache: the 8 consecutive K and V values at element off of the
+// [slot][kv_head][HD] rows, as f16. An f16 cache has no scales (ks, vs unused).
 template <int HD>
-static __device__ __forceinline__ void fa_prefill_body(const float *__restrict__ q, const __half *__restrict__ kc,
-	const __half *__restrict__ vc, float *__restrict__ out, const int *__restrict__ pos, int n_tok, int n_head,
-	int n_kv, float scale, const float *__restrict__ sinks, int window, int ring) {
+static __device__ __forceinline__ void fa_load8(const __half *__restrict__ k, const __half *__restrict__ v, const float *,
+	const float *, long long off, uint4 &kd, uint4 &vd) {
+	kd = *(const uint4 *)(k + off);
+	vd = *(const uint4 *)(v + off);
+}
+
+// 8 int8 values (w: 8 bytes) times scale sc as f16, rounded once from the exact f32 product.
+static __device__ __forceinline__ uint4 fa_i8x8_to_f16(uint2 w, float sc) {
+	float f[8];
+	i8x4_to_f32(w.x, f);
+	i8x4_to_f32(w.y, f + 4);
+	return make_uint4(fa_pack(f[0] * sc, f[1] * sc), fa_pack(f[2] * sc, f[3] * sc), fa_pack(f[4] * sc, f[5] * sc),
+		fa_pack(f[6] * sc, f[7] * sc));
+}
+
+// An int8 cache (attention.cu's layout). A scale block (32 values, or the whole row) divides
+// HD and holds whole 8-value chunks, so value off's scale is scale off / B.
+template <int HD>
+static __device__ __forceinline__ void fa_load8(const int8_t *__restrict__ k, const int8_t *__restrict__ v,
+	const float *__restrict__ ks, const float *__restrict__ vs, long long off, uint4 &kd, uint4 &vd) {
+	constexpr unsigned long long B = I8Row<HD>::B;
+	static_assert(B % 8 == 0, "an 8-value chunk in one scale block");
+	const long long soff = (long long)((unsigned long long)off / B);
+	kd = fa_i8x8_to_f16(*(const uint2 *)(k + off), ks[soff]);
+	vd = fa_i8x8_to_f16(*(const uint2 *)(v + off), vs[soff]);
+}
+
+// T is the cache's element type: __half, or int8_t with a float scale per block in ks and vs.
+template <int HD, typename T>
+static __device__ __forceinline__ void fa_prefill_body(const float *__restrict__ q, const T *__restrict__ kc,
+	const T *__restrict__ vc, const float *__restrict__ ks, const float *__restrict__ vs, float *__restrict__ out,
+	const int *__restrict__ pos, int n_tok, int n_head, int n_kv, float scale, const float *__restrict__ sinks,
+	int window, int ring) {
 	static_assert(HD % 16 == 0 && HD <= 128, "head size");
 	constexpr float LOG2E = 1.4426950408889634f;
 	__shared__ __align__(16) __half Ks[FA_KT][HD + FA_PAD];
@@ -107,18 +147,18 @@ static __device__ __forceinline__ void fa_prefill_body(const float *__restrict__
 	__syncthreads();
 	const int bfirst = s_first, blast = s_last;
 	const long long row_stride = (long long)n_kv * HD;
+	// more of the tile's loads in flight, for registers (FA_I8_LOAD_UNROLL)
+	constexpr int LOAD_UNROLL = sizeof(T) == 2 ? 4 : FA_I8_LOAD_UNROLL;
 
 	for (int base = bfirst; base <= blast; base += FA_KT) {
 		__syncthreads(); // the previous tile is consumed
+#pragma unroll LOAD_UNROLL
 		for (int idx = threadIdx.x; idx < FA_KT * HD / 8; idx += FA_WARPS * 32) {
 			const int r = idx / (HD / 8), c8 = (idx % (HD / 8)) * 8;
 			const int p = base + r;
 			uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-			if (p <= blast) {
-				const long long off = (long long)(ring > 0 ? p % ring : p) * row_stride + (long long)kvh * HD + c8;
-				kv = *(const uint4 *)(kc + off);
-				vv = *(const uint4 *)(vc + off);
-			}
+			if (p <= blast)
+				fa_load8<HD>(kc, vc, ks, vs, (long long)(ring > 0 ? p % ring : p) * row_stride + (long long)kvh * HD + c8, kv, vv);
 			*(uint4 *)&Ks[r][c8] = kv;
 			*(uint4 *)&Vs[r][c8] = vv;
 		}
@@ -221,7 +261,12 @@ static __device__ __forceinline__ void fa_prefill_body(const float *__restrict__
 	extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) attention_prefill_mma_##hd(const float *q,            \
 		const __half *kc, const __half *vc, float *out, const int *pos, int n_tok, int n_head, int n_kv, float scale, \
 		const float *sinks, int window, int ring) {                                                                   \
-		fa_prefill_body<hd>(q, kc, vc, out, pos, n_tok, n_head, n_kv, scale, sinks, window, ring);                    \
+		fa_prefill_body<hd>(q, kc, vc, nullptr, nullptr, out, pos, n_tok, n_head, n_kv, scale, sinks, window, ring);        \
+	}                                                                                                                 \
+	extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) attention_prefill_mma_int8_##hd(const float *q,       \
+		const int8_t *kc, const float *ks, const int8_t *vc, const float *vs, float *out, const int *pos, int n_tok,  \
+		int n_head, int n_kv, float scale, const float *sinks, int window, int ring) {                                \
+		fa_prefill_body<hd>(q, kc, vc, ks, vs, out, pos, n_tok, n_head, n_kv, scale, sinks, window, ring); \
 	}
 FA_PREFILL(16)
 FA_PREFILL(32)
