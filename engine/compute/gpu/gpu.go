@@ -87,8 +87,8 @@ type Backend struct {
 	inHost map[string]bool
 	// decodedTaps holds conv weights of types the conv kernel does not read, decoded to f16.
 	decodedTaps map[*Weight]cuda.DevicePtr
-	// prefillMMA runs a batch's attention over an f16 cache on the tensor cores
-	// (cuda.AttentionPrefillMMA) where a kernel exists for the head size; off with
+	// prefillMMA runs a batch's attention on the tensor cores (cuda.AttentionPrefillMMA,
+	// AttentionPrefillMMAInt8) where a kernel exists for the head size; off with
 	// STRATA_PREFILL_MMA=0, which keeps the tiled kernel for every batch (to compare them).
 	prefillMMA bool
 }
@@ -667,8 +667,8 @@ func (b *Backend) StoreKV(c compute.KV, layer, pos0, n int, k, v compute.Buf) {
 }
 
 // Attention: the split-K decode kernel for one token, the tiled kernel for a batch, each
-// reading the cache in its own format; a batch over an f16 cache takes the tensor-core
-// kernel instead where it has one for the head size (multiples of 16 up to 128), unless
+// reading the cache in its own format; a batch takes the tensor-core kernel for its cache's
+// format instead where it has one for the head size (multiples of 16 up to 128), unless
 // STRATA_PREFILL_MMA=0.
 func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.AttentionSpec) {
 	kv := c.(*KV)
@@ -707,19 +707,21 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 		return
 	}
 	b.step.brk()
-	if kv.int8 {
+	// S = Q K^T and P V on the tensor cores: q and the softmax weights P (and an int8 cache's
+	// dequantised K and V) are rounded to f16 on the way into the products (f32 accumulators
+	// and softmax), where the tiled kernels keep them in f32, so a prompt's outputs differ
+	// from theirs by about 1e-3 of their scale (and decode, one token, still runs in f32).
+	mma := b.prefillMMA && cuda.AttentionPrefillMMAFits(s.HeadDim)
+	switch {
+	case kv.int8 && mma:
+		b.err.Set(b.k.AttentionPrefillMMAInt8(b.s, dev(q), kv.int8Layer(s.Layer), dev(dst), pos, s.N, s.Heads, s.KVHeads, s.HeadDim, s.Scale, o))
+	case kv.int8:
 		b.err.Set(b.k.AttentionPrefillInt8(b.s, dev(q), kv.int8Layer(s.Layer), dev(dst), pos, s.N, s.Heads, s.KVHeads, s.HeadDim, s.Scale, o))
-		return
-	}
-	if b.prefillMMA && cuda.AttentionPrefillMMAFits(s.HeadDim) {
-		// S = Q K^T and P V on the tensor cores: q and the softmax weights P are rounded to
-		// f16 on the way into the products (f32 accumulators and softmax), where the tiled
-		// kernel keeps them in f32, so a prompt's outputs differ from its by about 1e-3 of
-		// their scale (and decode, one token, still runs in f32).
+	case mma:
 		b.err.Set(b.k.AttentionPrefillMMA(b.s, dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), pos, s.N, s.Heads, s.KVHeads, s.HeadDim, s.Scale, o))
-		return
+	default:
+		b.err.Set(b.k.AttentionPrefill(b.s, dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), pos, s.N, s.Heads, s.KVHeads, s.HeadDim, s.Scale, o))
 	}
-	b.err.Set(b.k.AttentionPrefill(b.s, dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst), pos, s.N, s.Heads, s.KVHeads, s.HeadDim, s.Scale, o))
 }
 
 // PlaceInHost makes Place put the named tensor in pinned, mapped host memory instead of

@@ -10,12 +10,13 @@ import (
 )
 
 // TestPrefillAttentionMMA runs a batch's attention through Backend.Attention with the
-// tensor-core kernel on and off (prefillMMA, what STRATA_PREFILL_MMA=0 turns off) over the
+// tensor-core kernels on and off (prefillMMA, what STRATA_PREFILL_MMA=0 turns off) over the
 // same cache: two prompt chunks (the second wrapping a ring layer's slots), a full layer and a
-// sliding-window one. Where the MMA kernel runs (f16 cache, head size up to 128) the outputs
-// agree within 3e-3 (q and P go through f16 there) and are not bit for bit the same, so the
-// switch does pick another kernel; where it does not (int8 cache, head sizes over 128) they
-// are identical.
+// sliding-window one. Where an MMA kernel runs (f16 or int8 cache, head size up to 128) the
+// outputs agree within 3e-3 (q and P, and an int8 cache's dequantised K and V, go through f16
+// there: cuda's mmaPrefillTol) and are not bit for bit the same, so the switch does pick
+// another kernel; where none does (head sizes over 128) they are identical. The int8 cases
+// take head sizes with blocks of 32 values (64, 128) and one block a row (80).
 func TestPrefillAttentionMMA(t *testing.T) {
 	b := newForTest(t)
 	r := rand.New(rand.NewPCG(5, 6))
@@ -25,7 +26,8 @@ func TestPrefillAttentionMMA(t *testing.T) {
 		hd   int
 		typ  string
 		uses bool // the MMA kernel runs
-	}{{64, "f16", true}, {128, "f16", true}, {80, "f16", true}, {144, "f16", false}, {256, "f16", false}, {128, "int8", false}} {
+	}{{64, "f16", true}, {128, "f16", true}, {80, "f16", true}, {144, "f16", false}, {256, "f16", false},
+		{64, "int8", true}, {128, "int8", true}, {80, "int8", true}, {144, "int8", false}} {
 		t.Run(fmt.Sprintf("hd=%d/%s", c.hd, c.typ), func(t *testing.T) {
 			cache, err := b.NewKV(compute.KVSpec{Layers: 2, KVHeads: kvHeads, HeadDim: c.hd, Positions: positions, Type: c.typ, Keep: []int{0, ring}})
 			if err != nil {
