@@ -21,25 +21,7 @@ func TestMatMulTilesMatchReference(t *testing.T) {
 					rms := vdRMS(want)
 					for _, l := range vdLevels()[1:] {
 						whole := checkTileLevel(t, l, wt, w, rb, a, want, rms, rows, n, cols)
-						// Each activation row alone (as decode runs it) gives the same bits.
-						for i := range n {
-							a1, err := NewActivations(wt, cols, 1)
-							if err != nil {
-								t.Fatal(err)
-							}
-							if err := a1.Set(0, xs[i*cols:(i+1)*cols]); err != nil {
-								t.Fatal(err)
-							}
-							y1 := make([]float32, rows)
-							if err := vdMatMul(l, wt, w, rb, a1, y1, rows, 0, rows); err != nil {
-								t.Fatal(err)
-							}
-							for r, g := range y1 {
-								if g != whole[i*rows+r] {
-									t.Fatalf("%s %s cols=%d rows=%d n=%d: y[%d,%d] = %g alone, %g among %d rows", wt, l, cols, rows, n, i, r, g, whole[i*rows+r], n)
-								}
-							}
-						}
+						checkTileAlone(t, l, wt, w, rb, xs, whole, rows, n, cols)
 					}
 				}
 			}
@@ -64,6 +46,58 @@ func TestMatMulTiles32MatchReference(t *testing.T) {
 						checkTileLevel(t, l, wt, w, rb, a, want, rms, rows, n, cols)
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestMatMulTiles256MatchReference covers the tiles of the IQ types, Q2_K and Q3_K (two
+// weight rows x up to four activation rows, from n = 2, over blocks decoded once a call):
+// every row count up to three pairs plus one, every activation count up to two tiles plus
+// a remainder, odd block counts, at every level, against the Go reference; each result
+// bit-identical whether the rows come in one call or one at a time, and whether an
+// activation row comes alone (the row kernel) or among others. The last case is wider than
+// the decode buffer (VD_I256_CH = 16 blocks) with more activation rows than share one of
+// its accumulator buffers (VD_I256_G = 64), so the chunked path runs too.
+func TestMatMulTiles256MatchReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	type shape struct{ cols, rowsMax, nMin, nMax int }
+	shapes := []shape{{256, 7, 1, 9}, {3 * 256, 7, 1, 9}, {17 * 256, 3, 66, 66}}
+	for _, wt := range []Type{IQ3_XXS} {
+		for _, sh := range shapes {
+			for rows := 1; rows <= sh.rowsMax; rows++ {
+				for n := sh.nMin; n <= sh.nMax; n++ {
+					w, a, xs, rb, want := vdTileCase(t, wt, rows, sh.cols, n, rng)
+					rms := vdRMS(want)
+					for _, l := range vdLevels()[1:] {
+						whole := checkTileLevel(t, l, wt, w, rb, a, want, rms, rows, n, sh.cols)
+						checkTileAlone(t, l, wt, w, rb, xs, whole, rows, n, sh.cols)
+					}
+				}
+			}
+		}
+	}
+}
+
+// checkTileAlone runs each activation row of xs alone (as decode does) against all rows
+// at level l and holds the results to the bits of whole, the n rows' product in one call.
+func checkTileAlone(t *testing.T, l vdLevel, wt Type, w []byte, rb int, xs, whole []float32, rows, n, cols int) {
+	t.Helper()
+	for i := range n {
+		a1, err := NewActivations(wt, cols, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a1.Set(0, xs[i*cols:(i+1)*cols]); err != nil {
+			t.Fatal(err)
+		}
+		y1 := make([]float32, rows)
+		if err := vdMatMul(l, wt, w, rb, a1, y1, rows, 0, rows); err != nil {
+			t.Fatal(err)
+		}
+		for r, g := range y1 {
+			if g != whole[i*rows+r] {
+				t.Fatalf("%s %s cols=%d rows=%d n=%d: y[%d,%d] = %g alone, %g among %d rows", wt, l, cols, rows, n, i, r, g, whole[i*rows+r], n)
 			}
 		}
 	}

@@ -56,6 +56,19 @@ typedef struct {
 	float d;
 } vd_q4k_pre;
 
+// vd_i256: one 256-value block of an IQ type, Q2_K or Q3_K decoded once for the tiles of
+// a call (i256_tile in vecdot_kern.h): the values as bytes (signed for the IQ types, none
+// of which is 0, so sign_epi8 puts their signs onto the activations; Q2_K and Q3_K codes
+// unsigned), the integer scale of each 16 values, Q2_K's mins, and the float scales.
+// 352 bytes, a multiple of 32, so every w of a 32-aligned array is aligned too.
+typedef struct {
+	int8_t w[256];
+	int16_t sc[16];
+	int16_t m[16];
+	float d, dmin;
+	float pad[6];
+} vd_i256;
+
 // vd_shuf16_ctrl[lo][hi]: the _mm256_shuffle_epi8 control that copies int16 element lo of
 // the low 128-bit lane over that lane and element hi of the high lane over the high lane.
 #define VD_W16(j) 2 * (j), 2 * (j) + 1

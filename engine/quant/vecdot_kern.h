@@ -1213,6 +1213,303 @@ static VD_T void VD(mmt_q6_k)(const uint8_t *w, int64_t rb, const vd_act *a, flo
 	if (!VD(k_tiles)(VD_Q6_K, w, rb, a, y, ldy, r0, r1)) VD(mm_q6_k)(w, rb, a, y, ldy, r0, r1);
 }
 
+// ---- The IQ types, Q2_K and Q3_K in tiles of two weight rows x up to four activation rows
+// (n > 1). Their row kernels spend most of a block on decoding it (IQ3_XXS: 64 table
+// loads and the vectors built from them, for 256 values), and did it again for every
+// activation row: n = 8 cost 8x n = 1. Here each weight block is decoded once per call into
+// vd_i256 (its values as bytes, its scales as int16), and the tile dots those with T
+// activation rows, each activation chunk loaded once for both weight rows. A pair's
+// integer sum per block is the row kernel's, lane for lane (sign, maddubs, madd with the
+// scales; exact in any order), and its float steps are the row kernel's, so the bits match
+// it and do not depend on how the pool splits the rows. The decoded blocks live in a
+// bounded stack buffer (VD_I256_CH blocks of two rows); wider rows go through it a chunk of
+// blocks at a time, for up to VD_I256_G activation rows at once, with the tiles'
+// accumulators kept between chunks in another (exact: the same operations in the same
+// order). TYPE is a constant at every call. ----
+
+#ifndef VD_I256_CH
+#define VD_I256_CH 16 // blocks of each weight row decoded at once: 4096 values
+#endif
+#ifndef VD_I256_G
+#define VD_I256_G 64 // activation rows sharing one decode of a row's chunk when it has several
+#endif
+
+// i256_bb: the block size in bytes of TYPE.
+static inline VD_T VD_AI int VD(i256_bb)(const int TYPE) {
+	switch (TYPE) {
+	case VD_IQ2_XXS: return 66;
+	case VD_IQ2_XS: return 74;
+	case VD_IQ2_S: return 82;
+	case VD_IQ3_XXS: return 98;
+	case VD_IQ3_S: return 110;
+	case VD_IQ4_XS: return 136;
+	case VD_Q2_K: return 84;
+	}
+	return 110; // Q3_K
+}
+
+// i256_dec decodes block b of type TYPE into o, as the type's row kernel (b_NAME) does.
+static inline VD_T VD_AI void VD(i256_dec)(const int TYPE, const uint8_t *b, vd_i256 *o) {
+	if (TYPE == VD_Q2_K || TYPE == VD_Q3_K) {
+		const uint8_t *qs = b + (TYPE == VD_Q2_K ? 16 : 32);
+		const __m256i hm = TYPE == VD_Q3_K ? VD(load)(b) : _mm256_setzero_si256();
+		for (int h = 0; h < 2; h++) {
+			const __m256i q = VD(load)(qs + 32 * h);
+			for (int j = 0; j < 4; j++) {
+				__m256i u = VD(two_bits)(q, 2 * j);
+				if (TYPE == VD_Q3_K) u = _mm256_or_si256(u, VD(mask_bit)(hm, 1 << (4 * h + j), 4));
+				_mm256_storeu_si256((__m256i *)(o->w + 128 * h + 32 * j), u);
+			}
+		}
+		if (TYPE == VD_Q2_K) {
+			const __m128i sv = _mm_loadu_si128((const __m128i *)b), m4 = _mm_set1_epi8(15);
+			_mm256_storeu_si256((__m256i *)o->sc, _mm256_cvtepu8_epi16(_mm_and_si128(sv, m4)));
+			_mm256_storeu_si256((__m256i *)o->m, _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sv, 4), m4)));
+			o->d = VD(f16)(b + 80);
+			o->dmin = VD(f16)(b + 82);
+		} else {
+			uint32_t w[3];
+			memcpy(w, b + 96, 12);
+			const uint32_t m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+			const __m128i s8 = _mm_setr_epi32((int)((w[0] & m4) | (w[2] & m2) << 4), (int)((w[1] & m4) | ((w[2] >> 2) & m2) << 4),
+			                                  (int)(((w[0] >> 4) & m4) | ((w[2] >> 4) & m2) << 4),
+			                                  (int)(((w[1] >> 4) & m4) | ((w[2] >> 6) & m2) << 4));
+			_mm256_storeu_si256((__m256i *)o->sc, _mm256_sub_epi16(_mm256_cvtepu8_epi16(s8), _mm256_set1_epi16(32)));
+			o->d = VD(f16)(b + 108);
+		}
+		return;
+	}
+	for (int ib = 0; ib < 8; ib++) {
+		__m256i g, sg = _mm256_setzero_si256(); // IQ4_XS: its values come signed
+		int s0 = 0, s1 = 0;
+		switch (TYPE) {
+		case VD_IQ2_XXS: {
+			const uint8_t *q = b + 2 + 8 * ib;
+			uint32_t aux;
+			memcpy(&aux, q + 4, 4);
+			g = _mm256_setr_epi64x((long long)vd_iq2xxs_grid[q[0]], (long long)vd_iq2xxs_grid[q[1]],
+			                       (long long)vd_iq2xxs_grid[q[2]], (long long)vd_iq2xxs_grid[q[3]]);
+			sg = VD(ksigns32)(aux);
+			s0 = s1 = 2 * (int)(aux >> 28) + 1;
+			break;
+		}
+		case VD_IQ2_XS: {
+			uint16_t q[4];
+			memcpy(q, b + 2 + 8 * ib, 8);
+			sg = _mm256_setr_epi64x((long long)vd_ksigns_bytes[q[0] >> 9], (long long)vd_ksigns_bytes[q[1] >> 9],
+			                        (long long)vd_ksigns_bytes[q[2] >> 9], (long long)vd_ksigns_bytes[q[3] >> 9]);
+			g = _mm256_setr_epi64x((long long)vd_iq2xs_grid[q[0] & 511], (long long)vd_iq2xs_grid[q[1] & 511],
+			                       (long long)vd_iq2xs_grid[q[2] & 511], (long long)vd_iq2xs_grid[q[3] & 511]);
+			s0 = 2 * (b[66 + ib] & 15) + 1, s1 = 2 * (b[66 + ib] >> 4) + 1;
+			break;
+		}
+		case VD_IQ2_S: {
+			const uint8_t *qs = b + 2 + 4 * ib;
+			const int qh = b[66 + ib];
+			uint32_t s;
+			memcpy(&s, b + 34 + 4 * ib, 4);
+			g = _mm256_setr_epi64x((long long)vd_iq2s_grid[qs[0] | ((qh << 8) & 0x300)],
+			                       (long long)vd_iq2s_grid[qs[1] | ((qh << 6) & 0x300)],
+			                       (long long)vd_iq2s_grid[qs[2] | ((qh << 4) & 0x300)],
+			                       (long long)vd_iq2s_grid[qs[3] | ((qh << 2) & 0x300)]);
+			sg = VD(sign_bytes)(s);
+			s0 = 2 * (b[74 + ib] & 15) + 1, s1 = 2 * (b[74 + ib] >> 4) + 1;
+			break;
+		}
+		case VD_IQ3_XXS: {
+			const uint8_t *q = b + 2 + 8 * ib;
+			uint32_t aux;
+			memcpy(&aux, b + 66 + 4 * ib, 4);
+			g = _mm256_setr_epi32((int)vd_iq3xxs_grid[q[0]], (int)vd_iq3xxs_grid[q[1]], (int)vd_iq3xxs_grid[q[2]],
+			                      (int)vd_iq3xxs_grid[q[3]], (int)vd_iq3xxs_grid[q[4]], (int)vd_iq3xxs_grid[q[5]],
+			                      (int)vd_iq3xxs_grid[q[6]], (int)vd_iq3xxs_grid[q[7]]);
+			sg = VD(ksigns32)(aux);
+			s0 = s1 = 2 * (int)(aux >> 28) + 1;
+			break;
+		}
+		case VD_IQ3_S: {
+			const uint8_t *q = b + 2 + 8 * ib;
+			const int qh = b[66 + ib];
+			uint32_t s;
+			memcpy(&s, b + 74 + 4 * ib, 4);
+			g = _mm256_setr_epi32(
+				(int)vd_iq3s_grid[q[0] | ((qh << 8) & 256)], (int)vd_iq3s_grid[q[1] | ((qh << 7) & 256)],
+				(int)vd_iq3s_grid[q[2] | ((qh << 6) & 256)], (int)vd_iq3s_grid[q[3] | ((qh << 5) & 256)],
+				(int)vd_iq3s_grid[q[4] | ((qh << 4) & 256)], (int)vd_iq3s_grid[q[5] | ((qh << 3) & 256)],
+				(int)vd_iq3s_grid[q[6] | ((qh << 2) & 256)], (int)vd_iq3s_grid[q[7] | ((qh << 1) & 256)]);
+			sg = VD(sign_bytes)(s);
+			s0 = s1 = 2 * ((b[106 + ib / 2] >> (4 * (ib & 1))) & 15) + 1;
+			break;
+		}
+		default: { // IQ4_XS
+			uint16_t sh;
+			memcpy(&sh, b + 2, 2);
+			g = _mm256_shuffle_epi8(VD(lut16)(vd_kv_iq4nl), VD(nib32)(b + 8 + 16 * ib));
+			s0 = s1 = (((b[4 + ib / 2] >> (4 * (ib & 1))) & 15) | (((sh >> (2 * ib)) & 3) << 4)) - 32;
+			break;
+		}
+		}
+		_mm256_storeu_si256((__m256i *)(o->w + 32 * ib), TYPE == VD_IQ4_XS ? g : _mm256_sign_epi8(g, sg));
+		o->sc[2 * ib] = (int16_t)s0;
+		o->sc[2 * ib + 1] = (int16_t)s1;
+	}
+	o->d = VD(f16)(b);
+}
+
+// i256_prep decodes blocks b0..b0+nc-1 of weight rows r..r+R-1 into p (VD_I256_CH a row).
+static inline VD_T VD_AI void VD(i256_prep)(const int TYPE, const int R, const uint8_t *w, int64_t rb, int64_t r,
+                                            int64_t b0, int64_t nc, vd_i256 *p) {
+	const int bb = VD(i256_bb)(TYPE);
+	for (int rr = 0; rr < R; rr++) {
+		for (int64_t b = 0; b < nc; b++) {
+			const uint8_t *blk = w + (r + rr) * rb + (b0 + b) * bb;
+			VD(prefetch_ahead)(blk, bb); // the first touch of these rows: stream them from here
+			VD(i256_dec)(TYPE, blk, &p[rr * VD_I256_CH + b]);
+		}
+	}
+}
+
+// i256_tile: weight rows r..r+R-1 (decoded blocks b0..b0+nc-1 in p) against activation rows
+// i0..i0+T-1. first: the accumulators start at zero, else from accs; last: their sums go to
+// y, else back to accs (T x R x 8 floats).
+static inline VD_T VD_AI void VD(i256_tile)(const int TYPE, const int R, const int T, const vd_i256 *p, int64_t nc,
+                                            int64_t b0, const vd_act *a, int64_t r, int64_t i0, float *y, int64_t ldy,
+                                            float *accs, int first, int last) {
+	const int64_t nb = a->cols / 256;
+	const int sgn = TYPE != VD_Q2_K && TYPE != VD_Q3_K;
+	const __m256i ctrl = VD(load)(vd_shuf16_ctrl[0][1]); // sc[2c] over the low lane, sc[2c+1] over the high
+	__m256 acc[2][4];
+	VD_UNROLL
+	for (int rr = 0; rr < R; rr++)
+		VD_UNROLL
+		for (int t = 0; t < T; t++) acc[rr][t] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(accs + (2 * t + rr) * 8);
+	const int8_t *aq[4];
+	const float *ad[4];
+	const int16_t *bs[4];
+	VD_UNROLL
+	for (int t = 0; t < T; t++) {
+		aq[t] = a->q + (i0 + t) * a->cols + b0 * 256;
+		ad[t] = a->d + (i0 + t) * nb + b0;
+		bs[t] = a->s + ((i0 + t) * nb + b0) * 16;
+	}
+	for (int64_t b = 0; b < nc; b++) {
+		const vd_i256 *pb[2];
+		VD_UNROLL
+		for (int rr = 0; rr < R; rr++) pb[rr] = p + rr * VD_I256_CH + b;
+		__m256i isum[2][4];
+		VD_UNROLL
+		for (int rr = 0; rr < R; rr++)
+			VD_UNROLL
+			for (int t = 0; t < T; t++) isum[rr][t] = _mm256_setzero_si256();
+		VD_UNROLL
+		for (int c = 0; c < 8; c++) {
+			__m256i wv[2], u[2], s[2];
+			VD_UNROLL
+			for (int rr = 0; rr < R; rr++) {
+				wv[rr] = VD(load)(pb[rr]->w + 32 * c);
+				u[rr] = sgn ? _mm256_abs_epi8(wv[rr]) : wv[rr];
+				uint32_t s2;
+				memcpy(&s2, &pb[rr]->sc[2 * c], 4);
+				s[rr] = _mm256_shuffle_epi8(_mm256_set1_epi32((int)s2), ctrl);
+			}
+			VD_UNROLL
+			for (int t = 0; t < T; t++) {
+				__m256i av = VD(load)(aq[t] + 256 * b + 32 * c);
+				VD_PIN(av);
+				VD_UNROLL
+				for (int rr = 0; rr < R; rr++) {
+					const __m256i prod = _mm256_maddubs_epi16(u[rr], sgn ? _mm256_sign_epi8(av, wv[rr]) : av);
+#ifdef VD_VNNI
+					isum[rr][t] = _mm256_dpwssd_epi32(isum[rr][t], prod, s[rr]);
+#else
+					isum[rr][t] = _mm256_add_epi32(isum[rr][t], _mm256_madd_epi16(prod, s[rr]));
+#endif
+					VD_PIN(isum[rr][t]);
+				}
+			}
+		}
+		VD_UNROLL
+		for (int rr = 0; rr < R; rr++) {
+			VD_UNROLL
+			for (int t = 0; t < T; t++) {
+				const float adb = ad[t][b];
+				const int16_t *bsb = bs[t] + 16 * b;
+				__m256i is = isum[rr][t];
+				if (TYPE == VD_Q3_K) // b_q3_k's -4 offset
+					is = _mm256_sub_epi32(is, _mm256_slli_epi32(_mm256_madd_epi16(VD(load)(pb[rr]->sc), VD(load)(bsb)), 2));
+				float f = pb[rr]->d * adb;
+				if (TYPE == VD_IQ2_XXS || TYPE == VD_IQ2_XS || TYPE == VD_IQ2_S) f = f * 0.125f;
+				if (TYPE == VD_IQ3_XXS) f = f * 0.25f;
+				acc[rr][t] = _mm256_fmadd_ps(_mm256_set1_ps(f), _mm256_cvtepi32_ps(is), acc[rr][t]);
+				if (TYPE == VD_Q2_K) {
+					const __m256 mins = _mm256_cvtepi32_ps(_mm256_madd_epi16(VD(load)(pb[rr]->m), VD(load)(bsb)));
+					acc[rr][t] = _mm256_fnmadd_ps(_mm256_set1_ps(pb[rr]->dmin * adb), mins, acc[rr][t]);
+				}
+			}
+		}
+	}
+	VD_UNROLL
+	for (int rr = 0; rr < R; rr++)
+		VD_UNROLL
+		for (int t = 0; t < T; t++) {
+			if (last)
+				y[(i0 + t) * ldy + r + rr] = VD(hsum)(acc[rr][t]);
+			else
+				_mm256_storeu_ps(accs + (2 * t + rr) * 8, acc[rr][t]);
+		}
+}
+
+// i256_mm: weight rows r..r+R-1 against every activation row; p has room for VD_I256_CH
+// blocks of two rows, accs for VD_I256_G x 2 accumulators.
+static inline VD_T VD_AI void VD(i256_mm)(const int TYPE, const int R, const uint8_t *w, int64_t rb, const vd_act *a,
+                                          int64_t r, float *y, int64_t ldy, vd_i256 *p, float *accs) {
+	const int64_t nb = a->cols / 256;
+	for (int64_t i0 = 0; i0 < a->n; i0 += VD_I256_G) {
+		const int64_t ni = a->n - i0 < VD_I256_G ? a->n - i0 : VD_I256_G;
+		for (int64_t b0 = 0; b0 < nb; b0 += VD_I256_CH) {
+			const int64_t nc = nb - b0 < VD_I256_CH ? nb - b0 : VD_I256_CH;
+			const int first = b0 == 0, last = b0 + nc == nb;
+			if (i0 == 0 || nb > VD_I256_CH) VD(i256_prep)(TYPE, R, w, rb, r, b0, nc, p); // else still there
+			int64_t i = 0;
+			for (; i + 4 <= ni; i += 4) VD(i256_tile)(TYPE, R, 4, p, nc, b0, a, r, i0 + i, y, ldy, accs + 16 * i, first, last);
+			switch (ni - i) {
+			case 3: VD(i256_tile)(TYPE, R, 3, p, nc, b0, a, r, i0 + i, y, ldy, accs + 16 * i, first, last); break;
+			case 2: VD(i256_tile)(TYPE, R, 2, p, nc, b0, a, r, i0 + i, y, ldy, accs + 16 * i, first, last); break;
+			case 1: VD(i256_tile)(TYPE, R, 1, p, nc, b0, a, r, i0 + i, y, ldy, accs + 16 * i, first, last); break;
+			}
+		}
+	}
+}
+
+// VD_I256T: mmt_NAME, the tiles; run takes them from VD_I256_MIN activation rows up.
+#ifndef VD_I256_MIN
+#define VD_I256_MIN 2
+#endif
+#define VD_I256T(NAME, TYPE)                                                                             \
+	static VD_T void VD(i256_2_##NAME)(const uint8_t *w, int64_t rb, const vd_act *a, int64_t r, float *y, \
+	                                   int64_t ldy, vd_i256 *p, float *accs) {                           \
+		VD(i256_mm)(TYPE, 2, w, rb, a, r, y, ldy, p, accs);                                              \
+	}                                                                                                    \
+	static VD_T void VD(i256_1_##NAME)(const uint8_t *w, int64_t rb, const vd_act *a, int64_t r, float *y, \
+	                                   int64_t ldy, vd_i256 *p, float *accs) {                           \
+		VD(i256_mm)(TYPE, 1, w, rb, a, r, y, ldy, p, accs);                                              \
+	}                                                                                                    \
+	static VD_T void VD(mmt_##NAME)(const uint8_t *w, int64_t rb, const vd_act *a, float *y, int64_t ldy, \
+	                                int64_t r0, int64_t r1) {                                             \
+		/* 15.5 KB of stack; aligned by hand (see vd_i256), as gcc does not realign the */              \
+		/* Win64 stack (cpu_amd64.go). */                                                                \
+		uint8_t buf[sizeof(vd_i256) * 2 * VD_I256_CH + 32];                                              \
+		vd_i256 *p = (vd_i256 *)(((uintptr_t)buf + 31) & ~(uintptr_t)31);                                \
+		float accs[VD_I256_G * 2 * 8];                                                                   \
+		int64_t r = r0;                                                                                  \
+		for (; r + 2 <= r1; r += 2) VD(i256_2_##NAME)(w, rb, a, r, y, ldy, p, accs);                     \
+		if (r < r1) VD(i256_1_##NAME)(w, rb, a, r, y, ldy, p, accs);                                     \
+	}
+
+VD_I256T(iq3_xxs, VD_IQ3_XXS)
+
+#undef VD_I256T
+
 #undef VD_AI
 #undef VD_UNROLL
 
@@ -1361,7 +1658,7 @@ static VD_T int VD(run)(int type, const uint8_t *w, int64_t rb, const vd_act *a,
 	case VD_IQ2_XXS: VD(mm_iq2_xxs)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_IQ2_XS: VD(mm_iq2_xs)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_IQ2_S: VD(mm_iq2_s)(w, rb, a, y, ldy, r0, r1); return 0;
-	case VD_IQ3_XXS: VD(mm_iq3_xxs)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_IQ3_XXS: (a->n >= VD_I256_MIN ? VD(mmt_iq3_xxs) : VD(mm_iq3_xxs))(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_IQ3_S: VD(mm_iq3_s)(w, rb, a, y, ldy, r0, r1); return 0;
 	}
 	return -1;
