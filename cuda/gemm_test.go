@@ -155,3 +155,100 @@ func TestGemmExperts(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmQ8 runs the integer tensor-core GEMM for every type that has it, at odd shapes:
+// a k-stage cut short (3 groups of 32), 5 rows (32-token tiles) and 65 (64-token tiles,
+// two of them), against float64 products of the weights and the quantised activations.
+func TestGemmQ8(t *testing.T) {
+	g := setup(t)
+	r := rand.New(rand.NewPCG(45, 46))
+	for _, typ := range cuda.SupportedTypes() {
+		if !typ.HasGemmQ8() {
+			continue
+		}
+		for _, sh := range []struct{ m, n, blocks int }{{33, 5, 2}, {70, 65, 3}, {130, 1, 1}, {64, 48, 9}} {
+			t.Run(fmt.Sprintf("%v/m%d_n%d_b%d", typ, sh.m, sh.n, sh.blocks), func(t *testing.T) {
+				k := sh.blocks * blockOf(typ)
+				raw, w := makeWeights(t, r, typ, sh.m, k)
+				dq, xh := quantizedRows(t, g, randFloats(r, sh.n*k, 1), sh.n, k, true)
+				dw := upload(t, g, raw)
+				dy := g.buf(t, 4*sh.m*sh.n)
+				if err := g.k.GemmQ8(g.s, typ, dw, dq, dy, sh.m, sh.n, k); err != nil {
+					t.Fatal(err)
+				}
+				checkGemm(t, download[float32](t, g, dy, sh.m*sh.n), xh, w, sh.m, sh.n, k, 1e-5)
+			})
+		}
+	}
+}
+
+// TestGemmExpertsQ8 checks the grouped form: slots of 5, 0, 70 and 1 rows (32-token tiles)
+// and of 60 and 70 (64-token tiles), gathered tokens, experts in any order (one repeated).
+func TestGemmExpertsQ8(t *testing.T) {
+	g := setup(t)
+	r := rand.New(rand.NewPCG(47, 48))
+	for _, typ := range cuda.SupportedTypes() {
+		if !typ.HasGemmQ8() {
+			continue
+		}
+		for _, c := range []struct {
+			experts, sizes []int
+			blocks         int
+		}{{[]int{4, 1, 0, 4}, []int{5, 0, 70, 1}, 1}, {[]int{2, 5}, []int{60, 70}, 2}} {
+			t.Run(fmt.Sprintf("%v/%v", typ, c.sizes), func(t *testing.T) {
+				const nExp, m, tokens = 6, 40, 90
+				k := c.blocks * blockOf(typ)
+				if k < 64 {
+					k = 64
+				}
+				raw, w := makeWeights(t, r, typ, nExp*m, k)
+				stride := len(raw) / nExp
+				dq, xh := quantizedRows(t, g, randFloats(r, tokens*k, 1), tokens, k, true)
+				slotOff := []int32{0}
+				var slotExpert, rowIdx []int32
+				maxRows := 0
+				for i, sz := range c.sizes {
+					slotExpert = append(slotExpert, int32(c.experts[i]))
+					for range sz {
+						rowIdx = append(rowIdx, int32(r.IntN(tokens)))
+					}
+					slotOff = append(slotOff, int32(len(rowIdx)))
+					maxRows = max(maxRows, sz)
+				}
+				dw := upload(t, g, raw)
+				dse, dso, dri := upload(t, g, slotExpert), upload(t, g, slotOff), upload(t, g, rowIdx)
+				dy := g.buf(t, 4*len(rowIdx)*m)
+				if err := g.k.GemmExpertsQ8(g.s, typ, dw, stride, dse, dso, dri, len(c.sizes), maxRows, len(rowIdx), dq, dy, m, k); err != nil {
+					t.Fatal(err)
+				}
+				got := download[float32](t, g, dy, len(rowIdx)*m)
+				for e := range c.sizes {
+					we := w[int(slotExpert[e])*m*k : (int(slotExpert[e])+1)*m*k]
+					for row := int(slotOff[e]); row < int(slotOff[e+1]); row++ {
+						xr := xh[int(rowIdx[row])*k : (int(rowIdx[row])+1)*k]
+						checkGemm(t, got[row*m:(row+1)*m], xr, we, m, 1, k, 1e-5)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestGemmQ8Refuses: types without the kernel, k not whole groups, misaligned Q4_K.
+func TestGemmQ8Refuses(t *testing.T) {
+	g := setup(t)
+	buf := g.buf(t, 1<<16)
+	for _, c := range []struct {
+		name string
+		err  func() error
+	}{
+		{"q6_K", func() error { return g.k.GemmQ8(g.s, cuda.Q6_K, buf, buf, buf, 8, 8, 256) }},
+		{"k=48", func() error { return g.k.GemmQ8(g.s, cuda.Q8_0, buf, buf, buf, 8, 8, 48) }},
+		{"misaligned q4_K", func() error { return g.k.GemmQ8(g.s, cuda.Q4_K, buf.Add(2), buf, buf, 8, 8, 256) }},
+		{"no rows", func() error { return g.k.GemmQ8(g.s, cuda.Q8_0, buf, buf, buf, 8, 0, 64) }},
+	} {
+		if err := c.err(); err == nil {
+			t.Errorf("%s: no error", c.name)
+		}
+	}
+}

@@ -48,7 +48,12 @@ func kernelNames() []string {
 			names = append(names, "mul_mat_vec_q8_"+t.String(), "moe_gate_up_q8_"+t.String(), "moe_down_q8_"+t.String())
 		}
 	}
-	names = append(names, "quantize_q8")
+	for _, t := range SupportedTypes() {
+		if t.HasGemmQ8() {
+			names = append(names, "gemm_q8_"+t.String()+"_bm32", "gemm_q8_"+t.String()+"_bm64")
+		}
+	}
+	names = append(names, "quantize_q8", "quantize_q8_sums")
 	for hd := attentionHeadStep; hd <= MaxAttentionHeadDim; hd += attentionHeadStep {
 		names = append(names, fmt.Sprintf("attention_decode_%d", hd), fmt.Sprintf("attention_prefill_%d", hd),
 			fmt.Sprintf("attention_decode_int8_%d", hd), fmt.Sprintf("attention_prefill_int8_%d", hd))
@@ -457,6 +462,76 @@ func (k *Kernels) Gemm(s *Stream, t QuantType, w, x, y DevicePtr, m, n, kdim int
 		w = scratch
 	}
 	return k.GemmF16(s, w, x, false, y, m, n, kdim)
+}
+
+// HasGemmQ8 reports whether t has the integer tensor-core GEMM (GemmQ8, GemmExpertsQ8).
+func (t QuantType) HasGemmQ8() bool {
+	switch t {
+	case Q4_K, Q8_0, MXFP4:
+		return true
+	}
+	return false
+}
+
+// Q8SumsRowBytes is the size of one row of cols activations quantised by QuantizeQ8Sums:
+// cols int8 values, then (scale, scale * sum of the group's values) as two float32 per 32,
+// padded to 16 bytes.
+func Q8SumsRowBytes(cols int) int { return (cols + cols/4 + 15) &^ 15 }
+
+// QuantizeQ8Sums quantises x [rows][cols] f32 (cols a multiple of 32) as QuantizeQ8 does,
+// with each group's sum beside its scale, into xq (rows * Q8SumsRowBytes(cols) bytes), for
+// GemmQ8 and GemmExpertsQ8.
+func (k *Kernels) QuantizeQ8Sums(s *Stream, x, xq DevicePtr, rows, cols int) error {
+	if rows <= 0 || rows > 65535 || cols <= 0 || cols%32 != 0 {
+		return fmt.Errorf("cuda: quantize_q8_sums: bad shape rows=%d cols=%d (cols must be a multiple of 32)", rows, cols)
+	}
+	a := new(Args).Ptr(x).Ptr(xq).Int(cols).Int(Q8SumsRowBytes(cols))
+	return k.launch("quantize_q8_sums", s, Dim3{X: ceilDiv(cols/32, 8), Y: rows}, Dim3{X: 256}, 0, a)
+}
+
+// GemmQ8 computes Y[n x m] = X[n x k] W[m x k]^T on the integer tensor cores, X quantised
+// by QuantizeQ8Sums into xq, W of a type where HasGemmQ8 (k a multiple of its block).
+func (k *Kernels) GemmQ8(s *Stream, t QuantType, w, xq, y DevicePtr, m, n, kdim int) error {
+	return k.gemmQ8(s, t, w, 0, 0, 0, 0, 1, n, n, xq, y, m, n, kdim)
+}
+
+// GemmExpertsQ8 is GemmExperts over activations quantised by QuantizeQ8Sums (rowIdx
+// indexes xq's rows), on the integer tensor cores; rows is the total of the slots' rows
+// (slotOff[nSlots]), which picks the tile height.
+func (k *Kernels) GemmExpertsQ8(s *Stream, t QuantType, w DevicePtr, expertStride int, slotExpert, slotOff, rowIdx DevicePtr,
+	nSlots, maxRows, rows int, xq, y DevicePtr, m, kdim int) error {
+	if slotExpert == 0 || slotOff == 0 || rowIdx == 0 {
+		return fmt.Errorf("cuda: gemm_q8_%v: grouped GEMM needs slot experts, offsets and row indices", t)
+	}
+	return k.gemmQ8(s, t, w, expertStride, slotExpert, rowIdx, slotOff, nSlots, maxRows, rows, xq, y, m, maxRows, kdim)
+}
+
+// gemmQ8TallRows is the mean rows a slot from which gemm_q8 takes 64-token tiles: below
+// it, 32-token tiles waste less of the tensor cores' work on the rows slots lack (at 512
+// tokens Qwen3-30B-A3B's experts get 32 each, gpt-oss-20b's 64).
+const gemmQ8TallRows = 48
+
+func (k *Kernels) gemmQ8(s *Stream, t QuantType, w DevicePtr, expertStride int, slotExpert, rowIdx, slotOff DevicePtr,
+	nSlots, maxRows, rows int, xq, y DevicePtr, m, n, kdim int) error {
+	if !t.HasGemmQ8() {
+		return fmt.Errorf("cuda: gemm_q8: no integer GEMM for %v", t)
+	}
+	if _, err := t.RowBytes(kdim); err != nil || kdim%32 != 0 {
+		return fmt.Errorf("cuda: gemm_q8_%v: k=%d: not whole blocks of 32 values", t, kdim)
+	}
+	if err := mmvqAligned(t, w, expertStride); err != nil {
+		return err
+	}
+	bm := 64
+	if rows < gemmQ8TallRows*nSlots {
+		bm = 32
+	}
+	if m <= 0 || n <= 0 || maxRows <= 0 || rows < maxRows || ceilDiv(maxRows, bm) > 65535 || nSlots <= 0 || nSlots > 65535 {
+		return fmt.Errorf("cuda: gemm_q8_%v: bad shape m=%d rows=%d (at most %d a slot) slots=%d", t, m, rows, maxRows, nSlots)
+	}
+	a := new(Args).Ptr(w).Int64(int64(expertStride)).Ptr(slotExpert).Ptr(xq).Int(Q8SumsRowBytes(kdim)).Ptr(rowIdx).Ptr(slotOff).
+		Ptr(y).Int(m).Int(n).Int(kdim)
+	return k.launch(fmt.Sprintf("gemm_q8_%v_bm%d", t, bm), s, Dim3{X: ceilDiv(m, 64), Y: ceilDiv(maxRows, bm), Z: nSlots}, Dim3{X: 128}, 0, a)
 }
 
 // GemmQ computes Y[n x m] = X[n x k] W[m x k]^T, X and Y f32, W of any supported type

@@ -13,11 +13,24 @@ import (
 // quantizedX runs QuantizeQ8 on x [rows][cols], checks the quantisation and returns the
 // values it represents (d * q), which the 8-bit matvec multiplies exactly.
 func quantizedX(t *testing.T, g *gpu, x []float32, rows, cols int) (cuda.DevicePtr, []float32) {
+	return quantizedRows(t, g, x, rows, cols, false)
+}
+
+// quantizedRows is quantizedX through QuantizeQ8 or, with sums, QuantizeQ8Sums, whose
+// group sums (scale * sum of q) it checks too.
+func quantizedRows(t *testing.T, g *gpu, x []float32, rows, cols int, sums bool) (cuda.DevicePtr, []float32) {
 	t.Helper()
-	rb := cuda.Q8RowBytes(cols)
+	rb, per := cuda.Q8RowBytes(cols), 4
+	if sums {
+		rb, per = cuda.Q8SumsRowBytes(cols), 8
+	}
 	dx := upload(t, g, x)
 	dq := g.buf(t, rows*rb)
-	if err := g.k.QuantizeQ8(g.s, dx, dq, rows, cols); err != nil {
+	quantize := g.k.QuantizeQ8
+	if sums {
+		quantize = g.k.QuantizeQ8Sums
+	}
+	if err := quantize(g.s, dx, dq, rows, cols); err != nil {
 		t.Fatal(err)
 	}
 	raw := download[byte](t, g, dq, rows*rb)
@@ -25,7 +38,7 @@ func quantizedX(t *testing.T, g *gpu, x []float32, rows, cols int) (cuda.DeviceP
 	for r := 0; r < rows; r++ {
 		row := raw[r*rb : (r+1)*rb]
 		for grp := 0; grp < cols/32; grp++ {
-			d := math.Float32frombits(binary.LittleEndian.Uint32(row[cols+4*grp:]))
+			d := math.Float32frombits(binary.LittleEndian.Uint32(row[cols+per*grp:]))
 			amax := 0.0
 			for i := 0; i < 32; i++ {
 				amax = math.Max(amax, math.Abs(float64(x[r*cols+grp*32+i])))
@@ -33,12 +46,21 @@ func quantizedX(t *testing.T, g *gpu, x []float32, rows, cols int) (cuda.DeviceP
 			if math.Abs(float64(d)-amax/127) > 1e-6*amax {
 				t.Fatalf("row %d group %d: scale %g, want max|x|/127 = %g", r, grp, d, amax/127)
 			}
+			sum := 0
 			for i := 0; i < 32; i++ {
-				v := float32(int8(row[grp*32+i])) * d
+				q := int8(row[grp*32+i])
+				sum += int(q)
+				v := float32(q) * d
 				if math.Abs(float64(v-x[r*cols+grp*32+i])) > float64(d)/2*1.0001 {
 					t.Fatalf("row %d value %d: %g quantised to %g (scale %g)", r, grp*32+i, x[r*cols+grp*32+i], v, d)
 				}
 				xh[r*cols+grp*32+i] = v
+			}
+			if sums {
+				got := math.Float32frombits(binary.LittleEndian.Uint32(row[cols+per*grp+4:]))
+				if want := d * float32(sum); got != want {
+					t.Fatalf("row %d group %d: sum %g, want scale x sum of q = %g", r, grp, got, want)
+				}
 			}
 		}
 	}

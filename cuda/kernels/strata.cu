@@ -4,6 +4,7 @@
 #include "mul_mat_vec_q8.cu"
 #include "dequantize.cu"
 #include "gemm.cu"
+#include "gemm_q8.cu"
 #include "norm.cu"
 #include "rope.cu"
 #include "attention.cu"
