@@ -91,6 +91,10 @@ type Backend struct {
 	// AttentionPrefillMMAInt8) where a kernel exists for the head size; off with
 	// STRATA_PREFILL_MMA=0, which keeps the tiled kernel for every batch (to compare them).
 	prefillMMA bool
+	// gemmQ8 runs a batch's expert GEMMs on the integer tensor cores (cuda.GemmExpertsQ8)
+	// for the types that have the kernel; off with STRATA_GEMM_Q8=0, which keeps the f16
+	// GEMM (GemmExperts) for every type (to compare them).
+	gemmQ8 bool
 }
 
 type devScratch struct {
@@ -158,7 +162,8 @@ func New(o Options) (*Backend, error) {
 		return nil, fmt.Errorf("gpu: %w", err)
 	}
 	b := &Backend{drv: drv, ctx: ctx, k: k, s: s, info: info, budget: o.BudgetBytes, scratch: map[string]devScratch{},
-		stagingBufs: stagingBufs, stagingBufBytes: stagingBufBytes, prefillMMA: os.Getenv("STRATA_PREFILL_MMA") != "0"}
+		stagingBufs: stagingBufs, stagingBufBytes: stagingBufBytes, prefillMMA: os.Getenv("STRATA_PREFILL_MMA") != "0",
+		gemmQ8: os.Getenv("STRATA_GEMM_Q8") != "0"}
 	b.step = stepGraph{
 		enabled: !o.Eager && os.Getenv("STRATA_CUDA_GRAPHS") != "0",
 		capture: b.captureStep,

@@ -3,6 +3,7 @@ package gpu
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"strata/cuda"
 	"strata/engine/compute"
@@ -240,18 +241,46 @@ func (b *Backend) moePrefill(dst, x cuda.DevicePtr, G, U, D *Weight, ffn *expert
 	wts := rowOfSlot.Add(4 * slots)
 	rowExpert := wts.Add(4 * slots)
 
-	gs, us, ds := G.stride, U.stride, D.stride
-	b.err.Set(b.k.GemmExperts(b.s, cuda.QuantType(G.typ), G.p, gs, slotExpert, slotOff, rowTok, groups, plan.maxRows, x, g, F, H))
-	b.err.Set(b.k.GemmExperts(b.s, cuda.QuantType(U.typ), U.p, us, slotExpert, slotOff, rowTok, groups, plan.maxRows, x, u, F, H))
+	gemm := func(w *Weight, rowIdx, in, inQ, out cuda.DevicePtr) {
+		t := cuda.QuantType(w.typ)
+		if inQ != 0 && t.HasGemmQ8() {
+			b.err.Set(b.k.GemmExpertsQ8(b.s, t, w.p, w.stride, slotExpert, slotOff, rowIdx, groups, plan.maxRows, slots, inQ, out, w.rows, w.cols))
+			return
+		}
+		b.err.Set(b.k.GemmExperts(b.s, t, w.p, w.stride, slotExpert, slotOff, rowIdx, groups, plan.maxRows, in, out, w.rows, w.cols))
+	}
+	xq := b.quantizedSums("moe x q8", x, n, H, G, U)
+	gemm(G, rowTok, x, xq, g)
+	gemm(U, rowTok, x, xq, u)
 	b.activate(ffn, g, u, rowExpert, slots, F)
 	b.step.brk() // activate's ops go through the step recorder; run them before the direct launches
-	b.err.Set(b.k.GemmExperts(b.s, cuda.QuantType(D.typ), D.p, ds, slotExpert, slotOff, rowSelf, groups, plan.maxRows, g, sorted, H, F))
+	gemm(D, rowSelf, g, b.quantizedSums("moe h q8", g, slots, F, D), sorted)
 	if ffn != nil {
 		b.expertBias(sorted, ffn.down, ffn.downStride, rowExpert, slots, H)
 		b.step.brk()
 	}
 	b.err.Set(b.k.GetRows(b.s, cuda.F32, sorted, rowOfSlot, slots, out, H))
 	b.err.Set(b.k.MoECombine(b.s, out, wts, dst, n, K, H, true))
+}
+
+// quantizedSums quantises rows x cols floats at x by QuantizeQ8Sums into the scratch buffer
+// name when one of ws takes the integer GEMM, and returns it (0: none does, or the
+// allocation failed, recorded).
+func (b *Backend) quantizedSums(name string, x cuda.DevicePtr, rows, cols int, ws ...*Weight) cuda.DevicePtr {
+	if !b.gemmQ8 || cols%32 != 0 || !slices.ContainsFunc(ws, func(w *Weight) bool { return cuda.QuantType(w.typ).HasGemmQ8() }) {
+		return 0
+	}
+	rb := cuda.Q8SumsRowBytes(cols)
+	xq := b.scratchBuf(name, rows*rb)
+	if xq == 0 {
+		return 0
+	}
+	const chunk = 65535 // QuantizeQ8Sums' rows a launch
+	for r := 0; r < rows; r += chunk {
+		c := min(chunk, rows-r)
+		b.err.Set(b.k.QuantizeQ8Sums(b.s, x.Add(4*r*cols), xq.Add(r*rb), c, cols))
+	}
+	return xq
 }
 
 // expertGroups is a batch's slots sorted by expert (stable: slot order within an expert).
