@@ -63,7 +63,7 @@ func TestMatMulTiles256MatchReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(25, 26))
 	type shape struct{ cols, rowsMax, nMin, nMax int }
 	shapes := []shape{{256, 7, 1, 9}, {3 * 256, 7, 1, 9}, {17 * 256, 3, 66, 66}}
-	for _, wt := range []Type{IQ3_XXS} {
+	for _, wt := range []Type{IQ3_XXS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_S, IQ4_XS, Q2_K, Q3_K} {
 		for _, sh := range shapes {
 			for rows := 1; rows <= sh.rowsMax; rows++ {
 				for n := sh.nMin; n <= sh.nMax; n++ {

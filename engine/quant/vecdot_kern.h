@@ -1506,7 +1506,14 @@ static inline VD_T VD_AI void VD(i256_mm)(const int TYPE, const int R, const uin
 		if (r < r1) VD(i256_1_##NAME)(w, rb, a, r, y, ldy, p, accs);                                     \
 	}
 
+VD_I256T(iq2_xxs, VD_IQ2_XXS)
+VD_I256T(iq2_xs, VD_IQ2_XS)
+VD_I256T(iq2_s, VD_IQ2_S)
 VD_I256T(iq3_xxs, VD_IQ3_XXS)
+VD_I256T(iq3_s, VD_IQ3_S)
+VD_I256T(iq4_xs, VD_IQ4_XS)
+VD_I256T(q2_k, VD_Q2_K)
+VD_I256T(q3_k, VD_Q3_K)
 
 #undef VD_I256T
 
@@ -1649,17 +1656,17 @@ static VD_T int VD(run)(int type, const uint8_t *w, int64_t rb, const vd_act *a,
 	case VD_Q8_0: (a->n > 1 ? VD(mmt_q8_0) : VD(mm_q8_0))(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_IQ4_NL: (a->n > 1 ? VD(mmt_iq4_nl) : VD(mm_iq4_nl))(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_MXFP4: (a->n > 1 ? VD(mmt_mxfp4) : VD(mm_mxfp4))(w, rb, a, y, ldy, r0, r1); return 0;
-	case VD_Q2_K: VD(mm_q2_k)(w, rb, a, y, ldy, r0, r1); return 0;
-	case VD_Q3_K: VD(mm_q3_k)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q2_K: (a->n >= VD_I256_MIN ? VD(mmt_q2_k) : VD(mm_q2_k))(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_Q3_K: (a->n >= VD_I256_MIN ? VD(mmt_q3_k) : VD(mm_q3_k))(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_Q4_K: VD(mmt_q4_k)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_Q5_K: VD(mmt_q5_k)(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_Q6_K: VD(mmt_q6_k)(w, rb, a, y, ldy, r0, r1); return 0;
-	case VD_IQ4_XS: VD(mm_iq4_xs)(w, rb, a, y, ldy, r0, r1); return 0;
-	case VD_IQ2_XXS: VD(mm_iq2_xxs)(w, rb, a, y, ldy, r0, r1); return 0;
-	case VD_IQ2_XS: VD(mm_iq2_xs)(w, rb, a, y, ldy, r0, r1); return 0;
-	case VD_IQ2_S: VD(mm_iq2_s)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_IQ4_XS: (a->n >= VD_I256_MIN ? VD(mmt_iq4_xs) : VD(mm_iq4_xs))(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_IQ2_XXS: (a->n >= VD_I256_MIN ? VD(mmt_iq2_xxs) : VD(mm_iq2_xxs))(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_IQ2_XS: (a->n >= VD_I256_MIN ? VD(mmt_iq2_xs) : VD(mm_iq2_xs))(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_IQ2_S: (a->n >= VD_I256_MIN ? VD(mmt_iq2_s) : VD(mm_iq2_s))(w, rb, a, y, ldy, r0, r1); return 0;
 	case VD_IQ3_XXS: (a->n >= VD_I256_MIN ? VD(mmt_iq3_xxs) : VD(mm_iq3_xxs))(w, rb, a, y, ldy, r0, r1); return 0;
-	case VD_IQ3_S: VD(mm_iq3_s)(w, rb, a, y, ldy, r0, r1); return 0;
+	case VD_IQ3_S: (a->n >= VD_I256_MIN ? VD(mmt_iq3_s) : VD(mm_iq3_s))(w, rb, a, y, ldy, r0, r1); return 0;
 	}
 	return -1;
 }
