@@ -1225,7 +1225,17 @@ static VD_T void VD(mmt_q6_k)(const uint8_t *w, int64_t rb, const vd_act *a, flo
 // bounded stack buffer (VD_I256_CH blocks of two rows); wider rows go through it a chunk of
 // blocks at a time, for up to VD_I256_G activation rows at once, with the tiles'
 // accumulators kept between chunks in another (exact: the same operations in the same
-// order). TYPE is a constant at every call. ----
+// order). TYPE is a constant at every call.
+// IQ3_XXS 1024x4096, one thread of the 2-core VM (Zen 5 class, VNNI), us per activation row:
+// n=1 (row kernel) ~400, n=2 ~340, n=8 ~125, n=64 ~62; at n=8 the decode takes about 55% of
+// the time (perf), at n=64 the tile runs about as fast per value as Q4_K's (~66). Tried and
+// left out, as no faster within this VM's noise: the grid and sign tables read with AVX2
+// gathers in the decode (n=8 122-130 against 119); the decode as scalar stores of the grid
+// entries and the signs put on afterwards in vectors (n=8 122 against 120, n=2 306 against
+// 325); tiles of six or eight activation rows (n=64 61, 59 against 61); with VNNI, each
+// chunk's dot by vpdpbusd (a + 128 against the signed values, no vpsignb) and two chunks'
+// dots packed into int16 pairs for one vpdpwssd with their scales, 1.5 multiplies a chunk
+// and pair against 2 (n=64 63 against 62). ----
 
 #ifndef VD_I256_CH
 #define VD_I256_CH 16 // blocks of each weight row decoded at once: 4096 values
@@ -1481,7 +1491,11 @@ static inline VD_T VD_AI void VD(i256_mm)(const int TYPE, const int R, const uin
 	}
 }
 
-// VD_I256T: mmt_NAME, the tiles; run takes them from VD_I256_MIN activation rows up.
+// VD_I256T: mmt_NAME, the tiles; run takes them from VD_I256_MIN activation rows up. From
+// two, every type but IQ2_XXS gained (1024x4096, us per activation row, n=2 against n=1,
+// IQ3_XXS 340-370 against 400-430, IQ2_XS 227 against 303, IQ2_S 204 against 397, IQ3_S 399
+// against 528, IQ4_XS 110 against 198, Q2_K 81 against 95, Q3_K 105 against 145); IQ2_XXS
+// even there (256 against 249), ahead from three (179 against 246).
 #ifndef VD_I256_MIN
 #define VD_I256_MIN 2
 #endif
