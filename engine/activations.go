@@ -24,8 +24,8 @@ const minPrefill = streamMinTokens / 2
 const activationSlack = 8 << 20
 
 // batchSpec is what the GPU backend's scratch depends on for batches of tokens: the experts'
-// shape, the widest activation row and the largest float16 copy a batched product of a
-// non-expert weight makes.
+// shape and whether they take the integer GEMM, the widest activation row and the largest
+// float16 copy a batched product of a non-expert weight makes.
 func batchSpec(f *gguf.File, h model.Hparams, tokens int) gpu.BatchSpec {
 	spec := gpu.BatchSpec{Tokens: tokens, Experts: h.Experts, ExpertsUsed: h.ExpertsUsed, Hidden: h.Hidden, ExpertFFN: h.ExpertFFN}
 	for _, t := range f.Tensors {
@@ -34,6 +34,11 @@ func batchSpec(f *gguf.File, h model.Hparams, tokens int) gpu.BatchSpec {
 		}
 		spec.Cols = max(spec.Cols, int(t.Ne[0]))
 		spec.GemmBytes = max(spec.GemmBytes, gpu.GemmScratchBytes(t.Type, int(t.Ne[1]), int(t.Ne[0])))
+	}
+	for _, t := range f.Tensors {
+		if len(t.Ne) == 3 && cuda.QuantType(t.Type).HasGemmQ8() { // an expert stack [cols, rows, experts]
+			spec.ExpertsQ8 = true
+		}
 	}
 	return spec
 }

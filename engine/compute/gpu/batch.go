@@ -21,6 +21,9 @@ type BatchSpec struct {
 	// GemmBytes is the largest float16 copy a batched product of a non-expert weight makes
 	// (GemmScratchBytes over those weights).
 	GemmBytes int64
+	// ExpertsQ8 says some expert matrix takes the integer GEMM (cuda.HasGemmQ8), whose
+	// batches quantise the tokens and the activated rows first (quantizedSums).
+	ExpertsQ8 bool
 }
 
 // GemmScratchBytes is the float16 copy of a rows x cols weight of type t that a batched
@@ -41,13 +44,20 @@ type scratchSize struct {
 }
 
 // batchScratch lists the named scratch buffers a batch of s.Tokens grows: the grouped MoE
-// product's (moePrefill), the batch routes (Route), the token ids (Embed), the 8-bit
-// activations of decode (quantized, moeDecode) and the dequantised weight of a GEMM.
+// product's (moePrefill, with its 8-bit rows when ExpertsQ8), the batch routes (Route), the
+// token ids (Embed), the 8-bit activations of decode (quantized, moeDecode) and the
+// dequantised weight of a GEMM.
 func (s BatchSpec) batchScratch() []scratchSize {
 	n := max(s.Tokens, 1)
 	slots := n * s.ExpertsUsed
 	H, F, E := s.Hidden, s.ExpertFFN, s.Experts
+	var xq, hq int
+	if s.ExpertsQ8 {
+		xq, hq = n*cuda.Q8SumsRowBytes(H), slots*cuda.Q8SumsRowBytes(F)
+	}
 	return []scratchSize{
+		{"moe x q8", xq},
+		{"moe h q8", hq},
 		{"moe index", 4 * (2*min(E, slots) + 1 + 5*slots)},
 		{"moe gate", 4 * slots * F},
 		{"moe up", 4 * slots * F},
