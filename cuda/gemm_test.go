@@ -126,16 +126,8 @@ func TestGemmExperts(t *testing.T) {
 				raw, w := makeWeights(t, r, typ, nExp*m, k)
 				stride := len(raw) / nExp
 				x := randFloats(r, tokens*k, 1)
-				slotExpert := []int32{4, 1, 0, 4}
 				sizes := []int{5, 0, 70, 1}
-				slotOff := []int32{0}
-				var rowIdx []int32
-				for _, sz := range sizes {
-					for i := 0; i < sz; i++ {
-						rowIdx = append(rowIdx, int32(r.IntN(tokens)))
-					}
-					slotOff = append(slotOff, int32(len(rowIdx)))
-				}
+				slotExpert, slotOff, rowIdx, _ := expertSlots(r, []int{4, 1, 0, 4}, sizes, tokens)
 				dw, dx := upload(t, g, raw), upload(t, g, x)
 				dse, dso, dri := upload(t, g, slotExpert), upload(t, g, slotOff), upload(t, g, rowIdx)
 				dy := g.buf(t, 4*len(rowIdx)*m)
@@ -143,15 +135,36 @@ func TestGemmExperts(t *testing.T) {
 					t.Fatal(err)
 				}
 				got := download[float32](t, g, dy, len(rowIdx)*m)
-				wh, xh := fromF16(toF16(w)), fromF16(toF16(x))
-				for e := range sizes {
-					we := wh[int(slotExpert[e])*m*k : (int(slotExpert[e])+1)*m*k]
-					for row := int(slotOff[e]); row < int(slotOff[e+1]); row++ {
-						xr := xh[int(rowIdx[row])*k : (int(rowIdx[row])+1)*k]
-						checkGemm(t, got[row*m:(row+1)*m], xr, we, m, 1, k, 1e-4)
-					}
-				}
+				checkExperts(t, got, fromF16(toF16(x)), fromF16(toF16(w)), slotExpert, slotOff, rowIdx, m, k, 1e-4)
 			})
+		}
+	}
+}
+
+// expertSlots lays out a grouped GEMM's slots: slot i has sizes[i] rows on expert
+// experts[i], each row a random one of tokens; maxRows is the largest slot.
+func expertSlots(r *rand.Rand, experts, sizes []int, tokens int) (slotExpert, slotOff, rowIdx []int32, maxRows int) {
+	slotOff = []int32{0}
+	for i, sz := range sizes {
+		slotExpert = append(slotExpert, int32(experts[i]))
+		for range sz {
+			rowIdx = append(rowIdx, int32(r.IntN(tokens)))
+		}
+		slotOff = append(slotOff, int32(len(rowIdx)))
+		maxRows = max(maxRows, sz)
+	}
+	return slotExpert, slotOff, rowIdx, maxRows
+}
+
+// checkExperts compares each slot's rows of got [rows x m] with float64 products of its
+// expert's m x k block of w and the row's token of x (tokens x k).
+func checkExperts(t *testing.T, got, x, w []float32, slotExpert, slotOff, rowIdx []int32, m, k int, tol float64) {
+	t.Helper()
+	for e := range slotExpert {
+		we := w[int(slotExpert[e])*m*k : (int(slotExpert[e])+1)*m*k]
+		for row := int(slotOff[e]); row < int(slotOff[e+1]); row++ {
+			xr := x[int(rowIdx[row])*k : (int(rowIdx[row])+1)*k]
+			checkGemm(t, got[row*m:(row+1)*m], xr, we, m, 1, k, tol)
 		}
 	}
 }
@@ -204,17 +217,7 @@ func TestGemmExpertsQ8(t *testing.T) {
 				raw, w := makeWeights(t, r, typ, nExp*m, k)
 				stride := len(raw) / nExp
 				dq, xh := quantizedRows(t, g, randFloats(r, tokens*k, 1), tokens, k, true)
-				slotOff := []int32{0}
-				var slotExpert, rowIdx []int32
-				maxRows := 0
-				for i, sz := range c.sizes {
-					slotExpert = append(slotExpert, int32(c.experts[i]))
-					for range sz {
-						rowIdx = append(rowIdx, int32(r.IntN(tokens)))
-					}
-					slotOff = append(slotOff, int32(len(rowIdx)))
-					maxRows = max(maxRows, sz)
-				}
+				slotExpert, slotOff, rowIdx, maxRows := expertSlots(r, c.experts, c.sizes, tokens)
 				dw := upload(t, g, raw)
 				dse, dso, dri := upload(t, g, slotExpert), upload(t, g, slotOff), upload(t, g, rowIdx)
 				dy := g.buf(t, 4*len(rowIdx)*m)
@@ -222,13 +225,7 @@ func TestGemmExpertsQ8(t *testing.T) {
 					t.Fatal(err)
 				}
 				got := download[float32](t, g, dy, len(rowIdx)*m)
-				for e := range c.sizes {
-					we := w[int(slotExpert[e])*m*k : (int(slotExpert[e])+1)*m*k]
-					for row := int(slotOff[e]); row < int(slotOff[e+1]); row++ {
-						xr := xh[int(rowIdx[row])*k : (int(rowIdx[row])+1)*k]
-						checkGemm(t, got[row*m:(row+1)*m], xr, we, m, 1, k, 1e-5)
-					}
-				}
+				checkExperts(t, got, xh, w, slotExpert, slotOff, rowIdx, m, k, 1e-5)
 			})
 		}
 	}
