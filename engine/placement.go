@@ -173,12 +173,19 @@ func place(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, report
 		p.net, err = model.Load(f, b, func(done, total int64) {
 			report(Progress{Phase: "weights", Done: done, Total: total})
 		})
-		if err == nil && !isGPU && warmFits(f.TotalSize(), platform.ProbeMemory(ctx).AvailableBytes) {
+		switch {
+		case err != nil || isGPU:
+		case warmFits(f.TotalSize(), platform.ProbeMemory(ctx).AvailableBytes):
 			parts := make([][]byte, f.PartCount())
 			for i := range parts {
 				parts[i] = f.Part(i).Mapping()
 			}
 			p.warm = startWarm(parts, os.Getpagesize(), f.Path)
+		default:
+			// The file does not fit RAM: every step reads its experts from the disk.
+			if c, ok := b.(*cpu.Backend); ok {
+				c.SetPopulateExperts(true)
+			}
 		}
 	}
 	if err != nil {

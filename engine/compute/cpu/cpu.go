@@ -32,6 +32,9 @@ type Backend struct {
 	acts  sync.Pool // *quant.Activations, reused by the products (see activations)
 	rope  atomic.Pointer[ropeTable]
 	ropeF atomic.Pointer[ropeFreqTable] // RoPE's, beside RoPENeoX's
+	// populate: a decode step's MoE reads its routed experts' pages in from a goroutine (see
+	// SetPopulateExperts).
+	populate atomic.Bool
 }
 
 // scratch returns at least n floats of reused, uninitialised memory; release gives it back.

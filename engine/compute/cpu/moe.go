@@ -55,6 +55,7 @@ func (b *Backend) MoE(dst, x compute.Buf, gate, up, down compute.Weight, ffn *co
 		count[j]++
 	}
 	routes := len(r.IDs)
+	defer b.populateExperts(G, U, Dn, experts, r.N)()
 
 	// The integer path quantises each token row once and gathers the quantised rows into
 	// the experts' batches; the float path gathers the float rows.
