@@ -29,16 +29,14 @@ const activationSlack = 8 << 20
 func batchSpec(f *gguf.File, h model.Hparams, tokens int) gpu.BatchSpec {
 	spec := gpu.BatchSpec{Tokens: tokens, Experts: h.Experts, ExpertsUsed: h.ExpertsUsed, Hidden: h.Hidden, ExpertFFN: h.ExpertFFN}
 	for _, t := range f.Tensors {
+		if len(t.Ne) == 3 && cuda.QuantType(t.Type).HasGemmQ8() { // an expert stack [cols, rows, experts]
+			spec.ExpertsQ8 = true
+		}
 		if len(t.Ne) != 2 || t.Name == "token_embd.weight" { // embeddings are looked up by row
 			continue
 		}
 		spec.Cols = max(spec.Cols, int(t.Ne[0]))
 		spec.GemmBytes = max(spec.GemmBytes, gpu.GemmScratchBytes(t.Type, int(t.Ne[1]), int(t.Ne[0])))
-	}
-	for _, t := range f.Tensors {
-		if len(t.Ne) == 3 && cuda.QuantType(t.Type).HasGemmQ8() { // an expert stack [cols, rows, experts]
-			spec.ExpertsQ8 = true
-		}
 	}
 	return spec
 }
