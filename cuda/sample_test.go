@@ -10,7 +10,7 @@ import (
 
 // TestArgmax: the device picks sample.Argmax's index: on random rows of odd lengths, with
 // ties (the first wins), -0 against +0, NaNs (never chosen, but index 0 when x[0] is one)
-// and all -inf.
+// and all -inf, each row read both at an aligned address and at one that is not.
 func TestArgmax(t *testing.T) {
 	g := setup(t)
 	r := rand.New(rand.NewPCG(41, 42))
@@ -33,12 +33,16 @@ func TestArgmax(t *testing.T) {
 	}
 	out := g.buf(t, 4)
 	for i, x := range rows {
-		if err := g.k.Argmax(g.s, upload(t, g, x), len(x), out); err != nil {
-			t.Fatal(err)
-		}
-		got := download[int32](t, g, out, 1)[0]
-		if want := sample.Argmax(x); int(got) != want {
-			t.Errorf("row %d (%d values): device %d, host %d", i, len(x), got, want)
+		// at a 16-byte aligned address (the float4 loads) and one float past it (one at a time)
+		for _, shift := range []int{0, 1} {
+			padded := append(make([]float32, shift), x...)
+			if err := g.k.Argmax(g.s, upload(t, g, padded).Add(4*shift), len(x), out); err != nil {
+				t.Fatal(err)
+			}
+			got := download[int32](t, g, out, 1)[0]
+			if want := sample.Argmax(x); int(got) != want {
+				t.Errorf("row %d (%d values, %d floats past an aligned address): device %d, host %d", i, len(x), shift, got, want)
+			}
 		}
 	}
 	if err := g.k.Argmax(g.s, out, 0, out); err == nil {

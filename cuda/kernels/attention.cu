@@ -453,34 +453,29 @@ static __device__ __forceinline__ void att_decode_body(const float *q, const Row
 			ps[warp][g][lane] = pe;
 		}
 		__syncwarp();
-		// values: every lane walks the chunk's rows, its DPL values of each
+		// values: every lane walks the chunk's rows, its DPL values of each, four rows' loads
+		// in flight at a time. A chunk cut short (the span's last) repeats its last row past
+		// n: those positions' weights in ps are 0 and the row's values are finite, so they add
+		// nothing, and the loads stay batched (one row at a time, each load waiting for the
+		// last, made the last chunk the slowest part of the kernel).
 		const int n = min(32, end - base + 1);
-		if (n == 32 && (ring == 0 || base % ring + 32 <= ring)) { // 32 consecutive slots
-			const long long r0 = att_slot(base, ring) * n_kv + kvh;
+		const bool straight = ring == 0 || base % ring + 32 <= ring; // 32 consecutive slots
+		const long long r0 = att_slot(base, ring) * n_kv + kvh;
 #pragma unroll 2
-			for (int j0 = 0; j0 < 32; j0 += 4) {
-				float v[4][DPL];
+		for (int j0 = 0; j0 < 32; j0 += 4) {
+			if (j0 >= n) break;
+			float v[4][DPL];
 #pragma unroll
-				for (int j = 0; j < 4; j++) rows.vals(r0 + (long long)(j0 + j) * n_kv, v[j]);
-#pragma unroll
-				for (int g = 0; g < DEC_GMAX; g++) {
-					if (g >= gn) break;
-					const float4 pg = *(const float4 *)&ps[warp][g][j0];
-#pragma unroll
-					for (int i = 0; i < DPL; i++) acc[g][i] += pg.x * v[0][i] + pg.y * v[1][i] + pg.z * v[2][i] + pg.w * v[3][i];
-				}
+			for (int j = 0; j < 4; j++) {
+				const int jj = min(j0 + j, n - 1);
+				rows.vals(straight ? r0 + (long long)jj * n_kv : att_slot(base + jj, ring) * n_kv + kvh, v[j]);
 			}
-		} else {
-			for (int j = 0; j < n; j++) {
-				float v[DPL];
-				rows.vals(att_slot(base + j, ring) * n_kv + kvh, v);
 #pragma unroll
-				for (int g = 0; g < DEC_GMAX; g++) {
-					if (g >= gn) break;
-					const float pg = ps[warp][g][j];
+			for (int g = 0; g < DEC_GMAX; g++) {
+				if (g >= gn) break;
+				const float4 pg = *(const float4 *)&ps[warp][g][j0];
 #pragma unroll
-					for (int i = 0; i < DPL; i++) acc[g][i] += pg * v[i];
-				}
+				for (int i = 0; i < DPL; i++) acc[g][i] += pg.x * v[0][i] + pg.y * v[1][i] + pg.z * v[2][i] + pg.w * v[3][i];
 			}
 		}
 		__syncwarp();

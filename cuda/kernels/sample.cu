@@ -7,16 +7,28 @@
 // ties (-0 ties +0), NaNs never chosen, but 0 when x[0] is NaN or nothing exceeds -inf.
 // One block: a thread scans a stride of the row (its indices grow, so it keeps its first
 // tie), then the block reduces (value, index) pairs, the lower index on equal values.
+// A 16-byte aligned row is read as float4, four of them in flight a thread, then the tail:
+// one float a load, each waiting for the last, took 52 us for 151,936 logits on the H200.
+static __device__ __forceinline__ void argmax_take(float v, int i, float &best, int &bi) {
+	if (v > best) {
+		best = v;
+		bi = i;
+	}
+}
 extern "C" __global__ void __launch_bounds__(1024) argmax_f32(const float *x, int n, int *out) {
 	float best = -INFINITY;
 	int bi = 0x7fffffff;
-	for (int i = threadIdx.x; i < n; i += blockDim.x) {
-		const float v = x[i];
-		if (v > best) {
-			best = v;
-			bi = i;
-		}
+	const int n4 = ((uintptr_t)x & 15) == 0 ? n / 4 : 0;
+	const float4 *x4 = (const float4 *)x;
+#pragma unroll 4
+	for (int i = threadIdx.x; i < n4; i += blockDim.x) {
+		const float4 v = x4[i];
+		argmax_take(v.x, 4 * i, best, bi);
+		argmax_take(v.y, 4 * i + 1, best, bi);
+		argmax_take(v.z, 4 * i + 2, best, bi);
+		argmax_take(v.w, 4 * i + 3, best, bi);
 	}
+	for (int i = 4 * n4 + threadIdx.x; i < n; i += blockDim.x) argmax_take(x[i], i, best, bi);
 #pragma unroll
 	for (int o = 16; o > 0; o >>= 1) {
 		const float ob = __shfl_xor_sync(0xffffffffu, best, o);
