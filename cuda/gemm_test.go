@@ -239,7 +239,7 @@ func TestGemmQ8Refuses(t *testing.T) {
 		name string
 		err  func() error
 	}{
-		{"q6_K", func() error { return g.k.GemmQ8(g.s, cuda.Q6_K, buf, buf, buf, 8, 8, 256) }},
+		{"iq3_xxs", func() error { return g.k.GemmQ8(g.s, cuda.IQ3_XXS, buf, buf, buf, 8, 8, 256) }},
 		{"k=48", func() error { return g.k.GemmQ8(g.s, cuda.Q8_0, buf, buf, buf, 8, 8, 48) }},
 		{"misaligned q4_K", func() error { return g.k.GemmQ8(g.s, cuda.Q4_K, buf.Add(2), buf, buf, 8, 8, 256) }},
 		{"no rows", func() error { return g.k.GemmQ8(g.s, cuda.Q8_0, buf, buf, buf, 8, 0, 64) }},

@@ -467,7 +467,7 @@ func (k *Kernels) Gemm(s *Stream, t QuantType, w, x, y DevicePtr, m, n, kdim int
 // HasGemmQ8 reports whether t has the integer tensor-core GEMM (GemmQ8, GemmExpertsQ8).
 func (t QuantType) HasGemmQ8() bool {
 	switch t {
-	case Q4_K, Q8_0, MXFP4:
+	case Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K, IQ4_XS:
 		return true
 	}
 	return false

@@ -4,7 +4,7 @@
 // row_idx[r] (all three null: the plain Y[n x m] = X W^T).
 // The activations come quantised by quantize_q8_sums (per row: int8 q[k], then float2
 // (d, d * sum q) per 32 values); each 32-value group of a weight row is decoded once per
-// tile into int8 values and a float scale (Q4_K: and a min), as llama.cpp's MMQ does, so
+// tile into int8 values and a float scale (Q4_K: and a min; Q6_K: a scale per 16), as llama.cpp's MMQ does, so
 // mma.sync m16n8k32.s8 sums a group exactly in int32 and the group's scales go on in f32:
 // y += c * dx * dw - (dx * sum q) * min. gemm_q instead decodes every weight to f16 for each
 // 64-token tile, and its 32-deep stages left the warps waiting on memory (35-54 TFLOP/s on
@@ -26,11 +26,150 @@ extern "C" __global__ void quantize_q8_sums(const float *x, int8_t *xq, int cols
 }
 
 // Per type: decode(row, grp, q, dm) turns 32-group grp of a weight row into 8 words of 4
-// int8 values and dm = (scale, min): the group's weights are dm.x * q - dm.y.
+// int8 values and dm: with SUB16 false, (scale, min), the group's weights being dm.x * q -
+// dm.y (MIN: dm.y may be nonzero); with SUB16, the scales of its two halves of 16 (Q6_K).
 template <int T> struct Q8Tile;
 
+// The nibbles of 16 bytes w as two words of int8 each: lo[i] the low nibbles of w[i],
+// hi[i] the high ones (values 0..15 and 16..31 of the 32-value blocks), less off each.
+static __device__ __forceinline__ void q8_nibbles(const uint32_t (&w)[4], uint32_t off, int (&q)[8]) {
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		q[i] = (int)__vsub4(w[i] & 0x0F0F0F0Fu, off);
+		q[4 + i] = (int)__vsub4((w[i] >> 4) & 0x0F0F0F0Fu, off);
+	}
+}
+// Bits 4i..4i+3 of h as the fifth bit (16) of four bytes.
+static __device__ __forceinline__ uint32_t q8_bit5(uint32_t h, int i) {
+	return ((((h >> (4 * i)) & 0xFu) * 0x00204081u) & 0x01010101u) << 4;
+}
+// The 5-bit 32-value blocks (Q5_0, Q5_1): nibbles of qs, fifth bits from qh (bit l: value l).
+static __device__ __forceinline__ void q8_fivebit(const uint8_t *qh, const uint8_t *qs, uint32_t off, int (&q)[8]) {
+	uint32_t w[4];
+	ld16_a2w(qs, w);
+	const uint32_t h = (uint32_t)ld_u16(qh) | ((uint32_t)ld_u16(qh + 2) << 16);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		q[i] = (int)__vsub4((w[i] & 0x0F0F0F0Fu) | q8_bit5(h, i), off);
+		q[4 + i] = (int)__vsub4(((w[i] >> 4) & 0x0F0F0F0Fu) | q8_bit5(h, 4 + i), off);
+	}
+}
+
+template <> struct Q8Tile<T_Q4_0> {
+	static constexpr bool MIN = false, SUB16 = false;
+	static __device__ __forceinline__ void decode(const uint8_t *row, int grp, int (&q)[8], float2 &dm) {
+		const uint8_t *b = row + (long long)grp * 18;
+		uint32_t w[4];
+		ld16_a2w(b + 2, w);
+		q8_nibbles(w, 0x08080808u, q);
+		dm = make_float2(ld_half(b), 0.f);
+	}
+};
+// Q4_1: d * q + m, so the "min" is -m.
+template <> struct Q8Tile<T_Q4_1> {
+	static constexpr bool MIN = true, SUB16 = false;
+	static __device__ __forceinline__ void decode(const uint8_t *row, int grp, int (&q)[8], float2 &dm) {
+		const uint8_t *b = row + (long long)grp * 20;
+		uint32_t w[4];
+		ld16_a2w(b + 4, w);
+		q8_nibbles(w, 0u, q);
+		dm = make_float2(ld_half(b), -ld_half(b + 2));
+	}
+};
+template <> struct Q8Tile<T_Q5_0> {
+	static constexpr bool MIN = false, SUB16 = false;
+	static __device__ __forceinline__ void decode(const uint8_t *row, int grp, int (&q)[8], float2 &dm) {
+		const uint8_t *b = row + (long long)grp * 22;
+		q8_fivebit(b + 2, b + 6, 0x10101010u, q);
+		dm = make_float2(ld_half(b), 0.f);
+	}
+};
+template <> struct Q8Tile<T_Q5_1> {
+	static constexpr bool MIN = true, SUB16 = false;
+	static __device__ __forceinline__ void decode(const uint8_t *row, int grp, int (&q)[8], float2 &dm) {
+		const uint8_t *b = row + (long long)grp * 24;
+		q8_fivebit(b + 4, b + 8, 0u, q);
+		dm = make_float2(ld_half(b), -ld_half(b + 2));
+	}
+};
+// IQ4_NL: the codebook's int8 values, one scale.
+template <> struct Q8Tile<T_IQ4_NL> {
+	static constexpr bool MIN = false, SUB16 = false;
+	static __device__ __forceinline__ void decode(const uint8_t *row, int grp, int (&q)[8], float2 &dm) {
+		const uint8_t *b = row + (long long)grp * 18;
+		uint32_t w[4];
+		ld16_a2w(b + 2, w);
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			q[i] = lut_iq4nl(w[i] & 0x0F0F0F0Fu);
+			q[4 + i] = lut_iq4nl((w[i] >> 4) & 0x0F0F0F0Fu);
+		}
+		dm = make_float2(ld_half(b), 0.f);
+	}
+};
+// IQ4_XS: sub-block j = grp % 8 of a 136-byte block, its 6-bit scale (less 32) from
+// scales_l and scales_h, its 16 bytes of codebook nibbles at qs[16j].
+template <> struct Q8Tile<T_IQ4_XS> {
+	static constexpr bool MIN = false, SUB16 = false;
+	static __device__ __forceinline__ void decode(const uint8_t *row, int grp, int (&q)[8], float2 &dm) {
+		const uint8_t *b = row + (long long)(grp >> 3) * 136;
+		const int j = grp & 7;
+		const uint32_t sh = ld_u16(b + 2);
+		const int ls = (int)(((b[4 + (j >> 1)] >> (4 * (j & 1))) & 0xF) | (((sh >> (2 * j)) & 3) << 4));
+		const uint2 v0 = *(const uint2 *)(b + 8 + 16 * j), v1 = *(const uint2 *)(b + 16 + 16 * j);
+		const uint32_t w[4] = {v0.x, v0.y, v1.x, v1.y};
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			q[i] = lut_iq4nl(w[i] & 0x0F0F0F0Fu);
+			q[4 + i] = lut_iq4nl((w[i] >> 4) & 0x0F0F0F0Fu);
+		}
+		dm = make_float2(ld_half(b) * (float)(ls - 32), 0.f);
+	}
+};
+// Q5_K: Q4_K's scales and nibbles (at qs = b + 48) and fifth bits, bit j of qh[l] for value l
+// of sub-block j.
+template <> struct Q8Tile<T_Q5_K> {
+	static constexpr bool MIN = true, SUB16 = false;
+	static __device__ __forceinline__ void decode(const uint8_t *row, int grp, int (&q)[8], float2 &dm) {
+		const uint8_t *b = row + (long long)(grp >> 3) * 176;
+		const int j = grp & 7, sh = 4 * (j & 1);
+		float sc, m;
+		scale_min_k4(j, b + 4, sc, m);
+		dm = make_float2(ld_half(b) * sc, ld_half(b + 2) * m);
+		const uint4 *p = (const uint4 *)(b + 48 + 32 * (j >> 1)), *ph = (const uint4 *)(b + 16);
+		const uint4 v0 = p[0], v1 = p[1], h0 = ph[0], h1 = ph[1];
+		const uint32_t w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+		const uint32_t h[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+#pragma unroll
+		for (int i = 0; i < 8; i++) q[i] = (int)(((w[i] >> sh) & 0x0F0F0F0Fu) | (((h[i] >> j) & 0x01010101u) << 4));
+	}
+};
+// Q6_K: group j = grp % 8 is quarter g = j % 4 of half h = j / 4 (value 128h + 32g + l):
+// low bits from nibble g / 2 of ql[64h + 32(g % 2) + l], high from bits 2g of qh[32h + l],
+// less 32; an int8 scale for each half of 16 (the only type here with two a group).
+template <> struct Q8Tile<T_Q6_K> {
+	static constexpr bool MIN = false, SUB16 = true;
+	static __device__ __forceinline__ void decode(const uint8_t *row, int grp, int (&q)[8], float2 &dm) {
+		const uint8_t *b = row + (long long)(grp >> 3) * 210;
+		const int j = grp & 7, h = j >> 2, g = j & 3;
+		int l0[4], l1[4], h0[4], h1[4];
+		ld16_a2(b + 64 * h + 32 * (g & 1), l0);
+		ld16_a2(b + 64 * h + 32 * (g & 1) + 16, l1);
+		ld16_a2(b + 128 + 32 * h, h0);
+		ld16_a2(b + 128 + 32 * h + 16, h1);
+		const int shl = 4 * (g >> 1), shh = 2 * g;
+#pragma unroll
+		for (int i = 0; i < 8; i++) {
+			const uint32_t lo = (uint32_t)(i < 4 ? l0[i] : l1[i - 4]), hi = (uint32_t)(i < 4 ? h0[i] : h1[i - 4]);
+			q[i] = (int)__vsub4(((lo >> shl) & 0x0F0F0F0Fu) | (((hi >> shh) & 0x03030303u) << 4), 0x20202020u);
+		}
+		const float d = ld_half(b + 208);
+		dm = make_float2(d * (float)(int8_t)b[192 + 8 * h + 2 * g], d * (float)(int8_t)b[193 + 8 * h + 2 * g]);
+	}
+};
+
 template <> struct Q8Tile<T_Q8_0> {
-	static constexpr bool MIN = false;
+	static constexpr bool MIN = false, SUB16 = false;
 	static __device__ __forceinline__ void decode(const uint8_t *row, int grp, int (&q)[8], float2 &dm) {
 		const uint8_t *b = row + (long long)grp * 34;
 		int lo[4], hi[4];
@@ -47,7 +186,7 @@ template <> struct Q8Tile<T_Q8_0> {
 
 // MXFP4: the doubled codebook and the halved exponent, as in mul_mat_vec_q8.cu.
 template <> struct Q8Tile<T_MXFP4> {
-	static constexpr bool MIN = false;
+	static constexpr bool MIN = false, SUB16 = false;
 	static __device__ __forceinline__ void decode(const uint8_t *row, int grp, int (&q)[8], float2 &dm) {
 		uint32_t w[4];
 		const uint32_t e = ld_mxfp4(row + (long long)grp * 17, w);
@@ -62,7 +201,7 @@ template <> struct Q8Tile<T_MXFP4> {
 
 // Q4_K: sub-block j = grp % 8 of super-block grp / 8 is nibble j & 1 of qs[32 * (j / 2) ..].
 template <> struct Q8Tile<T_Q4_K> {
-	static constexpr bool MIN = true;
+	static constexpr bool MIN = true, SUB16 = false;
 	static __device__ __forceinline__ void decode(const uint8_t *row, int grp, int (&q)[8], float2 &dm) {
 		const uint8_t *b = row + (long long)(grp >> 3) * 144;
 		const int j = grp & 7, sh = 4 * (j & 1);
@@ -94,6 +233,21 @@ static __device__ __forceinline__ void mma_s8_16832(int (&c)[4], const int (&a)[
 		: "+r"(c[2]), "+r"(c[3]) : "r"(a[1]), "r"(b[0]));
 	asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
 		: "+r"(c[2]), "+r"(c[3]) : "r"(a[3]), "r"(b[1]));
+#endif
+}
+
+// The same for 16 values of k: c += A B over (a0, a1) and b0, the first half of a 32-group's
+// fragments (the second is (a2, a3) and b1), for the types with a scale per 16 (Q6_K).
+static __device__ __forceinline__ void mma_s8_16816(int (&c)[4], int a0, int a1, int b0) {
+#if __CUDA_ARCH__ >= 800
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+		: "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+		: "r"(a0), "r"(a1), "r"(b0));
+#else
+	asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+		: "+r"(c[0]), "+r"(c[1]) : "r"(a0), "r"(b0));
+	asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+		: "+r"(c[2]), "+r"(c[3]) : "r"(a1), "r"(b0));
 #endif
 }
 
@@ -241,13 +395,24 @@ static __device__ __forceinline__ void gemm_q8_body(const uint8_t *__restrict__ 
 			for (int i = 0; i < MI; i++)
 #pragma unroll
 				for (int j = 0; j < NJ; j++) {
-					int c[4] = {0, 0, 0, 0};
-					mma_s8_16832(c, a[i], b[j]);
+					if constexpr (Q8Tile<T>::SUB16) {
+						int c0[4] = {0, 0, 0, 0}, c1[4] = {0, 0, 0, 0};
+						mma_s8_16816(c0, a[i][0], a[i][1], b[j][0]);
+						mma_s8_16816(c1, a[i][2], a[i][3], b[j][1]);
 #pragma unroll
-					for (int q = 0; q < 4; q++) {
-						const float2 x = xd[i][q >> 1], w = wd[j][q & 1];
-						acc[i][j][q] = fmaf((float)c[q], x.x * w.x, acc[i][j][q]);
-						if (Q8Tile<T>::MIN) acc[i][j][q] = fmaf(-x.y, w.y, acc[i][j][q]);
+						for (int q = 0; q < 4; q++) {
+							const float2 x = xd[i][q >> 1], w = wd[j][q & 1];
+							acc[i][j][q] = fmaf(fmaf((float)c0[q], w.x, (float)c1[q] * w.y), x.x, acc[i][j][q]);
+						}
+					} else {
+						int c[4] = {0, 0, 0, 0};
+						mma_s8_16832(c, a[i], b[j]);
+#pragma unroll
+						for (int q = 0; q < 4; q++) {
+							const float2 x = xd[i][q >> 1], w = wd[j][q & 1];
+							acc[i][j][q] = fmaf((float)c[q], x.x * w.x, acc[i][j][q]);
+							if (Q8Tile<T>::MIN) acc[i][j][q] = fmaf(-x.y, w.y, acc[i][j][q]);
+						}
 					}
 				}
 		}
@@ -276,8 +441,16 @@ static __device__ __forceinline__ void gemm_q8_body(const uint8_t *__restrict__ 
 		gemm_q8_body<t, bm>(W, expert_stride, slot_expert, xq, xq_row_bytes, row_idx, slot_off, Y, m, n, k);    \
 	}
 #define GEMM_Q8_KERNELS(name, t) GEMM_Q8_KERNEL(name, t, 32) GEMM_Q8_KERNEL(name, t, 64)
+GEMM_Q8_KERNELS(q4_0, T_Q4_0)
+GEMM_Q8_KERNELS(q4_1, T_Q4_1)
+GEMM_Q8_KERNELS(q5_0, T_Q5_0)
+GEMM_Q8_KERNELS(q5_1, T_Q5_1)
 GEMM_Q8_KERNELS(q8_0, T_Q8_0)
+GEMM_Q8_KERNELS(iq4_nl, T_IQ4_NL)
 GEMM_Q8_KERNELS(mxfp4, T_MXFP4)
 GEMM_Q8_KERNELS(q4_K, T_Q4_K)
+GEMM_Q8_KERNELS(q5_K, T_Q5_K)
+GEMM_Q8_KERNELS(q6_K, T_Q6_K)
+GEMM_Q8_KERNELS(iq4_xs, T_IQ4_XS)
 #undef GEMM_Q8_KERNELS
 #undef GEMM_Q8_KERNEL

@@ -79,8 +79,6 @@ template <> struct Q8Dot<T_MXFP4> {
 template <> struct Q8Dot<T_IQ4_XS> {
 	static constexpr int UNITS = 8;
 	static __device__ __forceinline__ float dot(const uint8_t *b, int ib, const int8_t *xq, const float *xd) {
-		// kvalues_iq4nl {-127,-104,-83,-65,-49,-35,-22,-10,1,13,25,38,53,69,89,113}
-		const uint32_t t0 = 0xBFAD9881u, t1 = 0xF6EADDCFu, t2 = 0x26190D01u, t3 = 0x71594535u;
 		const uint32_t sh_ = ld_u16(b + 2);
 		const int ls = (int)(((b[4 + (ib >> 1)] >> (4 * (ib & 1))) & 0xF) | (((sh_ >> (2 * ib)) & 3) << 4));
 		uint32_t l0, h0, l1, h1;
@@ -93,8 +91,8 @@ template <> struct Q8Dot<T_IQ4_XS> {
 		int s = 0;
 #pragma unroll
 		for (int i = 0; i < 4; i++) {
-			s = dp4a(lut16(w[i] & 0x0F0F0F0Fu, t0, t1, t2, t3), x0[i], s);
-			s = dp4a(lut16((w[i] >> 4) & 0x0F0F0F0Fu, t0, t1, t2, t3), x1[i], s);
+			s = dp4a(lut_iq4nl(w[i] & 0x0F0F0F0Fu), x0[i], s);
+			s = dp4a(lut_iq4nl((w[i] >> 4) & 0x0F0F0F0Fu), x1[i], s);
 		}
 		return ld_half(b) * (float)(ls - 32) * xd[ib] * (float)s;
 	}

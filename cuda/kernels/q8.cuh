@@ -89,3 +89,9 @@ static __device__ __forceinline__ int lut16(uint32_t q, uint32_t t0, uint32_t t1
 static __device__ __forceinline__ int lut_mxfp4(uint32_t q) {
 	return lut16(q, 0x03020100u, 0x0C080604u, 0xFDFEFF00u, 0xF4F8FAFCu);
 }
+
+// The IQ4_NL codebook ({-127,-104,-83,-65,-49,-35,-22,-10,1,13,25,38,53,69,89,113}), which
+// IQ4_XS shares, on 4 packed indices.
+static __device__ __forceinline__ int lut_iq4nl(uint32_t q) {
+	return lut16(q, 0xBFAD9881u, 0xF6EADDCFu, 0x26190D01u, 0x71594535u);
+}
