@@ -339,3 +339,22 @@ static __device__ __forceinline__ float warp_max(float v) {
 	for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
 	return v;
 }
+
+// The slot of a grouped GEMM's block (gemm_q in gemm.cu, gemm_q8.cu): slot e = blockIdx.z
+// owns output rows slot_off[e] .. end (all n rows when slot_off is null), the block starts
+// at row bm (tile rows bm_tile a block) and column bn (bn_tile), and multiplies expert
+// slot_expert[e]'s weights W (0 when null). False: the slot has no rows for this block.
+struct GemmSlot {
+	int end, bm, bn;
+	const uint8_t *W;
+};
+static __device__ __forceinline__ bool gemm_slot(const uint8_t *W, long long expert_stride, const int *slot_expert,
+	const int *slot_off, int n, int bm_tile, int bn_tile, GemmSlot &s) {
+	const int e = blockIdx.z;
+	const int start = slot_off ? slot_off[e] : 0;
+	s.end = slot_off ? slot_off[e + 1] : n;
+	s.bm = start + blockIdx.y * bm_tile;
+	s.bn = blockIdx.x * bn_tile;
+	s.W = W + (slot_expert ? (long long)slot_expert[e] : 0ll) * expert_stride;
+	return s.bm < s.end;
+}

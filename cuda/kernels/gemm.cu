@@ -215,12 +215,11 @@ static __device__ __forceinline__ void gemm_q_body(const uint8_t *__restrict__ W
 	typedef TypeInfo<T> TI;
 	__shared__ __align__(16) __half As[GB_M][GB_K + GB_PAD];
 	__shared__ __align__(16) __half Bs[GB_N][GB_K + GB_PAD];
-	const int e = blockIdx.z;
-	const int start = slot_off ? slot_off[e] : 0, end = slot_off ? slot_off[e + 1] : n;
-	const int bm = start + blockIdx.y * GB_M, bn = blockIdx.x * GB_N;
-	if (bm >= end) return; // the whole block: this slot has fewer rows
+	GemmSlot slot;
+	if (!gemm_slot(W, expert_stride, slot_expert, slot_off, n, GB_M, GB_N, slot)) return; // the whole block
+	const int end = slot.end, bm = slot.bm, bn = slot.bn;
+	W = slot.W;
 	const long long row_bytes = (long long)(k / TI::QK) * TI::BYTES;
-	W += (slot_expert ? (long long)slot_expert[e] : 0ll) * expert_stride;
 	const float *xr[4];
 #pragma unroll
 	for (int i = 0; i < 4; i++) {

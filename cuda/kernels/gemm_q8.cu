@@ -336,12 +336,11 @@ static __device__ __forceinline__ void gemm_q8_body(const uint8_t *__restrict__ 
 	constexpr int MI = 2;                // 16-row tiles a warp (32 tokens)
 	constexpr int NJ = GQ_BN / WN / 8;   // 8-column tiles a warp
 	__shared__ __align__(16) GemmQ8Smem<BM> sm;
-	const int e = blockIdx.z;
-	const int start = slot_off ? slot_off[e] : 0, end = slot_off ? slot_off[e + 1] : n;
-	const int bm = start + blockIdx.y * BM, bn = blockIdx.x * GQ_BN;
-	if (bm >= end) return; // the whole block: this slot has fewer rows
+	GemmSlot slot;
+	if (!gemm_slot(W, expert_stride, slot_expert, slot_off, n, BM, GQ_BN, slot)) return; // the whole block
+	const int end = slot.end, bm = slot.bm, bn = slot.bn;
+	W = slot.W;
 	const long long row_bytes = (long long)(k / TI::QK) * TI::BYTES;
-	W += (slot_expert ? (long long)slot_expert[e] : 0ll) * expert_stride;
 	for (int r = threadIdx.x; r < BM; r += 128) {
 		sm.xrow[r] = bm + r < end ? xq + (long long)(row_idx ? row_idx[bm + r] : bm + r) * xq_row_bytes : nullptr;
 	}
