@@ -17,6 +17,11 @@
 #include "common.cuh"
 
 #define ATT_WARPS 4
+// The decode kernels' value loop keeps DEC_V_UNROLL x 4 rows' loads in flight a lane; a build
+// can try 4 (more registers) with -DDEC_V_UNROLL=4.
+#ifndef DEC_V_UNROLL
+#define DEC_V_UNROLL 2
+#endif
 
 template <int HD>
 struct AttState {
@@ -461,7 +466,8 @@ static __device__ __forceinline__ void att_decode_body(const float *q, const Row
 		const int n = min(32, end - base + 1);
 		const bool straight = ring == 0 || base % ring + 32 <= ring; // 32 consecutive slots
 		const long long r0 = att_slot(base, ring) * n_kv + kvh;
-#pragma unroll 2
+		constexpr int V_UNROLL = DEC_V_UNROLL;
+#pragma unroll V_UNROLL
 		for (int j0 = 0; j0 < 32; j0 += 4) {
 			if (j0 >= n) break;
 			float v[4][DPL];

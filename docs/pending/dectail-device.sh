@@ -1,6 +1,6 @@
 #!/bin/bash
 # dectail-device.sh MODE: branch dectail's GPU calls (decode attention's short last chunk with its
-# loads batched, argmax_f32 reading float4). Run from the repository root on the GPU machine.
+# loads batched, argmax_f32 reading float4; and a build with -DDEC_V_UNROLL=4 beside them). Run from the repository root on the GPU machine.
 # It expects, carried in devbin/t/ (ignored by git), binaries of this branch built with an empty
 # embedded fatbin (the device has no Go), made where Go is:
 #   bash devbin/build.sh "$PWD" /tmp/t strata cuda engine/compute/gpu engine   # (devbin/build.sh:
@@ -33,6 +33,9 @@ if [ ! -f "$NEW" ]; then
 	NEW=/tmp/k90/kernels.fatbin.gz
 fi
 S=/tmp/t/strata
+# the value loop with 16 rows' loads in flight instead of 8 (-DDEC_V_UNROLL=4), to compare
+NEW4=/tmp/k90u4/kernels.fatbin.gz
+build4() { make -C cuda/kernels OUT=/tmp/k90u4 ARCHS=90 PTX=90 NVFLAGS="-O3 -std=c++17 --threads 0 -Xptxas -warn-spills -DDEC_V_UNROLL=4" > /tmp/w/k90u4.log 2>&1 || tail -5 /tmp/w/k90u4.log; }
 kbench() { # kbench LABEL FATBIN
 	(cd cuda && STRATA_CUDA_FATBIN=$2 timeout 120 /tmp/t/cuda.test -test.run '^$' -test.bench 'AttentionDecode/kv=(f16|int8)/ctx=(600|1024|32768)/' -test.benchtime 200x > /tmp/w/kb-$1.log 2>&1)
 	echo "== BenchmarkAttentionDecode ($1)"; grep -E '^Benchmark|FAIL' /tmp/w/kb-$1.log
@@ -41,7 +44,7 @@ case $MODE in
 tests)
 	fx=devbin/t/fixtures.tar.xz; [ -f $fx ] || fx=devbin/a/fixtures.tar.xz
 	[ -f $fx ] && mkdir -p /tmp/fx && tar xJf $fx -C /tmp/fx && export STRATA_FIXTURES=/tmp/fx
-	(timeout 420 make -C cuda/kernels OUT="$OUT/k" > /tmp/w/full.log 2>&1; echo "rc=$?" >> /tmp/w/full.log) &
+	(timeout 420 make -C cuda/kernels OUT="$OUT/k" > /tmp/w/full.log 2>&1; echo "rc=$?" >> /tmp/w/full.log; build4) &
 	FULL=$!
 	export STRATA_CUDA_FATBIN=$NEW
 	(cd cuda && timeout 200 /tmp/t/cuda.test -test.v -test.count=1 -test.run 'Attention|Argmax' > /tmp/w/cuda.log 2>&1; echo "rc=$?" >> /tmp/w/cuda.log) &
@@ -58,13 +61,17 @@ tests)
 	el "tests done; the full fatbin (no benchmarks while it builds)"
 	wait $FULL; tail -1 /tmp/w/full.log; rm -f "$OUT/k/kernels.fatbin"
 	kbench old "$OLD"; kbench new "$NEW"; kbench old2 "$OLD"; kbench new2 "$NEW"
+	[ -f "$NEW4" ] && kbench new-unroll4 "$NEW4"
 	;;
 bench)
 	mkdir -p /tmp/peer/lcp/build && cat devbin/peer-bin/peer-bin.tar.xz.* | xz -dc | tar xf - -C /tmp/peer/lcp/build
 	export LD_LIBRARY_PATH=/tmp/peer/lcp/build/bin
 	P=/tmp/peer/lcp/build/bin/llama-bench
 	Q=/dev/shm/q30.gguf
-	$S synth --preset 30b-a3b --quant q4_k --zipf 1 -o $Q > /tmp/w/synth.log 2>&1 || { tail -3 /tmp/w/synth.log; exit 1; }
+	$S synth --preset 30b-a3b --quant q4_k --zipf 1 -o $Q > /tmp/w/synth.log 2>&1 &
+	SY=$!
+	build4
+	wait $SY || { tail -3 /tmp/w/synth.log; exit 1; }
 	sb() { local label=$1 fb=$2; shift 2
 		STRATA_CUDA_FATBIN=$fb timeout 120 $S bench -m $Q --backend cuda --json "$@" 2>> /tmp/w/sb.err | sed "s/^{/{\"label\":\"$label\",/" | tee -a "$OUT/bench.jsonl" |
 			python3 -c 'import json,sys
@@ -74,6 +81,7 @@ for l in sys.stdin:
 		sb "old 512 r$round" "$OLD" --prompt 512 --decode 64 --repeat 3
 		sb "new 512 r$round" "$NEW" --prompt 512 --decode 64 --repeat 3
 	done
+	[ -f "$NEW4" ] && sb "new-unroll4 512" "$NEW4" --prompt 512 --decode 64 --repeat 3
 	sb "old 32k" "$OLD" --max-context 33280 --prompt 32768 --decode 64
 	sb "new 32k" "$NEW" --max-context 33280 --prompt 32768 --decode 64
 	sb "new 32k int8" "$NEW" --max-context 33280 --prompt 32768 --decode 64 --kv int8
