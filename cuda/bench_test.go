@@ -322,7 +322,7 @@ func BenchmarkGemm(b *testing.B) {
 func BenchmarkGemmQ(b *testing.B) {
 	g := setup(b)
 	r := rand.New(rand.NewPCG(9, 10))
-	for _, typ := range []cuda.QuantType{cuda.Q4_K, cuda.Q8_0, cuda.MXFP4} {
+	for _, typ := range []cuda.QuantType{cuda.Q4_K, cuda.Q8_0, cuda.MXFP4, cuda.Q4_0, cuda.Q5_K, cuda.Q6_K, cuda.IQ4_XS} {
 		sh := struct{ m, n, k int }{2048, 512, 2048}
 		b.Run(fmt.Sprintf("%v/m%d_n%d_k%d", typ, sh.m, sh.n, sh.k), func(b *testing.B) {
 			raw, _ := makeWeights(b, r, typ, sh.m, sh.k)
