@@ -482,18 +482,28 @@ func BenchmarkAttentionDecode(b *testing.B) {
 	for _, ctxLen := range []int{600, 1024, 32768, capacity} {
 		pos := upload(b, g, []int32{int32(ctxLen - 1)})
 		for _, nSplit := range []int{def, def / 2, 2 * def} {
-			b.Run(fmt.Sprintf("kv=f16/ctx=%d/splits=%d", ctxLen, nSplit), func(b *testing.B) {
-				per := timeLaunches(b, g, func(int) error {
+			for _, k := range []struct {
+				name string
+				run  func() error
+			}{
+				{"f16", func() error {
 					return g.k.AttentionDecode(g.s, q, c.k, c.v, out, pos, nHead, nKV, hd, 0.088, nSplit, scratch, cuda.AttentionOptions{})
-				})
-				b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
-			})
-			b.Run(fmt.Sprintf("kv=int8/ctx=%d/splits=%d", ctxLen, nSplit), func(b *testing.B) {
-				per := timeLaunches(b, g, func(int) error {
+				}},
+				{"int8", func() error {
 					return g.k.AttentionDecodeInt8(g.s, q, c.i8, out, pos, nHead, nKV, hd, 0.088, nSplit, scratch, cuda.AttentionOptions{})
+				}},
+				{"f16-mma", func() error {
+					return g.k.AttentionDecodeMMA(g.s, q, c.k, c.v, out, pos, nHead, nKV, hd, 0.088, nSplit, scratch, cuda.AttentionOptions{})
+				}},
+				{"int8-mma", func() error {
+					return g.k.AttentionDecodeMMAInt8(g.s, q, c.i8, out, pos, nHead, nKV, hd, 0.088, nSplit, scratch, cuda.AttentionOptions{})
+				}},
+			} {
+				b.Run(fmt.Sprintf("kv=%s/ctx=%d/splits=%d", k.name, ctxLen, nSplit), func(b *testing.B) {
+					per := timeLaunches(b, g, func(int) error { return k.run() })
+					b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
 				})
-				b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
-			})
+			}
 		}
 	}
 }

@@ -59,7 +59,8 @@ func kernelNames() []string {
 			fmt.Sprintf("attention_decode_int8_%d", hd), fmt.Sprintf("attention_prefill_int8_%d", hd))
 	}
 	for hd := attentionHeadStep; AttentionPrefillMMAFits(hd); hd += attentionHeadStep {
-		names = append(names, fmt.Sprintf("attention_prefill_mma_%d", hd), fmt.Sprintf("attention_prefill_mma_int8_%d", hd))
+		names = append(names, fmt.Sprintf("attention_prefill_mma_%d", hd), fmt.Sprintf("attention_prefill_mma_int8_%d", hd),
+			fmt.Sprintf("attention_decode_mma_%d", hd), fmt.Sprintf("attention_decode_mma_int8_%d", hd))
 	}
 	names = append(names, deltaNetKernelNames()...)
 	names = append(names, fusedKernelNames()...)
@@ -647,13 +648,18 @@ const (
 )
 
 // decodeGroups is the blocks a decode launch has per span: the kv heads times the slices
-// their GQA groups are cut into.
-func decodeGroups(nHead, nKV int) int {
+// their GQA groups are cut into, of at most perBlock query heads (decodeHeadsPerBlock for
+// attention_decode, decodeMMARows for attention_decode_mma).
+func decodeGroups(nHead, nKV, perBlock int) int {
 	if nKV <= 0 || nHead < nKV {
 		return max(nHead, 1)
 	}
-	return nKV * ceilDiv(nHead/nKV, decodeHeadsPerBlock)
+	return nKV * ceilDiv(nHead/nKV, perBlock)
 }
+
+// decodeMMARows is the query heads of one GQA group a block of attention_decode_mma takes:
+// the rows of one m16n8k16 tile.
+const decodeMMARows = 16
 
 // DecodeSplits is how many spans AttentionDecode should be launched with for a cache of up
 // to maxCtx positions: enough blocks to fill the GPU at the longest context, and no more
@@ -661,7 +667,7 @@ func decodeGroups(nHead, nKV int) int {
 // only as many spans as it needs (each at least 128 positions), so one launch, captured in a
 // graph, serves every position.
 func DecodeSplits(maxCtx, nHead, nKV int) int {
-	return min(max(ceilDiv(decodeBlocks, decodeGroups(nHead, nKV)), 1), max(ceilDiv(maxCtx, decodeChunk), 1), MaxDecodeSplits)
+	return min(max(ceilDiv(decodeBlocks, decodeGroups(nHead, nKV, decodeHeadsPerBlock)), 1), max(ceilDiv(maxCtx, decodeChunk), 1), MaxDecodeSplits)
 }
 
 // AttentionDecode attends one query q [nHead][headDim] f32 to the f16 caches
@@ -673,17 +679,49 @@ func DecodeSplits(maxCtx, nHead, nKV int) int {
 func (k *Kernels) AttentionDecode(s *Stream, q, kCache, vCache, out, pos DevicePtr, nHead, nKV, headDim int, scale float32, nSplit int, scratch DevicePtr, o AttentionOptions) error {
 	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale).Ptr(scratch).
 		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
-	return k.attentionDecode("attention_decode", s, a, out, pos, nHead, nKV, headDim, nSplit, scratch, o)
+	return k.attentionDecode("attention_decode", decodeHeadsPerBlock, s, a, out, pos, nHead, nKV, headDim, nSplit, scratch, o)
+}
+
+// AttentionDecodeMMAFits reports whether AttentionDecodeMMA and AttentionDecodeMMAInt8 have a
+// kernel for headDim: the prefill tensor-core kernels' head sizes (multiples of 16 up to 128).
+func AttentionDecodeMMAFits(headDim int) bool { return AttentionPrefillMMAFits(headDim) }
+
+// AttentionDecodeMMA is AttentionDecode (same arguments, spans and scratch) on the tensor
+// cores (attention_decode_mma.cu): the query heads of a GQA group are the rows of S = Q K^T
+// and O = P V, with q and the softmax weights P rounded to f16 on the way in, as in
+// AttentionPrefillMMA, so its results differ from AttentionDecode's by about 1e-3 of the
+// values' scale. Its code is a fraction of attention_decode's, whose instruction fetch bound
+// a short context's step.
+func (k *Kernels) AttentionDecodeMMA(s *Stream, q, kCache, vCache, out, pos DevicePtr, nHead, nKV, headDim int, scale float32, nSplit int, scratch DevicePtr, o AttentionOptions) error {
+	if !AttentionDecodeMMAFits(headDim) {
+		return fmt.Errorf("cuda: attention_decode_mma: no kernel for head size %d (multiples of %d up to %d)", headDim, attentionHeadStep, maxMMAPrefillHeadDim)
+	}
+	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale).Ptr(scratch).
+		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
+	return k.attentionDecode("attention_decode_mma", decodeMMARows, s, a, out, pos, nHead, nKV, headDim, nSplit, scratch, o)
+}
+
+// AttentionDecodeMMAInt8 is AttentionDecodeMMA reading an int8 cache, each tile dequantised to
+// f16 on its way into shared memory (as AttentionPrefillMMAInt8).
+func (k *Kernels) AttentionDecodeMMAInt8(s *Stream, q DevicePtr, c Int8KV, out, pos DevicePtr, nHead, nKV, headDim int, scale float32, nSplit int, scratch DevicePtr, o AttentionOptions) error {
+	if !AttentionDecodeMMAFits(headDim) {
+		return fmt.Errorf("cuda: attention_decode_mma_int8: no kernel for head size %d (multiples of %d up to %d)", headDim, attentionHeadStep, maxMMAPrefillHeadDim)
+	}
+	a := new(Args).Ptr(q).Ptr(c.K).Ptr(c.KScales).Ptr(c.V).Ptr(c.VScales).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale).Ptr(scratch).
+		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
+	return k.attentionDecode("attention_decode_mma_int8", decodeMMARows, s, a, out, pos, nHead, nKV, headDim, nSplit, scratch, o)
 }
 
 // AttentionDecodeInt8 is AttentionDecode reading an int8 cache in place.
 func (k *Kernels) AttentionDecodeInt8(s *Stream, q DevicePtr, c Int8KV, out, pos DevicePtr, nHead, nKV, headDim int, scale float32, nSplit int, scratch DevicePtr, o AttentionOptions) error {
 	a := new(Args).Ptr(q).Ptr(c.K).Ptr(c.KScales).Ptr(c.V).Ptr(c.VScales).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale).Ptr(scratch).
 		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
-	return k.attentionDecode("attention_decode_int8", s, a, out, pos, nHead, nKV, headDim, nSplit, scratch, o)
+	return k.attentionDecode("attention_decode_int8", decodeHeadsPerBlock, s, a, out, pos, nHead, nKV, headDim, nSplit, scratch, o)
 }
 
-func (k *Kernels) attentionDecode(name string, s *Stream, a *Args, out, pos DevicePtr, nHead, nKV, headDim, nSplit int, scratch DevicePtr, o AttentionOptions) error {
+// attentionDecode launches name_<headDim> with blocks of perBlock query heads a kv head and
+// nSplit spans, then attention_merge when there are several.
+func (k *Kernels) attentionDecode(name string, perBlock int, s *Stream, a *Args, out, pos DevicePtr, nHead, nKV, headDim, nSplit int, scratch DevicePtr, o AttentionOptions) error {
 	if err := checkAttention(name, nHead, nKV, headDim, o); err != nil {
 		return err
 	}
@@ -693,7 +731,7 @@ func (k *Kernels) attentionDecode(name string, s *Stream, a *Args, out, pos Devi
 	if nSplit > 1 && scratch == 0 {
 		return fmt.Errorf("cuda: %s: %d spans need %d bytes of scratch", name, nSplit, AttentionDecodeScratchBytes(nHead, headDim, nSplit))
 	}
-	if err := k.launch(fmt.Sprintf("%s_%d", name, headDim), s, Dim3{X: decodeGroups(nHead, nKV), Y: nSplit}, Dim3{X: 128}, 0, a); err != nil {
+	if err := k.launch(fmt.Sprintf("%s_%d", name, headDim), s, Dim3{X: decodeGroups(nHead, nKV, perBlock), Y: nSplit}, Dim3{X: 128}, 0, a); err != nil {
 		return err
 	}
 	if nSplit == 1 {

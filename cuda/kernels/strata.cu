@@ -9,6 +9,7 @@
 #include "rope.cu"
 #include "attention.cu"
 #include "attention_prefill.cu"
+#include "attention_decode_mma.cu"
 #include "router.cu"
 #include "elementwise.cu"
 #include "deltanet.cu"

@@ -95,6 +95,10 @@ type Backend struct {
 	// for the types that have the kernel; off with STRATA_GEMM_Q8=0, which keeps the f16
 	// GEMM (GemmExperts) for every type (to compare them).
 	gemmQ8 bool
+	// decodeMMA runs a decode step's attention on the tensor cores (cuda.AttentionDecodeMMA,
+	// AttentionDecodeMMAInt8) where a kernel exists for the head size; off with
+	// STRATA_DECODE_MMA=0, which keeps attention_decode (to compare them).
+	decodeMMA bool
 }
 
 type devScratch struct {
@@ -163,7 +167,7 @@ func New(o Options) (*Backend, error) {
 	}
 	b := &Backend{drv: drv, ctx: ctx, k: k, s: s, info: info, budget: o.BudgetBytes, scratch: map[string]devScratch{},
 		stagingBufs: stagingBufs, stagingBufBytes: stagingBufBytes, prefillMMA: os.Getenv("STRATA_PREFILL_MMA") != "0",
-		gemmQ8: os.Getenv("STRATA_GEMM_Q8") != "0"}
+		gemmQ8: os.Getenv("STRATA_GEMM_Q8") != "0", decodeMMA: os.Getenv("STRATA_DECODE_MMA") != "0"}
 	b.step = stepGraph{
 		enabled: !o.Eager && os.Getenv("STRATA_CUDA_GRAPHS") != "0",
 		capture: b.captureStep,
@@ -697,16 +701,20 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 			scratch = b.scratchBuf("attention", cuda.AttentionDecodeScratchBytes(s.Heads, s.HeadDim, splits))
 		}
 		qp, kc, vc, out := dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst)
+		decode, decodeInt8 := b.k.AttentionDecode, b.k.AttentionDecodeInt8
+		if b.decodeMMA && cuda.AttentionDecodeMMAFits(s.HeadDim) {
+			decode, decodeInt8 = b.k.AttentionDecodeMMA, b.k.AttentionDecodeMMAInt8
+		}
 		if kv.int8 {
 			c8 := kv.int8Layer(s.Layer)
 			b.do(func() error {
-				return b.k.AttentionDecodeInt8(b.s, qp, c8, out, pos, s.Heads, s.KVHeads, s.HeadDim, s.Scale, splits, scratch, o)
+				return decodeInt8(b.s, qp, c8, out, pos, s.Heads, s.KVHeads, s.HeadDim, s.Scale, splits, scratch, o)
 			}, opAttentionInt8, u(qp), u(c8.K), u(c8.KScales), u(c8.V), u(c8.VScales), u(out), u(pos), uint64(s.Heads), uint64(s.KVHeads), uint64(s.HeadDim),
 				uint64(math.Float32bits(s.Scale)), uint64(splits), u(scratch), u(o.Sinks), uint64(o.Window), uint64(o.Ring))
 			return
 		}
 		b.do(func() error {
-			return b.k.AttentionDecode(b.s, qp, kc, vc, out, pos, s.Heads, s.KVHeads, s.HeadDim, s.Scale, splits, scratch, o)
+			return decode(b.s, qp, kc, vc, out, pos, s.Heads, s.KVHeads, s.HeadDim, s.Scale, splits, scratch, o)
 		}, opAttention, u(qp), u(kc), u(vc), u(out), u(pos), uint64(s.Heads), uint64(s.KVHeads), uint64(s.HeadDim),
 			uint64(math.Float32bits(s.Scale)), uint64(splits), u(scratch), u(o.Sinks), uint64(o.Window), uint64(o.Ring))
 		return

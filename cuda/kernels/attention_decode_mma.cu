@@ -1,0 +1,202 @@
+// attention_decode_mma.cu: decode attention (one query token) on the tensor cores, for head
+// sizes that are multiples of 16 up to 128, over an f16 or int8 cache. It takes the grid,
+// spans and partial-state layout of attention.cu's attention_decode (dec_span, attention_merge)
+// and the tile machinery of attention_prefill.cu (fa_mma, fa_load8, fa_ldsm_x4_trans).
+//
+// Why: attention_decode keeps a lane on one position and all of its group's heads, unrolled,
+// which is ~60-95 KB of code a chunk; with few chunks a warp (short contexts) the H200 spent
+// ~24 us a layer fetching it. Here the query heads of one GQA group (up to 16) are the 16 rows
+// of an m16n8k16 product: S = Q K^T over a 64-position tile that the block stages in shared
+// memory (a warp takes 16 of its positions), the softmax runs online in f32, base 2, and
+// O += P V is the same product with P rounded to f16, as in the prefill kernel. Rows past
+// the group's heads are zero queries whose results are never written.
+#define DM_WARPS 4
+#define DM_KT (16 * DM_WARPS) // positions a tile; DEC_CHUNK (a span's unit) is a multiple of it
+#define DM_ROWS 16            // query heads a block: one m16 tile
+
+template <int HD, typename T>
+static __device__ __forceinline__ void dm_decode_body(const float *__restrict__ q, const T *__restrict__ kc,
+	const T *__restrict__ vc, const float *__restrict__ ks, const float *__restrict__ vs, float *__restrict__ out,
+	const int *__restrict__ pos, int n_head, int n_kv, float scale, float *__restrict__ part,
+	const float *__restrict__ sinks, int window, int ring) {
+	static_assert(HD % 16 == 0 && HD <= 128, "head size");
+	static_assert(DEC_CHUNK % DM_KT == 0, "a span holds whole tiles");
+	__shared__ __align__(16) __half Ks[DM_KT][HD + FA_PAD];
+	__shared__ __align__(16) __half Vs[DM_KT][HD + FA_PAD];
+	__shared__ float wm[DM_WARPS][DM_ROWS], wl[DM_WARPS][DM_ROWS];
+	__shared__ float osum[DM_ROWS][HD];
+	const int G = n_head / n_kv, ngrp = (G + DM_ROWS - 1) / DM_ROWS, hpb = (G + ngrp - 1) / ngrp;
+	const int kvh = blockIdx.x / ngrp, gi = blockIdx.x % ngrp;
+	const int h0 = kvh * G + gi * hpb, gn = min(hpb, G - gi * hpb);
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+	const int last = pos[0], n_split = gridDim.y, sp = blockIdx.y;
+	const DecSpan d = dec_span(last, window, n_split);
+	if (sp >= d.used || gn <= 0) return; // the whole block: no barrier is skipped
+	const int first = d.lo + sp * d.span, end = min(first + d.span, last + 1) - 1;
+
+	// the group's queries as A fragments (rows g and g + 8), scaled into base 2
+	const float qscale = scale * DEC_LOG2E;
+	uint32_t qa[HD / 16][4];
+#pragma unroll
+	for (int kk = 0; kk < HD / 16; kk++)
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			const int row = g + 8 * (i & 1), col = 16 * kk + 2 * t + 8 * (i >> 1);
+			float2 v = make_float2(0.f, 0.f);
+			if (row < gn) v = *(const float2 *)(q + (long long)(h0 + row) * HD + col);
+			qa[kk][i] = fa_pack(v.x * qscale, v.y * qscale);
+		}
+	for (int i = threadIdx.x; i < DM_ROWS * HD; i += blockDim.x) (&osum[0][0])[i] = 0.f;
+	float o[HD / 8][4];
+#pragma unroll
+	for (int n = 0; n < HD / 8; n++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) o[n][e] = 0.f;
+	float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+	const long long row_stride = (long long)n_kv * HD;
+	constexpr int LOAD_UNROLL = sizeof(T) == 2 ? 4 : FA_I8_LOAD_UNROLL;
+	const int r0 = 16 * warp; // this warp's positions in a tile
+
+	for (int base = first; base <= end; base += DM_KT) {
+		__syncthreads(); // the previous tile is consumed
+#pragma unroll LOAD_UNROLL
+		for (int idx = threadIdx.x; idx < DM_KT * HD / 8; idx += DM_WARPS * 32) {
+			const int r = idx / (HD / 8), c8 = (idx % (HD / 8)) * 8;
+			const int p = base + r;
+			uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+			if (p <= end) fa_load8<HD>(kc, vc, ks, vs, att_slot(p, ring) * row_stride + (long long)kvh * HD + c8, kv, vv);
+			*(uint4 *)&Ks[r][c8] = kv;
+			*(uint4 *)&Vs[r][c8] = vv;
+		}
+		__syncthreads();
+		if (base + r0 > end) continue; // none of this warp's positions is attended
+
+		float s[2][4];
+#pragma unroll
+		for (int j = 0; j < 2; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) s[j][e] = 0.f;
+#pragma unroll
+		for (int kk = 0; kk < HD / 16; kk++)
+#pragma unroll
+			for (int j = 0; j < 2; j++) {
+				const uint32_t b0 = *(const uint32_t *)&Ks[r0 + 8 * j + g][16 * kk + 2 * t];
+				const uint32_t b1 = *(const uint32_t *)&Ks[r0 + 8 * j + g][16 * kk + 2 * t + 8];
+				fa_mma(s[j], qa[kk], b0, b1);
+			}
+		float mx[2] = {m[0], m[1]};
+#pragma unroll
+		for (int j = 0; j < 2; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				if (base + r0 + 8 * j + 2 * t + (e & 1) > end) s[j][e] = -INFINITY;
+				mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
+			}
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+			mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+		}
+		float corr[2];
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			corr[i] = m[i] == -INFINITY ? 0.f : fa_exp2(m[i] - mx[i]); // position base+r0 is attended: mx is finite
+			m[i] = mx[i];
+			l[i] *= corr[i];
+		}
+#pragma unroll
+		for (int n = 0; n < HD / 8; n++) {
+			o[n][0] *= corr[0];
+			o[n][1] *= corr[0];
+			o[n][2] *= corr[1];
+			o[n][3] *= corr[1];
+		}
+#pragma unroll
+		for (int j = 0; j < 2; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				const float pv = fa_exp2(s[j][e] - m[e >> 1]); // 0 where masked
+				s[j][e] = pv;
+				l[e >> 1] += pv;
+			}
+		const uint32_t a[4] = {fa_pack(s[0][0], s[0][1]), fa_pack(s[0][2], s[0][3]), fa_pack(s[1][0], s[1][1]), fa_pack(s[1][2], s[1][3])};
+#pragma unroll
+		for (int n = 0; n < HD / 8; n += 2) {
+			uint32_t b[4];
+			fa_ldsm_x4_trans(b, &Vs[r0 + (lane & 7) + ((lane >> 3) & 1) * 8][(n + (lane >> 4)) * 8]);
+			fa_mma(o[n], a, b[0], b[1]);
+			fa_mma(o[n + 1], a, b[2], b[3]);
+		}
+	}
+
+	// merge the warps: each scales its rows to the block's max and adds them into osum
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+		l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+		if (t == 0) {
+			wm[warp][g + 8 * i] = m[i];
+			wl[warp][g + 8 * i] = l[i];
+		}
+	}
+	__syncthreads();
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		const int row = g + 8 * i;
+		if (row >= gn || m[i] == -INFINITY) continue; // a padding row, or a warp with no position
+		float M = -INFINITY;
+		for (int w = 0; w < DM_WARPS; w++) M = fmaxf(M, wm[w][row]);
+		const float c = fa_exp2(m[i] - M);
+#pragma unroll
+		for (int n = 0; n < HD / 8; n++) {
+			atomicAdd(&osum[row][8 * n + 2 * t], o[n][2 * i] * c);
+			atomicAdd(&osum[row][8 * n + 2 * t + 1], o[n][2 * i + 1] * c);
+		}
+	}
+	__syncthreads();
+	for (int idx = threadIdx.x; idx < gn * HD; idx += blockDim.x) {
+		const int row = idx / HD, i = idx % HD, h = h0 + row;
+		float M = -INFINITY, L = 0.f;
+		for (int w = 0; w < DM_WARPS; w++) M = fmaxf(M, wm[w][row]);
+		for (int w = 0; w < DM_WARPS; w++)
+			if (wm[w][row] != -INFINITY) L += wl[w][row] * fa_exp2(wm[w][row] - M);
+		if (n_split == 1) {
+			float Mo = M, es = 0.f;
+			if (sinks != nullptr) {
+				const float sk = sinks[h] * DEC_LOG2E;
+				Mo = fmaxf(M, sk);
+				es = fa_exp2(sk - Mo);
+			}
+			const float c = fa_exp2(M - Mo);
+			out[(long long)h * HD + i] = osum[row][i] * c / (L * c + es);
+		} else {
+			float *pp = part + ((long long)h * n_split + sp) * (HD + 2);
+			if (i == 0) {
+				pp[0] = M;
+				pp[1] = L;
+			}
+			pp[2 + i] = osum[row][i];
+		}
+	}
+}
+
+#define DM_DECODE(hd)                                                                                             \
+	extern "C" __global__ void __launch_bounds__(DM_WARPS * 32) attention_decode_mma_##hd(const float *q,         \
+		const __half *kc, const __half *vc, float *out, const int *pos, int n_head, int n_kv, float scale,       \
+		float *part, const float *sinks, int window, int ring) {                                                  \
+		dm_decode_body<hd>(q, kc, vc, nullptr, nullptr, out, pos, n_head, n_kv, scale, part, sinks, window, ring); \
+	}                                                                                                             \
+	extern "C" __global__ void __launch_bounds__(DM_WARPS * 32) attention_decode_mma_int8_##hd(const float *q,    \
+		const int8_t *kc, const float *ks, const int8_t *vc, const float *vs, float *out, const int *pos,         \
+		int n_head, int n_kv, float scale, float *part, const float *sinks, int window, int ring) {               \
+		dm_decode_body<hd>(q, kc, vc, ks, vs, out, pos, n_head, n_kv, scale, part, sinks, window, ring);          \
+	}
+DM_DECODE(16)
+DM_DECODE(32)
+DM_DECODE(48)
+DM_DECODE(64)
+DM_DECODE(80)
+DM_DECODE(96)
+DM_DECODE(112)
+DM_DECODE(128)
+#undef DM_DECODE
