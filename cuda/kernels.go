@@ -657,9 +657,13 @@ func decodeGroups(nHead, nKV, perBlock int) int {
 	return nKV * ceilDiv(nHead/nKV, perBlock)
 }
 
-// decodeMMARows is the query heads of one GQA group a block of attention_decode_mma takes:
-// the rows of one m16n8k16 tile.
-const decodeMMARows = 16
+// attention_decode_mma's geometry: a block takes up to decodeMMARows query heads of one GQA
+// group (the rows of one m16n8k16 tile), and its spans are whole tiles of decodeMMATile
+// positions.
+const (
+	decodeMMARows = 16
+	decodeMMATile = 64
+)
 
 // DecodeSplits is how many spans AttentionDecode should be launched with for a cache of up
 // to maxCtx positions: enough blocks to fill the GPU at the longest context, and no more
@@ -679,26 +683,33 @@ func DecodeSplits(maxCtx, nHead, nKV int) int {
 func (k *Kernels) AttentionDecode(s *Stream, q, kCache, vCache, out, pos DevicePtr, nHead, nKV, headDim int, scale float32, nSplit int, scratch DevicePtr, o AttentionOptions) error {
 	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale).Ptr(scratch).
 		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
-	return k.attentionDecode("attention_decode", decodeHeadsPerBlock, s, a, out, pos, nHead, nKV, headDim, nSplit, scratch, o)
+	return k.attentionDecode("attention_decode", decodeHeadsPerBlock, decodeChunk, s, a, out, pos, nHead, nKV, headDim, nSplit, scratch, o)
+}
+
+// AttentionDecodeInt8 is AttentionDecode reading an int8 cache in place.
+func (k *Kernels) AttentionDecodeInt8(s *Stream, q DevicePtr, c Int8KV, out, pos DevicePtr, nHead, nKV, headDim int, scale float32, nSplit int, scratch DevicePtr, o AttentionOptions) error {
+	a := new(Args).Ptr(q).Ptr(c.K).Ptr(c.KScales).Ptr(c.V).Ptr(c.VScales).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale).Ptr(scratch).
+		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
+	return k.attentionDecode("attention_decode_int8", decodeHeadsPerBlock, decodeChunk, s, a, out, pos, nHead, nKV, headDim, nSplit, scratch, o)
 }
 
 // AttentionDecodeMMAFits reports whether AttentionDecodeMMA and AttentionDecodeMMAInt8 have a
 // kernel for headDim: the prefill tensor-core kernels' head sizes (multiples of 16 up to 128).
 func AttentionDecodeMMAFits(headDim int) bool { return AttentionPrefillMMAFits(headDim) }
 
-// AttentionDecodeMMA is AttentionDecode (same arguments, spans and scratch) on the tensor
-// cores (attention_decode_mma.cu): the query heads of a GQA group are the rows of S = Q K^T
-// and O = P V, with q and the softmax weights P rounded to f16 on the way in, as in
-// AttentionPrefillMMA, so its results differ from AttentionDecode's by about 1e-3 of the
-// values' scale. Its code is a fraction of attention_decode's, whose instruction fetch bound
-// a short context's step.
+// AttentionDecodeMMA is AttentionDecode (same arguments and scratch; its spans are whole
+// 64-position tiles) on the tensor cores (attention_decode_mma.cu): the query heads of a GQA
+// group are the rows of S = Q K^T and O = P V, with q and the softmax weights P rounded to
+// f16 on the way in, as in AttentionPrefillMMA, so its results differ from AttentionDecode's
+// by about 1e-3 of the values' scale. A warp runs a few hundred instructions a tile where
+// attention_decode runs thousands a 32-position chunk, which bounded short contexts.
 func (k *Kernels) AttentionDecodeMMA(s *Stream, q, kCache, vCache, out, pos DevicePtr, nHead, nKV, headDim int, scale float32, nSplit int, scratch DevicePtr, o AttentionOptions) error {
 	if !AttentionDecodeMMAFits(headDim) {
 		return fmt.Errorf("cuda: attention_decode_mma: no kernel for head size %d (multiples of %d up to %d)", headDim, attentionHeadStep, maxMMAPrefillHeadDim)
 	}
 	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale).Ptr(scratch).
 		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
-	return k.attentionDecode("attention_decode_mma", decodeMMARows, s, a, out, pos, nHead, nKV, headDim, nSplit, scratch, o)
+	return k.attentionDecode("attention_decode_mma", decodeMMARows, decodeMMATile, s, a, out, pos, nHead, nKV, headDim, nSplit, scratch, o)
 }
 
 // AttentionDecodeMMAInt8 is AttentionDecodeMMA reading an int8 cache, each tile dequantised to
@@ -709,19 +720,12 @@ func (k *Kernels) AttentionDecodeMMAInt8(s *Stream, q DevicePtr, c Int8KV, out, 
 	}
 	a := new(Args).Ptr(q).Ptr(c.K).Ptr(c.KScales).Ptr(c.V).Ptr(c.VScales).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale).Ptr(scratch).
 		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
-	return k.attentionDecode("attention_decode_mma_int8", decodeMMARows, s, a, out, pos, nHead, nKV, headDim, nSplit, scratch, o)
-}
-
-// AttentionDecodeInt8 is AttentionDecode reading an int8 cache in place.
-func (k *Kernels) AttentionDecodeInt8(s *Stream, q DevicePtr, c Int8KV, out, pos DevicePtr, nHead, nKV, headDim int, scale float32, nSplit int, scratch DevicePtr, o AttentionOptions) error {
-	a := new(Args).Ptr(q).Ptr(c.K).Ptr(c.KScales).Ptr(c.V).Ptr(c.VScales).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale).Ptr(scratch).
-		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
-	return k.attentionDecode("attention_decode_int8", decodeHeadsPerBlock, s, a, out, pos, nHead, nKV, headDim, nSplit, scratch, o)
+	return k.attentionDecode("attention_decode_mma_int8", decodeMMARows, decodeMMATile, s, a, out, pos, nHead, nKV, headDim, nSplit, scratch, o)
 }
 
 // attentionDecode launches name_<headDim> with blocks of perBlock query heads a kv head and
-// nSplit spans, then attention_merge when there are several.
-func (k *Kernels) attentionDecode(name string, perBlock int, s *Stream, a *Args, out, pos DevicePtr, nHead, nKV, headDim, nSplit int, scratch DevicePtr, o AttentionOptions) error {
+// nSplit spans in units of chunk positions, then attention_merge when there are several.
+func (k *Kernels) attentionDecode(name string, perBlock, chunk int, s *Stream, a *Args, out, pos DevicePtr, nHead, nKV, headDim, nSplit int, scratch DevicePtr, o AttentionOptions) error {
 	if err := checkAttention(name, nHead, nKV, headDim, o); err != nil {
 		return err
 	}
@@ -738,7 +742,7 @@ func (k *Kernels) attentionDecode(name string, perBlock int, s *Stream, a *Args,
 		return nil
 	}
 	return k.launch("attention_merge", s, Dim3{X: nHead}, Dim3{X: 32 * ceilDiv(headDim, 32)}, 0,
-		new(Args).Ptr(scratch).Ptr(out).Ptr(pos).Int(nSplit).Int(headDim).Ptr(o.Sinks).Int(o.Window))
+		new(Args).Ptr(scratch).Ptr(out).Ptr(pos).Int(nSplit).Int(headDim).Ptr(o.Sinks).Int(o.Window).Int(chunk))
 }
 
 // AttentionPrefill is causal attention for nTok queries q [nTok][nHead][headDim]: query t

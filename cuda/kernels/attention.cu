@@ -258,16 +258,17 @@ static __device__ __forceinline__ float att_sink(const float *sinks, int h, floa
 #define DEC_LOG2E 1.4426950408889634f
 
 // The split of first..last into n_split spans: lo is the first attended position, span
-// the positions each span takes (at least DEC_CHUNK), used how many spans hold any.
+// the positions each span takes (a multiple of chunk, the kernel's unit: DEC_CHUNK here,
+// attention_decode_mma's tile), used how many spans hold any.
 struct DecSpan {
 	int lo, span, used;
 };
-static __device__ __forceinline__ DecSpan dec_span(int last, int window, int n_split) {
+static __device__ __forceinline__ DecSpan dec_span(int last, int window, int n_split, int chunk) {
 	DecSpan d;
 	d.lo = window > 0 ? max(0, last - window + 1) : 0;
 	const int len = last - d.lo + 1;
 	const int per = (len + n_split - 1) / n_split;
-	d.span = (per + DEC_CHUNK - 1) / DEC_CHUNK * DEC_CHUNK;
+	d.span = (per + chunk - 1) / chunk * chunk;
 	d.used = (len + d.span - 1) / d.span;
 	return d;
 }
@@ -423,7 +424,7 @@ static __device__ __forceinline__ void att_decode_body(const float *q, const Row
 	const int h0 = kvh * G + gi * hpb, gn = min(hpb, G - gi * hpb);
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	const int last = pos[0], n_split = gridDim.y, sp = blockIdx.y;
-	const DecSpan d = dec_span(last, window, n_split);
+	const DecSpan d = dec_span(last, window, n_split, DEC_CHUNK);
 	if (sp >= d.used || gn <= 0) return; // the whole block: no barrier is skipped
 	const int first = d.lo + sp * d.span, end = min(first + d.span, last + 1) - 1;
 	const float qscale = scale * DEC_LOG2E;
@@ -550,15 +551,15 @@ static __device__ __forceinline__ void att_decode_body(const float *q, const Row
 ATT_SIZES(ATT_DECODE)
 #undef ATT_DECODE
 
-// attention_merge combines the spans of each query head that dec_span says hold positions
+// attention_merge combines the spans of each query head that dec_span (with the decode kernel's chunk) says hold positions
 // (block h, hd threads; at most DEC_MAX_SPLITS spans), adding head h's sink (sinks may be
 // null) to the denominator. The states are in log2 units, as the decode kernels write them.
 #define DEC_MAX_SPLITS 1024
-extern "C" __global__ void attention_merge(const float *part, float *out, const int *pos, int n_split, int hd, const float *sinks, int window) {
+extern "C" __global__ void attention_merge(const float *part, float *out, const int *pos, int n_split, int hd, const float *sinks, int window, int chunk) {
 	__shared__ float wt[DEC_MAX_SPLITS];
 	__shared__ float red[32];
 	const int h = blockIdx.x;
-	const int used = dec_span(pos[0], window, n_split).used;
+	const int used = dec_span(pos[0], window, n_split, chunk).used;
 	const float *p = part + (long long)h * n_split * (hd + 2);
 	float M = -INFINITY;
 	for (int s = threadIdx.x; s < used; s += blockDim.x) M = fmaxf(M, p[s * (hd + 2)]);
