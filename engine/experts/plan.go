@@ -193,6 +193,12 @@ func MakePlan(in PlanInput) (Plan, error) {
 		if in.Tiered {
 			note("--tiered-experts places experts around a GPU cache; without a GPU it changes nothing")
 		}
+		if in.HostBudgetBytes > 0 {
+			note("--host-budget-gib sizes a GPU's pinned tier; without a GPU it is unused (--resident-experts with --resident-budget-gib keeps experts in a RAM arena)")
+		}
+		if !in.Resident && in.ResidentBudgetBytes > 0 {
+			note("--resident-budget-gib caps the arena of --resident-experts; without it the budget is unused")
+		}
 		return p, nil
 	}
 

@@ -47,6 +47,8 @@ func TestMakePlan(t *testing.T) {
 		{"no GPU, resident pins every expert", func(in *PlanInput) { in.GPUFreeBytes, in.Resident = 0, true }, "PPPPPPPP", 0, 4096, "page-locked RAM arena"},
 		{"no GPU, resident within its budget", func(in *PlanInput) { in.GPUFreeBytes, in.Resident, in.ResidentBudgetBytes = 0, true, 5<<20 }, "PPPPPCCC", 0, 4096, "caps the RAM arena"},
 		{"no GPU, RAM below the minimum KV", func(in *PlanInput) { in.GPUFreeBytes, in.HostAvailBytes = 0, 4<<20+4<<10 }, "UUUUUUUU", 0, 1025, "a KV cache of 2048 tokens needs 2.0 MiB"},
+		{"no GPU, host budget unused", func(in *PlanInput) { in.GPUFreeBytes, in.HostBudgetBytes = 0, 20<<30 }, "UUUUUUUU", 0, 4096, "without a GPU it is unused"},
+		{"no GPU, resident budget without resident", func(in *PlanInput) { in.GPUFreeBytes, in.ResidentBudgetBytes = 0, 1<<30 }, "UUUUUUUU", 0, 4096, "--resident-budget-gib caps the arena"},
 		{"no GPU, zero slots asked", func(in *PlanInput) { in.GPUFreeBytes, in.ExpertCache = 0, 0 }, "UUUUUUUU", 0, 4096, ""},
 		{"auto, all fit", func(*PlanInput) {}, "VVVVVVVV", 8, 4096, "every expert fits"},
 		{"auto, budget caps", func(in *PlanInput) { in.VRAMBudgetBytes = 115 << 20 }, "VVVCCCCC", 3, 2048, "caps the expert cache at 3 of 8"},
