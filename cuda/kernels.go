@@ -668,8 +668,8 @@ const (
 // DecodeSplits is how many spans AttentionDecode should be launched with for a cache of up
 // to maxCtx positions: enough blocks to fill the GPU at the longest context, and no more
 // spans than maxCtx has chunks. The kernels read the position from device memory and use
-// only as many spans as it needs (each at least 128 positions), so one launch, captured in a
-// graph, serves every position.
+// only as many spans as it needs (each at least 128 positions, or one 64-position tile for
+// the MMA kernels), so one launch, captured in a graph, serves every position.
 func DecodeSplits(maxCtx, nHead, nKV int) int {
 	return min(max(ceilDiv(decodeBlocks, decodeGroups(nHead, nKV, decodeHeadsPerBlock)), 1), max(ceilDiv(maxCtx, decodeChunk), 1), MaxDecodeSplits)
 }
