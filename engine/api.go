@@ -241,9 +241,12 @@ type CacheActivity struct {
 	WaitRoutes             time.Duration // waiting for each layer's routing result
 	CPUMisses              time.Duration // computing misses on the CPU pool
 	Uploads                time.Duration // streaming experts and miss results to the GPU
-	HelperSlots            [2]int        // expert slots on helper GPUs 1 and 2
-	Helpers                time.Duration // sending inputs to the helpers and their results back
-	HelperResults          time.Duration // of that, waiting for the results and bringing them back
+	// The same three for single-token steps only, over DecodeTokens of them.
+	DecodeTokens                                     uint64
+	DecodeWaitRoutes, DecodeCPUMisses, DecodeUploads time.Duration
+	HelperSlots                                      [2]int        // expert slots on helper GPUs 1 and 2
+	Helpers                                          time.Duration // sending inputs to the helpers and their results back
+	HelperResults                                    time.Duration // of that, waiting for the results and bringing them back
 
 	// The RAM arena of the pinned (tiered) or resident experts.
 	ArenaBytes      int64

@@ -79,6 +79,7 @@ func (m *Model) Tiers() TierSnapshot {
 			VRAMSlots: st.DeviceSlots, PinnedSlots: st.PinnedSlots, PCIeReads: st.PCIe, Streamed: st.Streamed, ColdReads: st.ColdReads,
 			FillBytes: st.FillBytes, FillTime: st.FillTime,
 			WaitRoutes: st.WaitRoutes, CPUMisses: st.CPUMisses, Uploads: st.Uploads,
+			DecodeTokens: st.DecodeSteps, DecodeWaitRoutes: st.DecodeHost.WaitRoutes, DecodeCPUMisses: st.DecodeHost.CPUMisses, DecodeUploads: st.DecodeHost.Uploads,
 			HelperSlots: st.HelperSlots, Helpers: st.Helpers, HelperResults: st.HelperResults,
 		}
 		pl := m.place

@@ -235,6 +235,7 @@ func runBench(ctx context.Context, args []string, io IO) error {
 			PCIeReads: c.PCIeReads, Streamed: c.Streamed, ColdReads: c.ColdReads,
 			FillGB: float64(c.FillBytes) / 1e9, FillSeconds: c.FillTime.Seconds(),
 			WaitRoutesSeconds: c.WaitRoutes.Seconds(), CPUMissSeconds: c.CPUMisses.Seconds(), UploadSeconds: c.Uploads.Seconds(),
+			DecodeHost:  decodeHostOf(c),
 			HelperSlots: c.HelperSlots[:], HelperHits: tiers.HitsPerTier[engine.TierHelper], HelperSeconds: c.Helpers.Seconds(), HelperResultSeconds: c.HelperResults.Seconds(),
 			ArenaGB: float64(c.ArenaBytes) / 1e9, ArenaSeconds: c.ArenaFill.Seconds(),
 			ArenaUnbuffered: c.ArenaUnbuffered, ArenaLocked: c.ArenaLocked, ArenaFromPack: c.ArenaFromPack,
@@ -266,6 +267,10 @@ func runBench(ctx context.Context, args []string, io IO) error {
 			c.VRAMSlots, c.PinnedSlots, rep.DecodeHitRate, c.Swaps, c.PCIeReads, c.Streamed)
 		fmt.Fprintf(io.Out, "host time waiting for routes %.2f s, CPU misses %.2f s, uploads %.2f s; fill %.2f GB in %.2f s\n",
 			c.WaitRoutesSeconds, c.CPUMissSeconds, c.UploadSeconds, c.FillGB, c.FillSeconds)
+		if d := c.DecodeHost; d != nil {
+			fmt.Fprintf(io.Out, "a decode token's host time (µs, over %d): waiting for routes %.0f, CPU misses %.0f, uploads %.0f\n",
+				d.Tokens, d.WaitRoutes, d.CPUMisses, d.Uploads)
+		}
 		if c.ArenaGB > 0 {
 			fmt.Fprintf(io.Out, "RAM arena %.2f GB in %.2f s (unbuffered %v, before the file was mapped %v, page-locked %v, from experts.bin %v)\n",
 				c.ArenaGB, c.ArenaSeconds, c.ArenaUnbuffered, c.ArenaUnmapped, c.ArenaLocked, c.ArenaFromPack)
@@ -306,6 +311,24 @@ func formatRates(xs []float64) string {
 	return strings.Join(parts, " ")
 }
 
+// decodeHostReport is the expert cache's host time per decode token, in microseconds:
+// what the prompts' batches spend (streaming, mostly) is left out.
+type decodeHostReport struct {
+	Tokens     uint64  `json:"tokens"`
+	WaitRoutes float64 `json:"wait_routes"`
+	CPUMisses  float64 `json:"cpu_misses"`
+	Uploads    float64 `json:"uploads"`
+}
+
+// decodeHostOf is c's host time per decode token (nil with no decode step).
+func decodeHostOf(c *engine.CacheActivity) *decodeHostReport {
+	if c.DecodeTokens == 0 {
+		return nil
+	}
+	per := func(d time.Duration) float64 { return d.Seconds() * 1e6 / float64(c.DecodeTokens) }
+	return &decodeHostReport{Tokens: c.DecodeTokens, WaitRoutes: per(c.DecodeWaitRoutes), CPUMisses: per(c.DecodeCPUMisses), Uploads: per(c.DecodeUploads)}
+}
+
 // cacheReport is the expert cache's part of the bench report.
 type cacheReport struct {
 	VRAMSlots         int     `json:"vram_slots"`
@@ -319,9 +342,11 @@ type cacheReport struct {
 	WaitRoutesSeconds float64 `json:"wait_routes_s"`
 	CPUMissSeconds    float64 `json:"cpu_miss_s"`
 	UploadSeconds     float64 `json:"upload_s"`
-	HelperSlots       []int   `json:"helper_slots"` // helper GPUs 1 and 2
-	HelperHits        uint64  `json:"helper_hits"`  // routed pairs the helpers computed
-	HelperSeconds     float64 `json:"helper_s"`     // host time sending them inputs and bringing results back
+	// DecodeHost is a decode token's share of the three (nil before any decode step).
+	DecodeHost    *decodeHostReport `json:"decode_host_us_per_token,omitempty"`
+	HelperSlots   []int             `json:"helper_slots"` // helper GPUs 1 and 2
+	HelperHits    uint64            `json:"helper_hits"`  // routed pairs the helpers computed
+	HelperSeconds float64           `json:"helper_s"`     // host time sending them inputs and bringing results back
 	// HelperResultSeconds is the part of HelperSeconds spent waiting for the helpers' results
 	// and bringing them back to the main GPU.
 	HelperResultSeconds float64 `json:"helper_results_s"`

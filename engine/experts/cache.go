@@ -144,14 +144,33 @@ type CacheStats struct {
 	Swaps          uint64
 	FillBytes      int64
 	FillTime       time.Duration
-	WaitRoutes     time.Duration // host waiting for the routing result and activations
-	CPUMisses      time.Duration // host computing misses
-	Uploads        time.Duration // host time uploading miss results and streamed experts
-	Helpers        time.Duration // host time sending inputs to the helper GPUs and their results back
-	HelperResults  time.Duration // of that, waiting for the results and bringing them back
-	DeviceSlots    int
-	PinnedSlots    int
-	HelperSlots    [2]int
+	HostTime       // the host's time in every call
+	// DecodeHost is the host's time in single-token calls only, and DecodeSteps how many
+	// tokens those were (layer 0's calls), so that a decode token's share can be told apart
+	// from the prompts'.
+	DecodeHost    HostTime
+	DecodeSteps   uint64
+	Helpers       time.Duration // host time sending inputs to the helper GPUs and their results back
+	HelperResults time.Duration // of that, waiting for the results and bringing them back
+	DeviceSlots   int
+	PinnedSlots   int
+	HelperSlots   [2]int
+}
+
+// HostTime is where the host's time in the cache went.
+type HostTime struct {
+	WaitRoutes time.Duration // waiting for the routing result and activations
+	CPUMisses  time.Duration // computing misses
+	Uploads    time.Duration // uploading miss results and streamed experts
+}
+
+// addHost adds to the host times of a call over n tokens (the decode ones too for one
+// token); c.mu is held.
+func (c *Cache) addHost(n int, add func(*HostTime)) {
+	add(&c.stats.HostTime)
+	if n == 1 {
+		add(&c.stats.DecodeHost)
+	}
 }
 
 // layerCache is one layer's share.
@@ -490,8 +509,9 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 	}
 	t0 := time.Now()
 	c.dev.HostRoutes(r)
+	wait := time.Since(t0)
 	c.mu.Lock()
-	c.stats.WaitRoutes += time.Since(t0)
+	c.addHost(r.N, func(h *HostTime) { h.WaitRoutes += wait })
 	c.mu.Unlock()
 	L := c.lays[l]
 	n, K, H := r.N, r.K, L.file[0].Cols
@@ -541,6 +561,9 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 	}
 	if l == 0 {
 		c.tokens += n
+		if n == 1 {
+			c.stats.DecodeSteps++
+		}
 	}
 	if l <= c.lastLayer {
 		c.steps++
@@ -562,7 +585,7 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 	onHost := len(pinCPU)+len(cold) > 0
 	onHelpers := len(helper[0])+len(helper[1]) > 0
 	if onHost || onHelpers {
-		c.readX(x, n*H)
+		c.readX(x, n, H)
 	}
 	if onHelpers {
 		// The helpers start first: they work while the main device runs its hits and the
@@ -669,9 +692,9 @@ func (c *Cache) cpuMisses(L *layerCache, dst compute.Buf, pinCPU, cold []entry, 
 	t2 := time.Now()
 	c.dev.Write(c.devOut, xs)
 	c.dev.Add(dst, c.devOut, n*H)
+	up := time.Since(t2)
 	c.mu.Lock()
-	c.stats.CPUMisses += t2.Sub(t1)
-	c.stats.Uploads += time.Since(t2)
+	c.addHost(n, func(h *HostTime) { h.CPUMisses += t2.Sub(t1); h.Uploads += up })
 	c.mu.Unlock()
 }
 
@@ -780,17 +803,19 @@ func (c *Cache) waitMain() {
 	}
 }
 
-// readX copies the layer's input (n*H values) to the host for the misses.
-func (c *Cache) readX(x compute.Buf, nh int) {
+// readX copies the layer's input (n tokens of H values) to the host for the misses.
+func (c *Cache) readX(x compute.Buf, n, H int) {
 	t0 := time.Now()
+	nh := n * H
 	if c.hostX == nil || c.hostX.Len() < nh {
 		c.hostX, c.hostOut = c.host.NewBuf(nh), c.host.NewBuf(nh)
 		c.devOut = c.dev.NewBuf(nh)
 		c.hostXs = make([]float32, nh)
 	}
 	c.dev.Read(x, c.hostXs[:nh])
+	wait := time.Since(t0)
 	c.mu.Lock()
-	c.stats.WaitRoutes += time.Since(t0)
+	c.addHost(n, func(h *HostTime) { h.WaitRoutes += wait })
 	c.mu.Unlock()
 }
 

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"strata/engine/compute/cpu"
 	"strata/engine/experts"
@@ -164,9 +165,39 @@ func TestCacheMatchesTransformers(t *testing.T) {
 				if tc.coldDirect && (st.ColdReads == 0 || st.ColdReadErrors != 0) {
 					t.Errorf("unbuffered cold reads: %d done, %d failed", st.ColdReads, st.ColdReadErrors)
 				}
+				checkDecodeHost(t, st, v.Prompts, tc.pcie)
 				t.Logf("routed %v, pcie %d, streamed %d, swaps %d", st.Routed, st.PCIe, st.Streamed, st.Swaps)
 			})
 		}
+	}
+}
+
+// checkDecodeHost checks the decode-only host times against the prompts run: one decode step
+// a generated token (and a one-token prompt), each time within the all-calls total, and CPU
+// time in decode when a decode step had a miss the CPU computes (pcieShare 0: every pinned
+// miss is the CPU's).
+func checkDecodeHost(t *testing.T, st experts.CacheStats, prompts []fixtures.RefPrompt, pcieShare float64) {
+	t.Helper()
+	want := 0
+	for _, p := range prompts {
+		want += len(p.Generated)
+		if len(p.Tokens) == 1 {
+			want++
+		}
+	}
+	if st.DecodeSteps != uint64(want) {
+		t.Errorf("%d decode steps counted, the prompts ran %d", st.DecodeSteps, want)
+	}
+	for _, c := range []struct {
+		name          string
+		decode, total time.Duration
+	}{{"waiting for routes", st.DecodeHost.WaitRoutes, st.WaitRoutes}, {"CPU misses", st.DecodeHost.CPUMisses, st.CPUMisses}, {"uploads", st.DecodeHost.Uploads, st.Uploads}} {
+		if c.decode > c.total {
+			t.Errorf("decode %s %v, more than the total %v", c.name, c.decode, c.total)
+		}
+	}
+	if cpu := st.Decode[experts.TierCold] + st.Decode[experts.TierPinned]; pcieShare == 0 && cpu > 0 && (st.DecodeHost.CPUMisses <= 0 || st.DecodeHost.WaitRoutes <= 0) {
+		t.Errorf("%d decode misses on the CPU, yet decode CPU time %v and wait %v", cpu, st.DecodeHost.CPUMisses, st.DecodeHost.WaitRoutes)
 	}
 }
 
