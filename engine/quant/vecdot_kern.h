@@ -306,97 +306,121 @@ static inline VD_T __m256i VD(iq_dot32)(__m256i g, const int8_t *a, __m256i sg, 
 	return VD(dot_us16)(g, _mm256_sign_epi8(VD(load)(a), sg), sc);
 }
 
-static inline VD_T void VD(b_iq2_xxs)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
-	(void)bs;
-	(void)corr;
-	__m256i isum = _mm256_setzero_si256();
-	for (int ib = 0; ib < 8; ib++) {
+#define VD_AI __attribute__((always_inline))
+
+// iq_unpack32 unpacks 32-value group ib of an IQ block b: the grid bytes g, their signs sg
+// (-1/+1 bytes) and the odd scale of each half (s0: values 0..15, s1: 16..31), for the grid
+// types IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S. Their row kernels and i256_dec share it.
+static inline VD_T VD_AI void VD(iq_unpack32)(const int TYPE, const uint8_t *b, int ib, __m256i *g, __m256i *sg, int *s0, int *s1) {
+	switch (TYPE) {
+	case VD_IQ2_XXS: {
 		const uint8_t *q = b + 2 + 8 * ib;
 		uint32_t aux;
 		memcpy(&aux, q + 4, 4);
-		const __m256i g = _mm256_setr_epi64x((long long)vd_iq2xxs_grid[q[0]], (long long)vd_iq2xxs_grid[q[1]],
-		                                     (long long)vd_iq2xxs_grid[q[2]], (long long)vd_iq2xxs_grid[q[3]]);
-		const __m256i sc = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
-		isum = _mm256_add_epi32(isum, VD(iq_dot32)(g, aq + 32 * ib, VD(ksigns32)(aux), sc));
+		*g = _mm256_setr_epi64x((long long)vd_iq2xxs_grid[q[0]], (long long)vd_iq2xxs_grid[q[1]],
+		                        (long long)vd_iq2xxs_grid[q[2]], (long long)vd_iq2xxs_grid[q[3]]);
+		*sg = VD(ksigns32)(aux);
+		*s0 = *s1 = 2 * (int)(aux >> 28) + 1;
+		break;
 	}
-	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad * 0.125f), _mm256_cvtepi32_ps(isum), *acc);
+	case VD_IQ2_XS: {
+		uint16_t q[4];
+		memcpy(q, b + 2 + 8 * ib, 8);
+		*sg = _mm256_setr_epi64x((long long)vd_ksigns_bytes[q[0] >> 9], (long long)vd_ksigns_bytes[q[1] >> 9],
+		                         (long long)vd_ksigns_bytes[q[2] >> 9], (long long)vd_ksigns_bytes[q[3] >> 9]);
+		*g = _mm256_setr_epi64x((long long)vd_iq2xs_grid[q[0] & 511], (long long)vd_iq2xs_grid[q[1] & 511],
+		                        (long long)vd_iq2xs_grid[q[2] & 511], (long long)vd_iq2xs_grid[q[3] & 511]);
+		*s0 = 2 * (b[66 + ib] & 15) + 1, *s1 = 2 * (b[66 + ib] >> 4) + 1;
+		break;
+	}
+	case VD_IQ2_S: {
+		const uint8_t *qs = b + 2 + 4 * ib;
+		const int qh = b[66 + ib];
+		uint32_t s;
+		memcpy(&s, b + 34 + 4 * ib, 4);
+		*g = _mm256_setr_epi64x((long long)vd_iq2s_grid[qs[0] | ((qh << 8) & 0x300)],
+		                        (long long)vd_iq2s_grid[qs[1] | ((qh << 6) & 0x300)],
+		                        (long long)vd_iq2s_grid[qs[2] | ((qh << 4) & 0x300)],
+		                        (long long)vd_iq2s_grid[qs[3] | ((qh << 2) & 0x300)]);
+		*sg = VD(sign_bytes)(s);
+		*s0 = 2 * (b[74 + ib] & 15) + 1, *s1 = 2 * (b[74 + ib] >> 4) + 1;
+		break;
+	}
+	case VD_IQ3_XXS: {
+		const uint8_t *q = b + 2 + 8 * ib;
+		uint32_t aux;
+		memcpy(&aux, b + 66 + 4 * ib, 4);
+		*g = _mm256_setr_epi32((int)vd_iq3xxs_grid[q[0]], (int)vd_iq3xxs_grid[q[1]], (int)vd_iq3xxs_grid[q[2]],
+		                       (int)vd_iq3xxs_grid[q[3]], (int)vd_iq3xxs_grid[q[4]], (int)vd_iq3xxs_grid[q[5]],
+		                       (int)vd_iq3xxs_grid[q[6]], (int)vd_iq3xxs_grid[q[7]]);
+		*sg = VD(ksigns32)(aux);
+		*s0 = *s1 = 2 * (int)(aux >> 28) + 1;
+		break;
+	}
+	case VD_IQ3_S: {
+		const uint8_t *q = b + 2 + 8 * ib;
+		const int qh = b[66 + ib];
+		uint32_t s;
+		memcpy(&s, b + 74 + 4 * ib, 4);
+		*g = _mm256_setr_epi32(
+			(int)vd_iq3s_grid[q[0] | ((qh << 8) & 256)], (int)vd_iq3s_grid[q[1] | ((qh << 7) & 256)],
+			(int)vd_iq3s_grid[q[2] | ((qh << 6) & 256)], (int)vd_iq3s_grid[q[3] | ((qh << 5) & 256)],
+			(int)vd_iq3s_grid[q[4] | ((qh << 4) & 256)], (int)vd_iq3s_grid[q[5] | ((qh << 3) & 256)],
+			(int)vd_iq3s_grid[q[6] | ((qh << 2) & 256)], (int)vd_iq3s_grid[q[7] | ((qh << 1) & 256)]);
+		*sg = VD(sign_bytes)(s);
+		*s0 = *s1 = 2 * ((b[106 + ib / 2] >> (4 * (ib & 1))) & 15) + 1;
+		break;
+	}
+	}
+}
+
+// iq_scale is the factor a grid type's block scale d takes beside the group scales.
+static inline VD_T VD_AI float VD(iq_scale)(const int TYPE) {
+	return TYPE == VD_IQ2_XXS || TYPE == VD_IQ2_XS || TYPE == VD_IQ2_S ? 0.125f : TYPE == VD_IQ3_XXS ? 0.25f : 1.f;
+}
+
+// b_iq_grid is the row kernel of the grid types: each 32-value group unpacked by
+// iq_unpack32 and multiplied by the activations with its signs and the scales of its halves.
+static inline VD_T VD_AI void VD(b_iq_grid)(const int TYPE, const uint8_t *b, const int8_t *aq, float ad, __m256 *acc) {
+	__m256i isum = _mm256_setzero_si256();
+	for (int ib = 0; ib < 8; ib++) {
+		__m256i g, sg;
+		int s0, s1;
+		VD(iq_unpack32)(TYPE, b, ib, &g, &sg, &s0, &s1);
+		const __m256i sc = _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0));
+		isum = _mm256_add_epi32(isum, VD(iq_dot32)(g, aq + 32 * ib, sg, sc));
+	}
+	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad * VD(iq_scale)(TYPE)), _mm256_cvtepi32_ps(isum), *acc);
+}
+
+static inline VD_T void VD(b_iq2_xxs)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
+	(void)bs;
+	(void)corr;
+	VD(b_iq_grid)(VD_IQ2_XXS, b, aq, ad, acc);
 }
 
 static inline VD_T void VD(b_iq2_xs)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
 	(void)bs;
 	(void)corr;
-	__m256i isum = _mm256_setzero_si256();
-	for (int ib = 0; ib < 8; ib++) {
-		uint16_t q[4];
-		memcpy(q, b + 2 + 8 * ib, 8);
-		const __m256i sg = _mm256_setr_epi64x((long long)vd_ksigns_bytes[q[0] >> 9], (long long)vd_ksigns_bytes[q[1] >> 9],
-		                                      (long long)vd_ksigns_bytes[q[2] >> 9], (long long)vd_ksigns_bytes[q[3] >> 9]);
-		const __m256i g = _mm256_setr_epi64x((long long)vd_iq2xs_grid[q[0] & 511], (long long)vd_iq2xs_grid[q[1] & 511],
-		                                     (long long)vd_iq2xs_grid[q[2] & 511], (long long)vd_iq2xs_grid[q[3] & 511]);
-		const int scb = b[66 + ib];
-		const int s0 = 2 * (scb & 15) + 1, s1 = 2 * (scb >> 4) + 1;
-		const __m256i sc = _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0));
-		isum = _mm256_add_epi32(isum, VD(iq_dot32)(g, aq + 32 * ib, sg, sc));
-	}
-	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad * 0.125f), _mm256_cvtepi32_ps(isum), *acc);
+	VD(b_iq_grid)(VD_IQ2_XS, b, aq, ad, acc);
 }
 
 static inline VD_T void VD(b_iq2_s)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
 	(void)bs;
 	(void)corr;
-	__m256i isum = _mm256_setzero_si256();
-	for (int ib = 0; ib < 8; ib++) {
-		const uint8_t *qs = b + 2 + 4 * ib;
-		const int qh = b[66 + ib];
-		uint32_t s;
-		memcpy(&s, b + 34 + 4 * ib, 4);
-		const __m256i g = _mm256_setr_epi64x((long long)vd_iq2s_grid[qs[0] | ((qh << 8) & 0x300)],
-		                                     (long long)vd_iq2s_grid[qs[1] | ((qh << 6) & 0x300)],
-		                                     (long long)vd_iq2s_grid[qs[2] | ((qh << 4) & 0x300)],
-		                                     (long long)vd_iq2s_grid[qs[3] | ((qh << 2) & 0x300)]);
-		const int scb = b[74 + ib];
-		const int s0 = 2 * (scb & 15) + 1, s1 = 2 * (scb >> 4) + 1;
-		const __m256i sc = _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0));
-		isum = _mm256_add_epi32(isum, VD(iq_dot32)(g, aq + 32 * ib, VD(sign_bytes)(s), sc));
-	}
-	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad * 0.125f), _mm256_cvtepi32_ps(isum), *acc);
+	VD(b_iq_grid)(VD_IQ2_S, b, aq, ad, acc);
 }
 
 static inline VD_T void VD(b_iq3_xxs)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
 	(void)bs;
 	(void)corr;
-	__m256i isum = _mm256_setzero_si256();
-	for (int ib = 0; ib < 8; ib++) {
-		const uint8_t *q = b + 2 + 8 * ib;
-		uint32_t aux;
-		memcpy(&aux, b + 66 + 4 * ib, 4);
-		const __m256i g = _mm256_setr_epi32((int)vd_iq3xxs_grid[q[0]], (int)vd_iq3xxs_grid[q[1]], (int)vd_iq3xxs_grid[q[2]],
-		                                    (int)vd_iq3xxs_grid[q[3]], (int)vd_iq3xxs_grid[q[4]], (int)vd_iq3xxs_grid[q[5]],
-		                                    (int)vd_iq3xxs_grid[q[6]], (int)vd_iq3xxs_grid[q[7]]);
-		const __m256i sc = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
-		isum = _mm256_add_epi32(isum, VD(iq_dot32)(g, aq + 32 * ib, VD(ksigns32)(aux), sc));
-	}
-	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad * 0.25f), _mm256_cvtepi32_ps(isum), *acc);
+	VD(b_iq_grid)(VD_IQ3_XXS, b, aq, ad, acc);
 }
 
 static inline VD_T void VD(b_iq3_s)(const uint8_t *b, const int8_t *aq, float ad, const int16_t *bs, __m256 *acc, float *corr) {
 	(void)bs;
 	(void)corr;
-	__m256i isum = _mm256_setzero_si256();
-	for (int ib = 0; ib < 8; ib++) {
-		const uint8_t *q = b + 2 + 8 * ib;
-		const int qh = b[66 + ib];
-		uint32_t s;
-		memcpy(&s, b + 74 + 4 * ib, 4);
-		const __m256i g = _mm256_setr_epi32(
-			(int)vd_iq3s_grid[q[0] | ((qh << 8) & 256)], (int)vd_iq3s_grid[q[1] | ((qh << 7) & 256)],
-			(int)vd_iq3s_grid[q[2] | ((qh << 6) & 256)], (int)vd_iq3s_grid[q[3] | ((qh << 5) & 256)],
-			(int)vd_iq3s_grid[q[4] | ((qh << 4) & 256)], (int)vd_iq3s_grid[q[5] | ((qh << 3) & 256)],
-			(int)vd_iq3s_grid[q[6] | ((qh << 2) & 256)], (int)vd_iq3s_grid[q[7] | ((qh << 1) & 256)]);
-		const int ls = 2 * ((b[106 + ib / 2] >> (4 * (ib & 1))) & 15) + 1;
-		isum = _mm256_add_epi32(isum, VD(iq_dot32)(g, aq + 32 * ib, VD(sign_bytes)(s), _mm256_set1_epi16((short)ls)));
-	}
-	*acc = _mm256_fmadd_ps(_mm256_set1_ps(VD(f16)(b) * ad), _mm256_cvtepi32_ps(isum), *acc);
+	VD(b_iq_grid)(VD_IQ3_S, b, aq, ad, acc);
 }
 
 // ---- Q4_K/Q5_K against up to four activation rows at once (n > 1): the weight block is
@@ -456,7 +480,6 @@ static inline VD_T void VD(m_q5_k)(const uint8_t *b, int na, const int8_t *const
 // (row, activation) pair sees the same operations in the same order whatever the tile, so
 // results do not depend on how the pool splits the rows. ----
 
-#define VD_AI __attribute__((always_inline))
 // VD_PIN(v): v is in a register here. Without it gcc summed pairs of chunks before adding
 // them to the tile's sums and loaded each activation chunk once per weight row, which left
 // sums on the stack (llvm-mca -mcpu=znver3: 97 -> 78 cycles a block for the 2x4 tile;
@@ -1292,72 +1315,13 @@ static inline VD_T VD_AI void VD(i256_dec)(const int TYPE, const uint8_t *b, vd_
 	for (int ib = 0; ib < 8; ib++) {
 		__m256i g, sg = _mm256_setzero_si256(); // IQ4_XS: its values come signed
 		int s0 = 0, s1 = 0;
-		switch (TYPE) {
-		case VD_IQ2_XXS: {
-			const uint8_t *q = b + 2 + 8 * ib;
-			uint32_t aux;
-			memcpy(&aux, q + 4, 4);
-			g = _mm256_setr_epi64x((long long)vd_iq2xxs_grid[q[0]], (long long)vd_iq2xxs_grid[q[1]],
-			                       (long long)vd_iq2xxs_grid[q[2]], (long long)vd_iq2xxs_grid[q[3]]);
-			sg = VD(ksigns32)(aux);
-			s0 = s1 = 2 * (int)(aux >> 28) + 1;
-			break;
-		}
-		case VD_IQ2_XS: {
-			uint16_t q[4];
-			memcpy(q, b + 2 + 8 * ib, 8);
-			sg = _mm256_setr_epi64x((long long)vd_ksigns_bytes[q[0] >> 9], (long long)vd_ksigns_bytes[q[1] >> 9],
-			                        (long long)vd_ksigns_bytes[q[2] >> 9], (long long)vd_ksigns_bytes[q[3] >> 9]);
-			g = _mm256_setr_epi64x((long long)vd_iq2xs_grid[q[0] & 511], (long long)vd_iq2xs_grid[q[1] & 511],
-			                       (long long)vd_iq2xs_grid[q[2] & 511], (long long)vd_iq2xs_grid[q[3] & 511]);
-			s0 = 2 * (b[66 + ib] & 15) + 1, s1 = 2 * (b[66 + ib] >> 4) + 1;
-			break;
-		}
-		case VD_IQ2_S: {
-			const uint8_t *qs = b + 2 + 4 * ib;
-			const int qh = b[66 + ib];
-			uint32_t s;
-			memcpy(&s, b + 34 + 4 * ib, 4);
-			g = _mm256_setr_epi64x((long long)vd_iq2s_grid[qs[0] | ((qh << 8) & 0x300)],
-			                       (long long)vd_iq2s_grid[qs[1] | ((qh << 6) & 0x300)],
-			                       (long long)vd_iq2s_grid[qs[2] | ((qh << 4) & 0x300)],
-			                       (long long)vd_iq2s_grid[qs[3] | ((qh << 2) & 0x300)]);
-			sg = VD(sign_bytes)(s);
-			s0 = 2 * (b[74 + ib] & 15) + 1, s1 = 2 * (b[74 + ib] >> 4) + 1;
-			break;
-		}
-		case VD_IQ3_XXS: {
-			const uint8_t *q = b + 2 + 8 * ib;
-			uint32_t aux;
-			memcpy(&aux, b + 66 + 4 * ib, 4);
-			g = _mm256_setr_epi32((int)vd_iq3xxs_grid[q[0]], (int)vd_iq3xxs_grid[q[1]], (int)vd_iq3xxs_grid[q[2]],
-			                      (int)vd_iq3xxs_grid[q[3]], (int)vd_iq3xxs_grid[q[4]], (int)vd_iq3xxs_grid[q[5]],
-			                      (int)vd_iq3xxs_grid[q[6]], (int)vd_iq3xxs_grid[q[7]]);
-			sg = VD(ksigns32)(aux);
-			s0 = s1 = 2 * (int)(aux >> 28) + 1;
-			break;
-		}
-		case VD_IQ3_S: {
-			const uint8_t *q = b + 2 + 8 * ib;
-			const int qh = b[66 + ib];
-			uint32_t s;
-			memcpy(&s, b + 74 + 4 * ib, 4);
-			g = _mm256_setr_epi32(
-				(int)vd_iq3s_grid[q[0] | ((qh << 8) & 256)], (int)vd_iq3s_grid[q[1] | ((qh << 7) & 256)],
-				(int)vd_iq3s_grid[q[2] | ((qh << 6) & 256)], (int)vd_iq3s_grid[q[3] | ((qh << 5) & 256)],
-				(int)vd_iq3s_grid[q[4] | ((qh << 4) & 256)], (int)vd_iq3s_grid[q[5] | ((qh << 3) & 256)],
-				(int)vd_iq3s_grid[q[6] | ((qh << 2) & 256)], (int)vd_iq3s_grid[q[7] | ((qh << 1) & 256)]);
-			sg = VD(sign_bytes)(s);
-			s0 = s1 = 2 * ((b[106 + ib / 2] >> (4 * (ib & 1))) & 15) + 1;
-			break;
-		}
-		default: { // IQ4_XS
+		if (TYPE == VD_IQ4_XS) {
 			uint16_t sh;
 			memcpy(&sh, b + 2, 2);
 			g = _mm256_shuffle_epi8(VD(lut16)(vd_kv_iq4nl), VD(nib32)(b + 8 + 16 * ib));
 			s0 = s1 = (((b[4 + ib / 2] >> (4 * (ib & 1))) & 15) | (((sh >> (2 * ib)) & 3) << 4)) - 32;
-			break;
-		}
+		} else {
+			VD(iq_unpack32)(TYPE, b, ib, &g, &sg, &s0, &s1);
 		}
 		_mm256_storeu_si256((__m256i *)(o->w + 32 * ib), TYPE == VD_IQ4_XS ? g : _mm256_sign_epi8(g, sg));
 		o->sc[2 * ib] = (int16_t)s0;
@@ -1447,9 +1411,7 @@ static inline VD_T VD_AI void VD(i256_tile)(const int TYPE, const int R, const i
 				__m256i is = isum[rr][t];
 				if (TYPE == VD_Q3_K) // b_q3_k's -4 offset
 					is = _mm256_sub_epi32(is, _mm256_slli_epi32(_mm256_madd_epi16(VD(load)(pb[rr]->sc), VD(load)(bsb)), 2));
-				float f = pb[rr]->d * adb;
-				if (TYPE == VD_IQ2_XXS || TYPE == VD_IQ2_XS || TYPE == VD_IQ2_S) f = f * 0.125f;
-				if (TYPE == VD_IQ3_XXS) f = f * 0.25f;
+				const float f = pb[rr]->d * adb * VD(iq_scale)(TYPE);
 				acc[rr][t] = _mm256_fmadd_ps(_mm256_set1_ps(f), _mm256_cvtepi32_ps(is), acc[rr][t]);
 				if (TYPE == VD_Q2_K) {
 					const __m256 mins = _mm256_cvtepi32_ps(_mm256_madd_epi16(VD(load)(pb[rr]->m), VD(load)(bsb)));
