@@ -41,15 +41,7 @@ static __device__ __forceinline__ void dm_decode_body(const float *__restrict__ 
 	// the group's queries as A fragments (rows g and g + 8), scaled into base 2
 	const float qscale = scale * DEC_LOG2E;
 	uint32_t qa[HD / 16][4];
-#pragma unroll
-	for (int kk = 0; kk < HD / 16; kk++)
-#pragma unroll
-		for (int i = 0; i < 4; i++) {
-			const int row = g + 8 * (i & 1), col = 16 * kk + 2 * t + 8 * (i >> 1);
-			float2 v = make_float2(0.f, 0.f);
-			if (row < gn) v = *(const float2 *)(q + (long long)(h0 + row) * HD + col);
-			qa[kk][i] = fa_pack(v.x * qscale, v.y * qscale);
-		}
+	fa_q_frags<HD>(qa, [&](int row) { return row < gn ? q + (long long)(h0 + row) * HD : nullptr; }, qscale);
 	float o[HD / 8][4];
 #pragma unroll
 	for (int n = 0; n < HD / 8; n++)
@@ -63,74 +55,11 @@ static __device__ __forceinline__ void dm_decode_body(const float *__restrict__ 
 
 	for (int base = first; base <= end; base += DM_KT) {
 		__syncthreads(); // the previous tile is consumed
-#pragma unroll LOAD_UNROLL
-		for (int idx = threadIdx.x; idx < DM_KT * HD / 8; idx += DM_WARPS * 32) {
-			const int r = idx / (HD / 8), c8 = (idx % (HD / 8)) * 8;
-			const int p = base + r;
-			uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-			if (p <= end) fa_load8<HD>(kc, vc, ks, vs, att_slot(p, ring) * row_stride + (long long)kvh * HD + c8, kv, vv);
-			*(uint4 *)&Ks[r][c8] = kv;
-			*(uint4 *)&Vs[r][c8] = vv;
-		}
+		fa_load_tile<HD, DM_KT, DM_WARPS * 32, LOAD_UNROLL>(Ks, Vs, kc, vc, ks, vs, base, end, ring, row_stride, kvh);
 		__syncthreads();
 		if (base + r0 > end) continue; // none of this warp's positions is attended
 
-		float s[2][4];
-#pragma unroll
-		for (int j = 0; j < 2; j++)
-#pragma unroll
-			for (int e = 0; e < 4; e++) s[j][e] = 0.f;
-#pragma unroll
-		for (int kk = 0; kk < HD / 16; kk++)
-#pragma unroll
-			for (int j = 0; j < 2; j++) {
-				const uint32_t b0 = *(const uint32_t *)&Ks[r0 + 8 * j + g][16 * kk + 2 * t];
-				const uint32_t b1 = *(const uint32_t *)&Ks[r0 + 8 * j + g][16 * kk + 2 * t + 8];
-				fa_mma(s[j], qa[kk], b0, b1);
-			}
-		float mx[2] = {m[0], m[1]};
-#pragma unroll
-		for (int j = 0; j < 2; j++)
-#pragma unroll
-			for (int e = 0; e < 4; e++) {
-				if (base + r0 + 8 * j + 2 * t + (e & 1) > end) s[j][e] = -INFINITY;
-				mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
-			}
-#pragma unroll
-		for (int i = 0; i < 2; i++) {
-			mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-			mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-		}
-		float corr[2];
-#pragma unroll
-		for (int i = 0; i < 2; i++) {
-			corr[i] = m[i] == -INFINITY ? 0.f : fa_exp2(m[i] - mx[i]); // position base+r0 is attended: mx is finite
-			m[i] = mx[i];
-			l[i] *= corr[i];
-		}
-#pragma unroll
-		for (int n = 0; n < HD / 8; n++) {
-			o[n][0] *= corr[0];
-			o[n][1] *= corr[0];
-			o[n][2] *= corr[1];
-			o[n][3] *= corr[1];
-		}
-#pragma unroll
-		for (int j = 0; j < 2; j++)
-#pragma unroll
-			for (int e = 0; e < 4; e++) {
-				const float pv = fa_exp2(s[j][e] - m[e >> 1]); // 0 where masked
-				s[j][e] = pv;
-				l[e >> 1] += pv;
-			}
-		const uint32_t a[4] = {fa_pack(s[0][0], s[0][1]), fa_pack(s[0][2], s[0][3]), fa_pack(s[1][0], s[1][1]), fa_pack(s[1][2], s[1][3])};
-#pragma unroll
-		for (int n = 0; n < HD / 8; n += 2) {
-			uint32_t b[4];
-			fa_ldsm_x4_trans(b, &Vs[r0 + (lane & 7) + ((lane >> 3) & 1) * 8][(n + (lane >> 4)) * 8]);
-			fa_mma(o[n], a, b[0], b[1]);
-			fa_mma(o[n + 1], a, b[2], b[3]);
-		}
+		fa_tile_step<HD, 2>(qa, &Ks[r0], &Vs[r0], [&](int, int j, int e) { return base + r0 + 8 * j + 2 * t + (e & 1) <= end; }, m, l, o);
 	}
 
 	// merge the warps: each writes its rows' state and unscaled sums; one thread a row

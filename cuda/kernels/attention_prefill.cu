@@ -85,6 +85,115 @@ static __device__ __forceinline__ void fa_load8(const int8_t *__restrict__ k, co
 	vd = fa_i8x8_to_f16(*(const uint2 *)(v + off), vs[soff]);
 }
 
+// fa_q_frags loads this thread's A fragments of a 16-row query tile (rows g and g + 8),
+// scaled by qscale and rounded to f16: row(r) points at row r's values, or is null for a
+// row of zeros.
+template <int HD, typename RowOf>
+static __device__ __forceinline__ void fa_q_frags(uint32_t (&qa)[HD / 16][4], RowOf row, float qscale) {
+	const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+	const float *rows[2] = {row(g), row(g + 8)};
+#pragma unroll
+	for (int kk = 0; kk < HD / 16; kk++)
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			const float *r = rows[i & 1];
+			float2 v = make_float2(0.f, 0.f);
+			if (r != nullptr) v = *(const float2 *)(r + 16 * kk + 2 * t + 8 * (i >> 1));
+			qa[kk][i] = fa_pack(v.x * qscale, v.y * qscale);
+		}
+}
+
+// fa_load_tile stages positions base..base+ROWS-1 of kv head kvh (zeros past last) into Ks
+// and Vs as f16, the block's THREADS threads taking 8 values each in turn, UNROLL of those
+// loads in flight a thread.
+template <int HD, int ROWS, int THREADS, int UNROLL, typename T>
+static __device__ __forceinline__ void fa_load_tile(__half (*Ks)[HD + FA_PAD], __half (*Vs)[HD + FA_PAD], const T *__restrict__ kc,
+	const T *__restrict__ vc, const float *__restrict__ ks, const float *__restrict__ vs, int base, int last, int ring,
+	long long row_stride, int kvh) {
+#pragma unroll UNROLL
+	for (int idx = threadIdx.x; idx < ROWS * HD / 8; idx += THREADS) {
+		const int r = idx / (HD / 8), c8 = (idx % (HD / 8)) * 8;
+		const int p = base + r;
+		uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+		if (p <= last) fa_load8<HD>(kc, vc, ks, vs, att_slot(p, ring) * row_stride + (long long)kvh * HD + c8, kv, vv);
+		*(uint4 *)&Ks[r][c8] = kv;
+		*(uint4 *)&Vs[r][c8] = vv;
+	}
+}
+
+// fa_tile_step is one warp's online-softmax step over NJ x 8 positions staged in shared
+// memory (Ks, Vs: the warp's first position's rows): S = Q K^T for its rows g and g + 8 (qa,
+// base 2), -inf where keep(i, j, e) is false (row g + 8i, n-tile j, accumulator e), the
+// running max m and sum l (this thread's share) and the output o rescaled, then O += P V
+// with P rounded to f16. The prefill and decode kernels share it.
+template <int HD, int NJ, typename Keep>
+static __device__ __forceinline__ void fa_tile_step(const uint32_t (&qa)[HD / 16][4], const __half (*Ks)[HD + FA_PAD],
+	const __half (*Vs)[HD + FA_PAD], Keep keep, float (&m)[2], float (&l)[2], float (&o)[HD / 8][4]) {
+	static_assert(NJ % 2 == 0, "P V takes 16 positions a k-step");
+	const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+	float s[NJ][4];
+#pragma unroll
+	for (int j = 0; j < NJ; j++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) s[j][e] = 0.f;
+#pragma unroll
+	for (int kk = 0; kk < HD / 16; kk++)
+#pragma unroll
+		for (int j = 0; j < NJ; j++) {
+			const uint32_t b0 = *(const uint32_t *)&Ks[8 * j + g][16 * kk + 2 * t];
+			const uint32_t b1 = *(const uint32_t *)&Ks[8 * j + g][16 * kk + 2 * t + 8];
+			fa_mma(s[j], qa[kk], b0, b1);
+		}
+	float mx[2] = {m[0], m[1]};
+#pragma unroll
+	for (int j = 0; j < NJ; j++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			if (!keep(e >> 1, j, e)) s[j][e] = -INFINITY;
+			mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
+		}
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+		mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+	}
+	float corr[2];
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		corr[i] = mx[i] == -INFINITY ? 1.f : fa_exp2(m[i] - mx[i]);
+		m[i] = mx[i];
+		l[i] *= corr[i];
+	}
+#pragma unroll
+	for (int n = 0; n < HD / 8; n++) {
+		o[n][0] *= corr[0];
+		o[n][1] *= corr[0];
+		o[n][2] *= corr[1];
+		o[n][3] *= corr[1];
+	}
+#pragma unroll
+	for (int j = 0; j < NJ; j++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			const int i = e >> 1;
+			const float pv = m[i] == -INFINITY ? 0.f : fa_exp2(s[j][e] - m[i]);
+			s[j][e] = pv;
+			l[i] += pv;
+		}
+#pragma unroll
+	for (int kc16 = 0; kc16 < NJ / 2; kc16++) {
+		const uint32_t a[4] = {fa_pack(s[2 * kc16][0], s[2 * kc16][1]), fa_pack(s[2 * kc16][2], s[2 * kc16][3]),
+			fa_pack(s[2 * kc16 + 1][0], s[2 * kc16 + 1][1]), fa_pack(s[2 * kc16 + 1][2], s[2 * kc16 + 1][3])};
+#pragma unroll
+		for (int n = 0; n < HD / 8; n += 2) {
+			uint32_t b[4];
+			fa_ldsm_x4_trans(b, &Vs[16 * kc16 + (lane & 7) + ((lane >> 3) & 1) * 8][(n + (lane >> 4)) * 8]);
+			fa_mma(o[n], a, b[0], b[1]);
+			fa_mma(o[n + 1], a, b[2], b[3]);
+		}
+	}
+}
+
 // T is the cache's element type: __half, or int8_t with a float scale per block in ks and vs.
 template <int HD, typename T>
 static __device__ __forceinline__ void fa_prefill_body(const float *__restrict__ q, const T *__restrict__ kc,
@@ -128,16 +237,7 @@ static __device__ __forceinline__ void fa_prefill_body(const float *__restrict__
 	// Q as A fragments, scaled into base 2
 	const float qscale = scale * LOG2E;
 	uint32_t qa[HD / 16][4];
-#pragma unroll
-	for (int kk = 0; kk < HD / 16; kk++)
-#pragma unroll
-		for (int i = 0; i < 4; i++) {
-			const int row = g + 8 * (i & 1), col = 16 * kk + 2 * t + 8 * (i >> 1);
-			const int tk = tok0 + row;
-			float2 v = make_float2(0.f, 0.f);
-			if (tk < n_tok) v = *(const float2 *)(q + ((long long)tk * n_head + h) * HD + col);
-			qa[kk][i] = fa_pack(v.x * qscale, v.y * qscale);
-		}
+	fa_q_frags<HD>(qa, [&](int row) { const int tk = tok0 + row; return tk < n_tok ? q + ((long long)tk * n_head + h) * HD : nullptr; }, qscale);
 	float o[HD / 8][4];
 #pragma unroll
 	for (int n = 0; n < HD / 8; n++)
@@ -152,81 +252,15 @@ static __device__ __forceinline__ void fa_prefill_body(const float *__restrict__
 
 	for (int base = bfirst; base <= blast; base += FA_KT) {
 		__syncthreads(); // the previous tile is consumed
-#pragma unroll LOAD_UNROLL
-		for (int idx = threadIdx.x; idx < FA_KT * HD / 8; idx += FA_WARPS * 32) {
-			const int r = idx / (HD / 8), c8 = (idx % (HD / 8)) * 8;
-			const int p = base + r;
-			uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-			if (p <= blast)
-				fa_load8<HD>(kc, vc, ks, vs, (long long)(ring > 0 ? p % ring : p) * row_stride + (long long)kvh * HD + c8, kv, vv);
-			*(uint4 *)&Ks[r][c8] = kv;
-			*(uint4 *)&Vs[r][c8] = vv;
-		}
+		fa_load_tile<HD, FA_KT, FA_WARPS * 32, LOAD_UNROLL>(Ks, Vs, kc, vc, ks, vs, base, blast, ring, row_stride, kvh);
 		__syncthreads();
 		if (base > wlast || base + FA_KT - 1 < wfirst) continue; // no row of this warp sees the tile
 
-		float s[FA_KT / 8][4];
-#pragma unroll
-		for (int j = 0; j < FA_KT / 8; j++)
-#pragma unroll
-			for (int e = 0; e < 4; e++) s[j][e] = 0.f;
-#pragma unroll
-		for (int kk = 0; kk < HD / 16; kk++)
-#pragma unroll
-			for (int j = 0; j < FA_KT / 8; j++) {
-				const uint32_t b0 = *(const uint32_t *)&Ks[8 * j + g][16 * kk + 2 * t];
-				const uint32_t b1 = *(const uint32_t *)&Ks[8 * j + g][16 * kk + 2 * t + 8];
-				fa_mma(s[j], qa[kk], b0, b1);
-			}
-		float mx[2] = {m[0], m[1]};
-#pragma unroll
-		for (int j = 0; j < FA_KT / 8; j++)
-#pragma unroll
-			for (int e = 0; e < 4; e++) {
-				const int i = e >> 1, p = base + 8 * j + 2 * t + (e & 1);
-				if (p < first[i] || p > last[i]) s[j][e] = -INFINITY;
-				mx[i] = fmaxf(mx[i], s[j][e]);
-			}
-#pragma unroll
-		for (int i = 0; i < 2; i++) {
-			mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-			mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-		}
-		float corr[2];
-#pragma unroll
-		for (int i = 0; i < 2; i++) {
-			corr[i] = mx[i] == -INFINITY ? 1.f : fa_exp2(m[i] - mx[i]);
-			m[i] = mx[i];
-			l[i] *= corr[i];
-		}
-#pragma unroll
-		for (int n = 0; n < HD / 8; n++) {
-			o[n][0] *= corr[0];
-			o[n][1] *= corr[0];
-			o[n][2] *= corr[1];
-			o[n][3] *= corr[1];
-		}
-#pragma unroll
-		for (int j = 0; j < FA_KT / 8; j++)
-#pragma unroll
-			for (int e = 0; e < 4; e++) {
-				const int i = e >> 1;
-				const float pv = m[i] == -INFINITY ? 0.f : fa_exp2(s[j][e] - m[i]);
-				s[j][e] = pv;
-				l[i] += pv;
-			}
-#pragma unroll
-		for (int kc16 = 0; kc16 < FA_KT / 16; kc16++) {
-			const uint32_t a[4] = {fa_pack(s[2 * kc16][0], s[2 * kc16][1]), fa_pack(s[2 * kc16][2], s[2 * kc16][3]),
-				fa_pack(s[2 * kc16 + 1][0], s[2 * kc16 + 1][1]), fa_pack(s[2 * kc16 + 1][2], s[2 * kc16 + 1][3])};
-#pragma unroll
-			for (int n = 0; n < HD / 8; n += 2) {
-				uint32_t b[4];
-				fa_ldsm_x4_trans(b, &Vs[16 * kc16 + (lane & 7) + ((lane >> 3) & 1) * 8][(n + (lane >> 4)) * 8]);
-				fa_mma(o[n], a, b[0], b[1]);
-				fa_mma(o[n + 1], a, b[2], b[3]);
-			}
-		}
+		// rows g and g + 8 see positions first[i]..last[i]
+		fa_tile_step<HD, FA_KT / 8>(qa, Ks, Vs, [&](int i, int j, int e) {
+			const int p = base + 8 * j + 2 * t + (e & 1);
+			return p >= first[i] && p <= last[i];
+		}, m, l, o);
 	}
 
 #pragma unroll
