@@ -507,14 +507,20 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 	if r.N <= 0 || r.K <= 0 {
 		return
 	}
+	L := c.lays[l]
+	n, K, H := r.N, r.K, L.file[0].Cols
+	// A decode step whose layer has experts off the main device reads its input first: the
+	// Read brings the routes with it, one wait instead of two (the routes', then x's).
+	early := n == 1 && c.servedOff(l)
+	if early {
+		c.readX(x, n, H)
+	}
 	t0 := time.Now()
 	c.dev.HostRoutes(r)
 	wait := time.Since(t0)
 	c.mu.Lock()
 	c.addHost(r.N, func(h *HostTime) { h.WaitRoutes += wait })
 	c.mu.Unlock()
-	L := c.lays[l]
-	n, K, H := r.N, r.K, L.file[0].Cols
 	if len(r.IDs) < n*K || len(r.Weights) < n*K {
 		c.err.Set(fmt.Errorf("experts: layer %d: routes hold %d ids for %d x %d pairs", l, len(r.IDs), n, K))
 		return
@@ -584,7 +590,7 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 	// device work is queued, and runs while the host computes the misses.
 	onHost := len(pinCPU)+len(cold) > 0
 	onHelpers := len(helper[0])+len(helper[1]) > 0
-	if onHost || onHelpers {
+	if (onHost || onHelpers) && !early {
 		c.readX(x, n, H)
 	}
 	if onHelpers {
@@ -607,6 +613,14 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 	if l == c.sh.Layers-1 && c.cfg.AdaptEvery > 0 && c.tokens >= c.cfg.AdaptEvery {
 		c.adapt()
 	}
+}
+
+// servedOff says whether some expert of layer l is served off the main device's slots
+// (pinned, cold or on a helper), so that a step's pairs may need its input on the host.
+func (c *Cache) servedOff(l int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.ContainsFunc(c.tier[l*c.sh.Experts:(l+1)*c.sh.Experts], func(t Tier) bool { return t != TierVRAM })
 }
 
 // prefetchRecent is how many steps after an expert was computed from the file its pages

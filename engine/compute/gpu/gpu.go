@@ -71,6 +71,9 @@ type Backend struct {
 	// to the device by the step's own work, so a captured graph reads each step's values.
 	pin     *cuda.HostBuffer
 	pinUsed int
+	// down and up are page-locked areas for a Read's downloads and a Write's uploads
+	// (hostio.go), reset whenever the stream has been waited for.
+	down, up hostIO
 
 	// Expert slots: pinned host stacks (freed at Close) and the upload stager.
 	hostBufs []*cuda.HostBuffer
@@ -321,6 +324,7 @@ func (b *Backend) Close() error {
 	for _, hb := range b.rows {
 		errs = append(errs, hb.Free())
 	}
+	errs = append(errs, b.s.Synchronize(), b.down.free(), b.up.free())
 	errs = append(errs, b.pin.Free(), b.s.Destroy(), b.k.Unload(), b.ctx.Close())
 	b.drv.Close()
 	return errors.Join(errs...)
@@ -376,20 +380,52 @@ func (b *Backend) NewBuf(n int) compute.Buf {
 	return &buf{p: p, n: n}
 }
 
-// Write uploads floats.
+// Write uploads floats: through the page-locked upload area when there is room (an
+// asynchronous copy: the caller may reuse src at once), else from src itself.
 func (b *Backend) Write(dst compute.Buf, src []float32) {
 	b.q8.drop()
 	b.step.brk()
+	if len(src) > 0 {
+		if area := b.up.take(b.ctx, 4*len(src)); area != nil {
+			copy(floatsOf(area), src)
+			b.err.Set(b.s.CopyToDevice(dev(dst), unsafe.Pointer(&area[0]), len(area)))
+			return
+		}
+	}
 	b.err.Set(cuda.Upload(b.s, dev(dst), src))
 }
 
 // Read downloads floats, waiting for the work queued before; the routes chosen since the
-// last Read reach the host with them.
+// last Read reach the host with them. Both land in the page-locked download area when it
+// has room, so the two copies are queued and waited for once.
 func (b *Backend) Read(src compute.Buf, dst []float32) {
 	b.finishStep(func() {
-		b.err.Set(cuda.Download(b.s, dst, dev(src)))
-		b.flushRoutes()
+		var area []byte
+		if len(dst) > 0 {
+			area = b.down.take(b.ctx, 4*len(dst))
+		}
+		if area == nil {
+			b.err.Set(cuda.Download(b.s, dst, dev(src)))
+			b.flushRoutes()
+			b.synced()
+			return
+		}
+		b.err.Set(b.s.CopyFromDevice(unsafe.Pointer(&area[0]), dev(src), len(area)))
+		fill := b.routeDownload()
+		b.err.Set(b.s.Synchronize())
+		copy(dst, floatsOf(area))
+		if fill != nil {
+			fill()
+		}
+		b.synced()
 	})
+}
+
+// synced notes that the stream has been waited for: every copy through the page-locked
+// areas is done, so they can be handed out again.
+func (b *Backend) synced() {
+	b.down.reset()
+	b.up.reset()
 }
 
 // finishStep ends the step's segment and runs read, the download that waits for it.

@@ -3,6 +3,7 @@ package gpu
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"strata/cuda"
 	"strata/engine/compute"
@@ -194,29 +195,49 @@ func (b *Backend) routeSlots(n int) (int, bool) {
 // flushRoutes downloads the pending routes (ids and the weights in use, one copy) into
 // their host slices and recycles the arena. Callers mid-step end the step's graph first.
 func (b *Backend) flushRoutes() {
+	if fill := b.routeDownload(); fill != nil {
+		b.err.Set(b.s.Synchronize())
+		fill()
+		b.synced()
+	}
+}
+
+// routeDownload queues the pending routes' copy to the host (into the page-locked download
+// area when it has room) and returns what fills their slices and recycles the arena once
+// the stream has been waited for; nil, with the arena recycled, when none are pending.
+func (b *Backend) routeDownload() func() {
 	a := &b.routes
 	if len(a.pending) == 0 {
 		a.used = 0
-		return
+		return nil
 	}
-	raw := make([]uint32, a.cap+a.used)
-	err := cuda.Download(b.s, raw, a.p)
+	n := a.cap + a.used
+	var raw []uint32
+	var err error
+	if area := b.down.take(b.ctx, 4*n); area != nil {
+		raw = uint32sOf(area)
+		err = b.s.CopyFromDevice(unsafe.Pointer(&area[0]), a.p, 4*n)
+	} else {
+		raw = make([]uint32, n)
+		err = b.s.CopyFromDevice(unsafe.Pointer(&raw[0]), a.p, 4*n) // pageable: done on return
+	}
 	if err != nil {
 		b.err.Set(fmt.Errorf("gpu: download routes: %w", err))
 	}
-	for _, pr := range a.pending {
-		n := len(pr.r.IDs)
-		for i := range n {
-			if err == nil {
-				pr.r.IDs[i] = int32(raw[pr.off+i])
-				pr.r.Weights[i] = math.Float32frombits(raw[a.cap+pr.off+i])
+	return func() {
+		for _, pr := range a.pending {
+			for i := range len(pr.r.IDs) {
+				if err == nil {
+					pr.r.IDs[i] = int32(raw[pr.off+i])
+					pr.r.Weights[i] = math.Float32frombits(raw[a.cap+pr.off+i])
+				}
 			}
 		}
+		clear(a.pending)
+		a.pending = a.pending[:0]
+		a.used = 0
+		a.gen++
 	}
-	clear(a.pending)
-	a.pending = a.pending[:0]
-	a.used = 0
-	a.gen++
 }
 
 // deviceRoutes returns r's ids and weights in VRAM: RouterTopK's own buffers while they
