@@ -7,7 +7,7 @@
 # waiting. No kernel changes: the committed fatbin serves both binaries.
 # Carry devbin/h (ignored by git), made where Go is (devbin/build.sh: empty embedded fatbin):
 #   bash devbin/build.sh "$PWD" /tmp/h strata engine/compute/gpu engine engine/experts
-#   git stash; git checkout main; bash devbin/build.sh "$PWD" /tmp/hm strata; git checkout -; git stash pop
+#   bash devbin/build.sh <a checkout of main> /tmp/hm strata            # main's binary, for the A/B
 #   mkdir -p devbin/h && for f in strata gpu.test engine.test experts.test; do xz -6 -c /tmp/h/$f > devbin/h/$f.xz; done
 #   xz -6 -c /tmp/hm/strata > devbin/h/strata-main.xz; cp <fixtures tarball> devbin/h/fixtures.tar.xz
 #   MODE tests: engine/compute/gpu's tests, the engine's and experts' GPU tests (fixtures).
