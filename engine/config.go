@@ -9,6 +9,14 @@ import (
 // Auto marks a numeric knob the engine sizes itself (expert cache slots, prefill batch).
 const Auto = -1
 
+// AutoAdaptEvery is what AdaptEvery Auto means for a GPU's expert cache: a pass of adaptive
+// swaps every 32 tokens. The cache only swaps an expert in that is clearly hotter than the
+// one it replaces (experts/adapt.go), so passes that find nothing cost a sort per layer.
+// Without them a first run, before any saved profile, keeps the plan's neutral order: on
+// the H200, q30 tiered at 9700 MiB decoded at 81 tok/s with them off and 115 with them on,
+// in one call (cuda/BENCH.md, 2026-12-02, session 18).
+const AutoAdaptEvery = 32
+
 // Config holds every knob of DESIGN.md. CLI flags, the wizard and the settings panel all map
 // onto these fields; the zero values that mean "decide for me" are documented per field.
 type Config struct {
@@ -34,7 +42,7 @@ type Config struct {
 	HostReserveGiB    float64 // RAM kept free for the rest of the PC
 	ResidentExperts   bool    // copy the complement of the GPU cache into one RAM arena
 	ResidentBudgetGiB float64 // cap on that arena; 0 = no cap
-	AdaptEvery        int     // tokens between adaptive cache swaps; 0 = off
+	AdaptEvery        int     // tokens between adaptive cache swaps; 0 = off; Auto = AutoAdaptEvery when the experts are tiered on a GPU
 	PCIeFrac          float64 // share of misses the GPU reads over PCIe instead of the CPU
 	Spec              int     // tokens drafted per step by multi-token prediction; 0 = off
 	SpecMinP          float64 // minimum draft probability to keep drafting
@@ -65,6 +73,7 @@ func DefaultConfig() Config {
 		VRAMReserveMiB: 1024,
 		HostReserveGiB: 8,
 		SpecMinP:       0.75,
+		AdaptEvery:     Auto,
 		LearnProfile:   true,
 	}
 }
@@ -134,7 +143,7 @@ func (c Config) Validate() error {
 	if c.TieredExperts && c.ResidentExperts {
 		bad("tiered-experts", "cannot be combined with --resident-experts; pick one")
 	}
-	if c.AdaptEvery < 0 {
+	if c.AdaptEvery < Auto {
 		bad("adapt-every", "%d is negative", c.AdaptEvery)
 	}
 	if c.PCIeFrac < 0 || c.PCIeFrac > 1 {

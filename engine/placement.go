@@ -109,6 +109,18 @@ func tierKnobsSet(cfg Config) bool {
 	return (cfg.ExpertCache != Auto) || cfg.TieredExperts || cfg.ResidentExperts || cfg.PCIeFrac > 0 || cfg.AdaptEvery > 0 || helperSlotsSet(cfg)
 }
 
+// adaptEvery is the cache's adaptive swap period: the knob, or for Auto AutoAdaptEvery on
+// a GPU (without one the cache has no VRAM slots to swap into).
+func adaptEvery(cfg Config, onGPU bool) int {
+	switch {
+	case cfg.AdaptEvery != Auto:
+		return cfg.AdaptEvery
+	case onGPU:
+		return AutoAdaptEvery
+	}
+	return 0
+}
+
 // helperSlotsSet says whether the config gives helper GPUs slots.
 func helperSlotsSet(cfg Config) bool { return cfg.ExpertCacheDevice1 > 0 || cfg.ExpertCacheDevice2 > 0 }
 
@@ -373,7 +385,7 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 	}
 	cc := experts.CacheConfig{
 		Shape: s, Tier: plan.Tier, Rank: plan.Rank,
-		PCIeFrac: cfg.PCIeFrac, AdaptEvery: cfg.AdaptEvery,
+		PCIeFrac: cfg.PCIeFrac, AdaptEvery: adaptEvery(cfg, onGPU),
 		StreamSlots: ring, StreamMinTokens: streamMinTokens,
 		Helpers: helpers, HelperOf: plan.HelperOf(), HelperRows: helperRows,
 	}

@@ -54,7 +54,7 @@ func addEngineFlags(fs *flag.FlagSet, cfg *engine.Config) {
 	fs.IntVar(&cfg.PinnedBudgetMiB, "pinned-budget-mib", cfg.PinnedBudgetMiB, "cap on page-locked host memory (MiB, 0 = about 1 GiB under WSL2, no cap elsewhere)")
 	fs.BoolVar(&cfg.ResidentExperts, "resident-experts", cfg.ResidentExperts, "copy the experts the GPU does not hold into RAM")
 	fs.Float64Var(&cfg.ResidentBudgetGiB, "resident-budget-gib", cfg.ResidentBudgetGiB, "cap on the resident RAM arena (GiB, 0 = none)")
-	fs.IntVar(&cfg.AdaptEvery, "adapt-every", cfg.AdaptEvery, "tokens between adaptive expert swaps (0 = off)")
+	fs.Var(autoInt{&cfg.AdaptEvery}, "adapt-every", fmt.Sprintf("tokens between adaptive expert swaps (0 = off), or auto: every %d with experts tiered on a GPU", engine.AutoAdaptEvery))
 	fs.Float64Var(&cfg.PCIeFrac, "pcie-frac", cfg.PCIeFrac, "share of misses the GPU reads over PCIe")
 	fs.IntVar(&cfg.Spec, "spec", cfg.Spec, "tokens drafted per step by multi-token prediction (0 = off)")
 	fs.Float64Var(&cfg.SpecMinP, "spec-min-p", cfg.SpecMinP, "minimum draft probability")

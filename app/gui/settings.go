@@ -93,7 +93,7 @@ func (a *App) newSettingsView() *settingsView {
 		item("KV cache type", v.kvType, "int8 nearly halves the memory of long chats"),
 		item("Threads", v.threads, "CPU threads; 0 = one per core"),
 		item("Speculative tokens", v.spec, "tokens drafted per step; 0 = off"),
-		item("Adaptive swaps", container.NewBorder(nil, nil, v.adaptive, nil, v.adaptEvery), "re-balance the GPU cache every N tokens"),
+		item("Adaptive swaps", container.NewBorder(nil, nil, v.adaptive, nil, v.adaptEvery), "re-balance the GPU cache every N tokens (auto: 32)"),
 		item("When a chat is full", v.contextFull, "what happens when a chat reaches the context length; applies at once"),
 	)
 	v.server = a.newServerPanel()

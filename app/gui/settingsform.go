@@ -60,9 +60,9 @@ func formOf(c engine.Config) settingsForm {
 	if c.ExpertCache != engine.Auto {
 		cache = itoa(c.ExpertCache)
 	}
-	adapt := c.AdaptEvery
-	if adapt == 0 {
-		adapt = 64
+	adapt := "auto"
+	if c.AdaptEvery > 0 {
+		adapt = itoa(c.AdaptEvery)
 	}
 	kv := c.KVType
 	if kv == "" {
@@ -83,8 +83,8 @@ func formOf(c engine.Config) settingsForm {
 		KVType:         kv,
 		Threads:        itoa(c.Threads),
 		Spec:           itoa(c.Spec),
-		AdaptiveSwaps:  c.AdaptEvery > 0,
-		AdaptEvery:     itoa(adapt),
+		AdaptiveSwaps:  c.AdaptEvery != 0,
+		AdaptEvery:     adapt,
 	}
 }
 
@@ -145,10 +145,14 @@ func (f settingsForm) config(base engine.Config) (engine.Config, error) {
 	integer("threads", f.Threads, &c.Threads)
 	integer("speculative tokens", f.Spec, &c.Spec)
 	c.AdaptEvery = 0
-	if f.AdaptiveSwaps {
+	switch {
+	case !f.AdaptiveSwaps:
+	case strings.EqualFold(strings.TrimSpace(f.AdaptEvery), "auto"):
+		c.AdaptEvery = engine.Auto
+	default:
 		integer("swap every (tokens)", f.AdaptEvery, &c.AdaptEvery)
 		if c.AdaptEvery == 0 {
-			errs = append(errs, errors.New("swap every (tokens): give a number above 0, or turn adaptive swaps off"))
+			errs = append(errs, errors.New("swap every (tokens): give a number above 0 or auto, or turn adaptive swaps off"))
 		}
 	}
 	if c.Backend == "cpu" && (c.ExpertCacheDevice1 > 0 || c.ExpertCacheDevice2 > 0) {

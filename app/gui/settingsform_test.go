@@ -14,14 +14,17 @@ func TestSettingsFormRoundTrip(t *testing.T) {
 	c.ExpertCacheDevice1 = 24
 	c.MaxContext = 8192
 	c.KVType = "int8"
-	c.AdaptEvery = 32
 	c.HostBudgetGiB = 12.5
-	got, err := formOf(c).config(engine.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != c {
-		t.Fatalf("round trip:\n got %+v\nwant %+v", got, c)
+	// Adaptive swaps every N tokens, auto (the default) and off each come back as they were.
+	for _, adapt := range []int{32, engine.Auto, 0} {
+		c.AdaptEvery = adapt
+		got, err := formOf(c).config(engine.DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", got, c)
+		}
 	}
 }
 

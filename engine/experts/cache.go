@@ -104,10 +104,11 @@ type Cache struct {
 
 	mu    sync.Mutex // guards the counters below (Snapshot runs on other goroutines)
 	stats CacheStats
-	// counts since the last adaptive pass
-	miss     []uint32 // per expert: routed while not in VRAM
-	slotUsed []uint32 // per expert: routed while in VRAM
-	tokens   int      // tokens since the last adaptive pass
+	// heat is every expert's routes, decayed at each adaptive pass (adapt.go); tokens
+	// counts the tokens since the last pass.
+	heat   []float32
+	tokens int
+	pays   func(hin, hout float32) bool // paysToSwap; tests swap more eagerly
 	// steps counts forward steps (a step runs the layers in ascending order, so a call for a
 	// layer at or below the last one's starts a step); coldUsed[i] is 1 + the step in which
 	// expert i was last computed from the file, 0 if never (see prefetchCold).
@@ -227,7 +228,7 @@ func NewCache(dev Device, host *cpu.Backend, cfg CacheConfig) (*Cache, error) {
 		dev: dev, host: host, cfg: cfg, sh: sh,
 		tier: slices.Clone(cfg.Tier), slot: make([]int32, sh.Count()),
 		lays: make([]*layerCache, sh.Layers), rings: map[ringKey]*ring{},
-		miss: make([]uint32, sh.Count()), slotUsed: make([]uint32, sh.Count()),
+		heat: make([]float32, sh.Count()), pays: paysToSwap,
 		coldUsed: make([]uint64, sh.Count()), lastLayer: -1,
 	}
 	c.stats.Routed, c.stats.Decode = map[Tier]uint64{}, map[Tier]uint64{}
@@ -538,11 +539,7 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 		idx := c.sh.Index(ID{l, int(e)})
 		en := entry{tok: i / K, w: r.Weights[i], expt: e, id: c.slot[idx]}
 		t := c.tier[idx]
-		if t == TierVRAM {
-			c.slotUsed[idx]++
-		} else {
-			c.miss[idx]++
-		}
+		c.heat[idx]++
 		switch {
 		case t == TierVRAM:
 			vram = append(vram, en)
@@ -935,84 +932,6 @@ func (c *Cache) bytesOf(L *layerCache, m, e int) []byte {
 		}
 	}
 	return L.matrix(m, e)
-}
-
-// adapt swaps experts that keep missing into VRAM slots whose experts were not used since
-// the last pass, layer by layer, and starts counting again.
-func (c *Cache) adapt() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for l, L := range c.lays {
-		if L.vram[0] == nil {
-			continue
-		}
-		var cands, victims []int32
-		for e := range c.sh.Experts {
-			i := c.sh.Index(ID{l, e})
-			switch {
-			case c.tier[i] != TierVRAM && c.tier[i] != TierHelper && c.miss[i] >= 2: // helpers keep theirs
-				cands = append(cands, int32(e))
-			case c.tier[i] == TierVRAM && c.slotUsed[i] == 0:
-				victims = append(victims, int32(e))
-			}
-		}
-		slices.SortStableFunc(cands, func(a, b int32) int {
-			return int(c.miss[c.sh.Index(ID{l, int(b)})]) - int(c.miss[c.sh.Index(ID{l, int(a)})])
-		})
-		for j := range min(len(cands), len(victims)) {
-			if err := c.swap(l, L, int(cands[j]), int(victims[j])); err != nil {
-				c.err.Set(err)
-				return
-			}
-			c.stats.Swaps++
-		}
-	}
-	clear(c.miss)
-	clear(c.slotUsed)
-	c.tokens = 0
-}
-
-// swap moves expert in into victim's VRAM slot; victim takes in's old place (its pinned
-// slot, or the file).
-func (c *Cache) swap(l int, L *layerCache, in, victim int) error {
-	ii, vi := c.sh.Index(ID{l, in}), c.sh.Index(ID{l, victim})
-	vslot := c.slot[vi]
-	for m := range 3 {
-		if err := c.dev.WriteSlots(L.vram[m], []compute.SlotWrite{{Slot: int(vslot), Data: c.bytesOf(L, m, in)}}); err != nil {
-			return fmt.Errorf("experts: swap %s in: %w", ID{l, in}, err)
-		}
-	}
-	if err := c.swapBias(L, L.ffn.vram, in, int(vslot), true); err != nil {
-		return err
-	}
-	if c.tier[ii] == TierPinned {
-		pslot := c.slot[ii]
-		for m := range 3 {
-			if err := c.writePinned(L, m, int(pslot), L.matrix(m, victim)); err != nil {
-				return fmt.Errorf("experts: swap %s out: %w", ID{l, victim}, err)
-			}
-		}
-		if err := c.swapBias(L, L.ffn.pinned, victim, int(pslot), false); err != nil {
-			return err
-		}
-		if err := c.swapBias(L, L.ffn.pinDev, victim, int(pslot), true); err != nil {
-			return err
-		}
-		c.tier[vi], c.slot[vi] = TierPinned, pslot
-	} else {
-		c.tier[vi], c.slot[vi] = TierCold, -1
-	}
-	c.tier[ii], c.slot[ii] = TierVRAM, vslot
-	return nil
-}
-
-// writePinned replaces a pinned slot's matrix, through the device when it may be reading it.
-func (c *Cache) writePinned(L *layerCache, m, slot int, data []byte) error {
-	if L.pinDev[m] != nil {
-		return c.dev.WriteSlots(L.pinDev[m], []compute.SlotWrite{{Slot: slot, Data: data}})
-	}
-	copy(L.pinCPU[m].(*cpu.Weight).ExpertBytes(slot), data)
-	return nil
 }
 
 // VRAMChecksum reads every VRAM slot back and hashes the experts' matrices in (layer,

@@ -261,6 +261,7 @@ func loadCached(t *testing.T, f *gguf.File, dev experts.Device, host *cpu.Backen
 	if err != nil {
 		t.Fatal(err)
 	}
+	experts.EagerAdapt(c)
 	net, err := model.LoadWith(f, dev, nil, c.Layer)
 	if err != nil {
 		t.Fatal(err)
