@@ -235,7 +235,8 @@ type TierSnapshot struct {
 type CacheActivity struct {
 	VRAMSlots, PinnedSlots int
 	PCIeReads, Streamed    uint64
-	ColdReads              uint64 // streamed cold experts read around the page cache
+	PCIeShare              float64 // the share of pinned misses the GPU reads over PCIe now (tuned with --pcie-frac auto)
+	ColdReads              uint64  // streamed cold experts read around the page cache
 	FillBytes              int64
 	FillTime               time.Duration
 	WaitRoutes             time.Duration // waiting for each layer's routing result

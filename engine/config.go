@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -43,7 +44,7 @@ type Config struct {
 	ResidentExperts   bool    // copy the complement of the GPU cache into one RAM arena
 	ResidentBudgetGiB float64 // cap on that arena; 0 = no cap
 	AdaptEvery        int     // tokens between adaptive cache swaps; 0 = off; Auto = AutoAdaptEvery when the experts are tiered on a GPU
-	PCIeFrac          float64 // share of misses the GPU reads over PCIe instead of the CPU
+	PCIeFrac          float64 // share of pinned misses the GPU reads over PCIe instead of the CPU; Auto = tuned on the decode steps' times
 	Spec              int     // tokens drafted per step by multi-token prediction; 0 = off
 	SpecMinP          float64 // minimum draft probability to keep drafting
 	Verify            bool    // print checksums of filled VRAM slots and the RAM arena
@@ -60,6 +61,17 @@ type Config struct {
 	// FloatPath makes the CPU backend dequantise weights and compute in float32 instead of
 	// quantising activations to 8 bits. Slower; it is the reference path for tests.
 	FloatPath bool
+}
+
+// pcieOn says whether the knobs send some pinned misses over PCIe (a share, or auto).
+func (c Config) pcieOn() bool { return c.PCIeFrac > 0 || c.PCIeFrac == Auto }
+
+// pcieKnob is --pcie-frac as the user wrote it, for messages.
+func (c Config) pcieKnob() string {
+	if c.PCIeFrac == Auto {
+		return "auto"
+	}
+	return strconv.FormatFloat(c.PCIeFrac, 'g', -1, 64)
 }
 
 // DefaultConfig is what a user gets without touching anything.
@@ -146,8 +158,8 @@ func (c Config) Validate() error {
 	if c.AdaptEvery < Auto {
 		bad("adapt-every", "%d is negative", c.AdaptEvery)
 	}
-	if c.PCIeFrac < 0 || c.PCIeFrac > 1 {
-		bad("pcie-frac", "%g is outside [0, 1]", c.PCIeFrac)
+	if c.PCIeFrac != Auto && (c.PCIeFrac < 0 || c.PCIeFrac > 1) {
+		bad("pcie-frac", "%g is outside [0, 1] (or auto)", c.PCIeFrac)
 	}
 	if c.Spec < 0 {
 		bad("spec", "%d is negative", c.Spec)

@@ -61,3 +61,26 @@ func TestAdaptEvery(t *testing.T) {
 		t.Errorf("--adapt-every %d: %v, want an --adapt-every error", bad.AdaptEvery, err)
 	}
 }
+
+// TestPCIeFracAuto: --pcie-frac takes auto (tuned by the cache), which turns the pinned tier
+// on as a share does and counts as a tier knob; other values outside [0, 1] are refused.
+func TestPCIeFracAuto(t *testing.T) {
+	c := DefaultConfig()
+	c.PCIeFrac = Auto
+	if err := c.Check(); err != nil {
+		t.Errorf("--pcie-frac auto refused: %v", err)
+	}
+	if !c.pcieOn() || !pinsImplicitly(c, true) || !tierKnobsSet(c) || c.pcieKnob() != "auto" {
+		t.Errorf("--pcie-frac auto: on %v, pins %v, tier knob %v, shown as %q", c.pcieOn(), pinsImplicitly(c, true), tierKnobsSet(c), c.pcieKnob())
+	}
+	if DefaultConfig().pcieOn() {
+		t.Error("the default sends misses over PCIe")
+	}
+	for _, v := range []float64{-0.5, Auto - 1, 1.5} {
+		c.PCIeFrac = v
+		var ce *ConfigError
+		if err := c.Check(); !errors.As(err, &ce) || ce.Flag != "pcie-frac" {
+			t.Errorf("--pcie-frac %g: %v, want a --pcie-frac error", v, err)
+		}
+	}
+}

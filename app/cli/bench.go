@@ -232,7 +232,7 @@ func runBench(ctx context.Context, args []string, io IO) error {
 	if c := tiers.Cache; c != nil {
 		rep.Cache = &cacheReport{
 			VRAMSlots: c.VRAMSlots, PinnedSlots: c.PinnedSlots, Swaps: tiers.Swaps,
-			PCIeReads: c.PCIeReads, Streamed: c.Streamed, ColdReads: c.ColdReads,
+			PCIeReads: c.PCIeReads, PCIeShare: c.PCIeShare, Streamed: c.Streamed, ColdReads: c.ColdReads,
 			FillGB: float64(c.FillBytes) / 1e9, FillSeconds: c.FillTime.Seconds(),
 			WaitRoutesSeconds: c.WaitRoutes.Seconds(), CPUMissSeconds: c.CPUMisses.Seconds(), UploadSeconds: c.Uploads.Seconds(),
 			DecodeHost:  decodeHostOf(c),
@@ -263,8 +263,8 @@ func runBench(ctx context.Context, args []string, io IO) error {
 			st.Tokens, st.Forward, st.Record, st.Launch, st.Read, st.GPU, st.GPUSpan, st.Sample, st.Emit, st.Segments, st.Graphs, st.Ops)
 	}
 	if c := rep.Cache; c != nil {
-		fmt.Fprintf(io.Out, "experts   %d VRAM slots, %d pinned; decode hit rate %v; %d swaps, %d PCIe reads, %d streamed\n",
-			c.VRAMSlots, c.PinnedSlots, rep.DecodeHitRate, c.Swaps, c.PCIeReads, c.Streamed)
+		fmt.Fprintf(io.Out, "experts   %d VRAM slots, %d pinned; decode hit rate %v; %d swaps, %d PCIe reads (share now %.2f), %d streamed\n",
+			c.VRAMSlots, c.PinnedSlots, rep.DecodeHitRate, c.Swaps, c.PCIeReads, c.PCIeShare, c.Streamed)
 		fmt.Fprintf(io.Out, "host time waiting for routes %.2f s, CPU misses %.2f s, uploads %.2f s; fill %.2f GB in %.2f s\n",
 			c.WaitRoutesSeconds, c.CPUMissSeconds, c.UploadSeconds, c.FillGB, c.FillSeconds)
 		if d := c.DecodeHost; d != nil {
@@ -335,6 +335,7 @@ type cacheReport struct {
 	PinnedSlots       int     `json:"pinned_slots"`
 	Swaps             uint64  `json:"swaps"`
 	PCIeReads         uint64  `json:"pcie_reads"`
+	PCIeShare         float64 `json:"pcie_share"`
 	Streamed          uint64  `json:"streamed_experts"`
 	ColdReads         uint64  `json:"cold_unbuffered_reads"`
 	FillGB            float64 `json:"fill_gb"`

@@ -35,6 +35,32 @@ func (a autoInt) Set(s string) error {
 	return nil
 }
 
+// autoFloat is a float flag that also accepts "auto" (engine.Auto).
+type autoFloat struct{ v *float64 }
+
+func (a autoFloat) String() string {
+	if a.v == nil {
+		return ""
+	}
+	if *a.v == engine.Auto {
+		return "auto"
+	}
+	return strconv.FormatFloat(*a.v, 'g', -1, 64)
+}
+
+func (a autoFloat) Set(s string) error {
+	if strings.EqualFold(s, "auto") {
+		*a.v = engine.Auto
+		return nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 {
+		return fmt.Errorf("want a non-negative number or auto, got %q", s)
+	}
+	*a.v = f
+	return nil
+}
+
 // addEngineFlags binds every engine knob (DESIGN.md, Knobs) to cfg.
 func addEngineFlags(fs *flag.FlagSet, cfg *engine.Config) {
 	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "compute backend: auto, cpu or cuda")
@@ -55,7 +81,7 @@ func addEngineFlags(fs *flag.FlagSet, cfg *engine.Config) {
 	fs.BoolVar(&cfg.ResidentExperts, "resident-experts", cfg.ResidentExperts, "copy the experts the GPU does not hold into RAM")
 	fs.Float64Var(&cfg.ResidentBudgetGiB, "resident-budget-gib", cfg.ResidentBudgetGiB, "cap on the resident RAM arena (GiB, 0 = none)")
 	fs.Var(autoInt{&cfg.AdaptEvery}, "adapt-every", fmt.Sprintf("tokens between adaptive expert swaps (0 = off), or auto: every %d with experts tiered on a GPU", engine.AutoAdaptEvery))
-	fs.Float64Var(&cfg.PCIeFrac, "pcie-frac", cfg.PCIeFrac, "share of misses the GPU reads over PCIe")
+	fs.Var(autoFloat{&cfg.PCIeFrac}, "pcie-frac", "share of the pinned misses the GPU reads over PCIe (0 to 1), or auto: tuned on the decode steps' times")
 	fs.IntVar(&cfg.Spec, "spec", cfg.Spec, "tokens drafted per step by multi-token prediction (0 = off)")
 	fs.Float64Var(&cfg.SpecMinP, "spec-min-p", cfg.SpecMinP, "minimum draft probability")
 	fs.BoolVar(&cfg.Verify, "verify", cfg.Verify, "print checksums of the filled expert tiers")

@@ -55,6 +55,7 @@ func (c *Cache) adapt() {
 				return
 			}
 			c.stats.Swaps++
+			c.tune.interrupt() // the uploads lengthen this step
 		}
 	}
 	for i := range c.heat {

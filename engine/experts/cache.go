@@ -51,7 +51,10 @@ type CacheConfig struct {
 	// Rank is the fill order (hottest first); experts missing from it are filled last.
 	Rank []ID
 	// PCIeFrac is the share of pinned misses the GPU reads over PCIe instead of the CPU.
+	// PCIeAuto tunes it on the decode steps' times (pcietune.go), from PCIeFrac when that is
+	// above 0.
 	PCIeFrac float64
+	PCIeAuto bool
 	// AdaptEvery is the number of tokens between adaptive swaps; 0 = never.
 	AdaptEvery int
 	// StreamSlots is the size of the ring that batches stream non-VRAM experts through;
@@ -116,7 +119,8 @@ type Cache struct {
 	lastLayer int
 	coldUsed  []uint64
 
-	pcieAcc float64 // error diffusion for PCIeFrac
+	pcieAcc float64    // error diffusion for the PCIe share
+	tune    shareTuner // the share when PCIeAuto (c.mu)
 	err     compute.StickyErr
 
 	hostX, hostOut compute.Buf // host activations for misses
@@ -139,6 +143,7 @@ type CacheStats struct {
 	Routed         map[Tier]uint64 // routed (token, expert) pairs by the tier that served them
 	Decode         map[Tier]uint64 // the same, counting single-token steps only
 	PCIe           uint64          // pinned misses read by the GPU over PCIe
+	PCIeShare      float64         // the share of pinned misses sent there now
 	Streamed       uint64          // experts streamed into the ring for batches
 	ColdReads      uint64          // of those, cold ones read around the page cache
 	ColdReadErrors uint64          // unbuffered reads that failed (the mapping served them)
@@ -232,6 +237,13 @@ func NewCache(dev Device, host *cpu.Backend, cfg CacheConfig) (*Cache, error) {
 		coldUsed: make([]uint64, sh.Count()), lastLayer: -1,
 	}
 	c.stats.Routed, c.stats.Decode = map[Tier]uint64{}, map[Tier]uint64{}
+	if cfg.PCIeAuto {
+		start := cfg.PCIeFrac
+		if start <= 0 {
+			start = tuneStart
+		}
+		c.tune = newShareTuner(start)
+	}
 	for i := range c.slot {
 		c.slot[i] = -1
 	}
@@ -567,6 +579,11 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 		if n == 1 {
 			c.stats.DecodeSteps++
 		}
+		if c.cfg.PCIeAuto && n == 1 {
+			c.tune.decodeStep(time.Now())
+		} else if c.cfg.PCIeAuto {
+			c.tune.batchStep()
+		}
 	}
 	if l <= c.lastLayer {
 		c.steps++
@@ -649,15 +666,24 @@ func (c *Cache) prefetchCold(l int, cold []entry) []ID {
 // pcie says whether the next pinned miss goes to the GPU over PCIe (error diffusion, so
 // the share is exact over time and deterministic).
 func (c *Cache) pcie() bool {
-	if c.cfg.PCIeFrac <= 0 {
+	share := c.pcieShare()
+	if share <= 0 {
 		return false
 	}
-	c.pcieAcc += c.cfg.PCIeFrac
+	c.pcieAcc += share
 	if c.pcieAcc >= 1-1e-9 {
 		c.pcieAcc--
 		return true
 	}
 	return false
+}
+
+// pcieShare is the share of pinned misses the GPU reads over PCIe now; c.mu is held.
+func (c *Cache) pcieShare() float64 {
+	if c.cfg.PCIeAuto {
+		return c.tune.share
+	}
+	return c.cfg.PCIeFrac
 }
 
 // routesOf packs entries into a Routes over n tokens: K' is the most entries any token has,
@@ -967,6 +993,7 @@ func (c *Cache) Snapshot() Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.stats
+	st.PCIeShare = c.pcieShare()
 	st.Routed, st.Decode = maps.Clone(c.stats.Routed), maps.Clone(c.stats.Decode)
 	return Snapshot{Tier: slices.Clone(c.tier), Stats: st}
 }

@@ -20,6 +20,7 @@ type tierCase struct {
 	vram, pin   float64 // shares of the experts (by neutral rank) in VRAM and pinned slots
 	helper      float64 // share after those on two CPU stand-in helper GPUs, half each
 	pcie        float64
+	pcieAuto    bool // the cache tunes the PCIe share
 	adapt       int
 	streamSlots int
 	unbuffered  bool // fill the RAM arena with unbuffered reads (else through the mapping)
@@ -38,6 +39,7 @@ func tierCases() []tierCase {
 		{name: "resident: all pinned", vram: 0, pin: 1, unbuffered: true},
 		{name: "some + pinned + pcie", vram: 0.3, pin: 0.4, pcie: 0.5},
 		{name: "all pinned over pcie", vram: 0, pin: 1, pcie: 1},
+		{name: "some + pinned + pcie auto", vram: 0.3, pin: 0.4, pcieAuto: true},
 		{name: "adaptive swaps", vram: 0.3, pin: 0.2, adapt: 2},
 		{name: "streamed batches", vram: 0.25, pin: 0.25, streamSlots: 3},
 		{name: "streamed, ring holds all", vram: 0.5, streamSlots: 64},
@@ -150,7 +152,10 @@ func TestCacheMatchesTransformers(t *testing.T) {
 				if tc.pcie == 1 && st.PCIe == 0 {
 					t.Error("pcie share 1, yet no miss went over PCIe")
 				}
-				if tc.pcie == 0 && st.PCIe != 0 {
+				if tc.pcieAuto && (st.PCIe == 0 || st.PCIeShare <= 0 || st.PCIeShare > 1) {
+					t.Errorf("pcie auto: %d misses over PCIe, share now %g", st.PCIe, st.PCIeShare)
+				}
+				if tc.pcie == 0 && !tc.pcieAuto && st.PCIe != 0 {
 					t.Errorf("pcie share 0, yet %d misses went over PCIe", st.PCIe)
 				}
 				if tc.adapt > 0 && st.Swaps == 0 {
@@ -165,7 +170,7 @@ func TestCacheMatchesTransformers(t *testing.T) {
 				if tc.coldDirect && (st.ColdReads == 0 || st.ColdReadErrors != 0) {
 					t.Errorf("unbuffered cold reads: %d done, %d failed", st.ColdReads, st.ColdReadErrors)
 				}
-				checkDecodeHost(t, st, v.Prompts, tc.pcie)
+				checkDecodeHost(t, st, v.Prompts, st.PCIeShare)
 				t.Logf("routed %v, pcie %d, streamed %d, swaps %d", st.Routed, st.PCIe, st.Streamed, st.Swaps)
 			})
 		}
@@ -233,7 +238,7 @@ func loadCached(t *testing.T, f *gguf.File, dev experts.Device, host *cpu.Backen
 	t.Helper()
 	cc := experts.CacheConfig{
 		Shape: sh, Tier: tiers, Rank: rank,
-		PCIeFrac: tc.pcie, AdaptEvery: tc.adapt, StreamSlots: tc.streamSlots, StreamMinTokens: 2,
+		PCIeFrac: tc.pcie, PCIeAuto: tc.pcieAuto, AdaptEvery: tc.adapt, StreamSlots: tc.streamSlots, StreamMinTokens: 2,
 		Pinned: arena, PinnedMapped: !tc.hostPinned,
 	}
 	if helperOf != nil {
