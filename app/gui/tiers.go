@@ -114,9 +114,13 @@ func (v *tiersView) show(snap engine.TierSnapshot, ok bool) {
 	v.speed.SetText(speedLine(snap))
 }
 
-// speedLine is the decode speed, the swaps and anything the tiers could not do as planned.
+// speedLine is the decode speed, the swaps, the share of pinned misses the GPU reads over
+// PCIe (when it reads any) and anything the tiers could not do as planned.
 func speedLine(s engine.TierSnapshot) string {
 	line := fmt.Sprintf("Decode: %.1f tokens/s · swaps: %d", s.TokensPerSec, s.Swaps)
+	if s.Cache != nil && s.Cache.PCIeReads > 0 {
+		line += fmt.Sprintf(" · read over PCIe: %.0f%% of RAM misses", 100*s.Cache.PCIeShare)
+	}
 	if s.Cache != nil {
 		for _, n := range s.Cache.Notes {
 			line += "\nNote: " + n

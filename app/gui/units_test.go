@@ -191,15 +191,20 @@ func TestMachineWords(t *testing.T) {
 	}
 }
 
-// TestSpeedLineShowsTierNotes: what the tiers could not do as planned reaches the tier map.
+// TestSpeedLineShowsTierNotes: what the tiers could not do as planned, and the PCIe share
+// when the GPU reads pinned misses, reach the tier map.
 func TestSpeedLineShowsTierNotes(t *testing.T) {
 	s := engine.TierSnapshot{TokensPerSec: 12.5, Swaps: 3}
 	if got := speedLine(s); got != "Decode: 12.5 tokens/s · swaps: 3" {
 		t.Errorf("plain line %q", got)
 	}
 	s.Cache = &engine.CacheActivity{Notes: []string{"the RAM arena is not page-locked"}}
-	if got := speedLine(s); !strings.Contains(got, "Note: the RAM arena is not page-locked") {
-		t.Errorf("notes missing: %q", got)
+	if got := speedLine(s); !strings.Contains(got, "Note: the RAM arena is not page-locked") || strings.Contains(got, "PCIe") {
+		t.Errorf("notes missing, or a PCIe share without PCIe reads: %q", got)
+	}
+	s.Cache = &engine.CacheActivity{PCIeReads: 40, PCIeShare: 0.35}
+	if got := speedLine(s); got != "Decode: 12.5 tokens/s · swaps: 3 · read over PCIe: 35% of RAM misses" {
+		t.Errorf("PCIe share: %q", got)
 	}
 }
 
