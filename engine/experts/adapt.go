@@ -49,14 +49,16 @@ func (c *Cache) adapt() {
 		}
 		first := c.sh.Index(ID{l, 0})
 		heat := c.heat[first : first+c.sh.Experts]
-		for _, p := range pickSwaps(heat, in, out, swapLimit(len(out), c.tokens, c.cfg.AdaptEvery), c.pays) {
-			if err := c.swap(l, L, int(p[0]), int(p[1])); err != nil {
-				c.err.Set(err)
-				return
-			}
-			c.stats.Swaps++
-			c.tune.interrupt() // the uploads lengthen this step
+		pairs := pickSwaps(heat, in, out, swapLimit(len(out), c.tokens, c.cfg.AdaptEvery), c.pays)
+		if len(pairs) == 0 {
+			continue
 		}
+		if err := c.swapLayer(l, L, pairs); err != nil {
+			c.err.Set(err)
+			return
+		}
+		c.stats.Swaps += uint64(len(pairs))
+		c.tune.interrupt() // the uploads lengthen this step
 	}
 	for i := range c.heat {
 		c.heat[i] *= adaptDecay
@@ -92,45 +94,68 @@ func paysToSwap(hin, hout float32) bool {
 	return hin >= adaptGain*hout && d > 0 && d*d >= adaptZ*adaptZ*float64(hin+hout)
 }
 
-// swap moves expert in into victim's VRAM slot; victim takes in's old place (its pinned
-// slot, or the file).
-func (c *Cache) swap(l int, L *layerCache, in, victim int) error {
-	ii, vi := c.sh.Index(ID{l, in}), c.sh.Index(ID{l, victim})
-	vslot := c.slot[vi]
-	for m := range 3 {
-		if err := c.dev.WriteSlots(L.vram[m], []compute.SlotWrite{{Slot: int(vslot), Data: c.bytesOf(L, m, in)}}); err != nil {
-			return fmt.Errorf("experts: swap %s in: %w", ID{l, in}, err)
-		}
-	}
-	if err := c.swapBias(L, L.ffn.vram, in, int(vslot), true); err != nil {
-		return err
-	}
-	if c.tier[ii] == TierPinned {
-		pslot := c.slot[ii]
+// swapLayer moves each pair's first expert into the VRAM slot of its second, which takes
+// the newcomer's old place (its pinned slot, or the file). A layer's uploads go as one
+// WriteSlots a matrix, so that the stager overlaps its copies across the pairs instead of
+// waiting on each expert's three. Every VRAM write is staged before any pinned slot a
+// newcomer leaves is overwritten (WriteSlots copies its sources before it returns).
+func (c *Cache) swapLayer(l int, L *layerCache, pairs [][2]int32) error {
+	var toVRAM, toPinned [3][]compute.SlotWrite
+	for _, p := range pairs {
+		in, victim := int(p[0]), int(p[1])
+		ii, vi := c.sh.Index(ID{l, in}), c.sh.Index(ID{l, victim})
 		for m := range 3 {
-			if err := c.writePinned(L, m, int(pslot), L.matrix(m, victim)); err != nil {
-				return fmt.Errorf("experts: swap %s out: %w", ID{l, victim}, err)
+			toVRAM[m] = append(toVRAM[m], compute.SlotWrite{Slot: int(c.slot[vi]), Data: c.bytesOf(L, m, in)})
+			if c.tier[ii] == TierPinned {
+				toPinned[m] = append(toPinned[m], compute.SlotWrite{Slot: int(c.slot[ii]), Data: L.matrix(m, victim)})
 			}
 		}
-		if err := c.swapBias(L, L.ffn.pinned, victim, int(pslot), false); err != nil {
-			return err
-		}
-		if err := c.swapBias(L, L.ffn.pinDev, victim, int(pslot), true); err != nil {
-			return err
-		}
-		c.tier[vi], c.slot[vi] = TierPinned, pslot
-	} else {
-		c.tier[vi], c.slot[vi] = TierCold, -1
 	}
-	c.tier[ii], c.slot[ii] = TierVRAM, vslot
+	for m := range 3 {
+		if err := c.dev.WriteSlots(L.vram[m], toVRAM[m]); err != nil {
+			return fmt.Errorf("experts: layer %d: swapping %d experts in: %w", l, len(pairs), err)
+		}
+	}
+	for m := range 3 {
+		if err := c.writePinned(L, m, toPinned[m]); err != nil {
+			return fmt.Errorf("experts: layer %d: moving %d experts out to pinned slots: %w", l, len(toPinned[m]), err)
+		}
+	}
+	for _, p := range pairs {
+		in, victim := int(p[0]), int(p[1])
+		ii, vi := c.sh.Index(ID{l, in}), c.sh.Index(ID{l, victim})
+		vslot := c.slot[vi]
+		if err := c.swapBias(L, L.ffn.vram, in, int(vslot), true); err != nil {
+			return err
+		}
+		if c.tier[ii] == TierPinned {
+			pslot := c.slot[ii]
+			if err := c.swapBias(L, L.ffn.pinned, victim, int(pslot), false); err != nil {
+				return err
+			}
+			if err := c.swapBias(L, L.ffn.pinDev, victim, int(pslot), true); err != nil {
+				return err
+			}
+			c.tier[vi], c.slot[vi] = TierPinned, pslot
+		} else {
+			c.tier[vi], c.slot[vi] = TierCold, -1
+		}
+		c.tier[ii], c.slot[ii] = TierVRAM, vslot
+	}
 	return nil
 }
 
-// writePinned replaces a pinned slot's matrix, through the device when it may be reading it.
-func (c *Cache) writePinned(L *layerCache, m, slot int, data []byte) error {
-	if L.pinDev[m] != nil {
-		return c.dev.WriteSlots(L.pinDev[m], []compute.SlotWrite{{Slot: slot, Data: data}})
+// writePinned replaces pinned slots' matrix m, through the device when it may be reading
+// them.
+func (c *Cache) writePinned(L *layerCache, m int, writes []compute.SlotWrite) error {
+	switch {
+	case len(writes) == 0:
+	case L.pinDev[m] != nil:
+		return c.dev.WriteSlots(L.pinDev[m], writes)
+	default:
+		for _, w := range writes {
+			copy(L.pinCPU[m].(*cpu.Weight).ExpertBytes(w.Slot), w.Data)
+		}
 	}
-	copy(L.pinCPU[m].(*cpu.Weight).ExpertBytes(slot), data)
 	return nil
 }
