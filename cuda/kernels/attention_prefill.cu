@@ -44,6 +44,15 @@ static __device__ __forceinline__ void fa_ldsm_x4_trans(uint32_t (&r)[4], const 
 		: "r"(a));
 }
 
+// The same, untransposed: an A fragment of a 16x16 f16 tile in shared memory when lane L
+// names row L%16, column 8(L/16) (attention_decode_mma.cu's wide kernels: Q, P).
+static __device__ __forceinline__ void fa_ldsm_x4(uint32_t (&r)[4], const __half *p) {
+	const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		: "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		: "r"(a));
+}
+
 static __device__ __forceinline__ float fa_exp2(float x) {
 	float y;
 	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -121,6 +130,59 @@ static __device__ __forceinline__ void fa_load_tile(__half (*Ks)[HD + FA_PAD], _
 	}
 }
 
+// fa_zero clears NN n8-tiles of accumulators.
+template <int NN> static __device__ __forceinline__ void fa_zero(float (&c)[NN][4]) {
+#pragma unroll
+	for (int n = 0; n < NN; n++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) c[n][e] = 0.f;
+}
+
+// fa_scores is S = Q K^T for one warp's 16 query rows and NJ x 8 positions staged in shared
+// memory (Ks: the first position's row), in f32: qa(kk, a) sets a to Q's A fragment of k-step kk.
+template <int HD, int NJ, typename QFrag>
+static __device__ __forceinline__ void fa_scores(QFrag qa, const __half (*Ks)[HD + FA_PAD], float (&s)[NJ][4]) {
+	const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+	fa_zero(s);
+#pragma unroll
+	for (int kk = 0; kk < HD / 16; kk++) {
+		uint32_t a[4];
+		qa(kk, a);
+#pragma unroll
+		for (int j = 0; j < NJ; j++) {
+			const uint32_t b0 = *(const uint32_t *)&Ks[8 * j + g][16 * kk + 2 * t];
+			const uint32_t b1 = *(const uint32_t *)&Ks[8 * j + g][16 * kk + 2 * t + 8];
+			fa_mma(s[j], a, b0, b1);
+		}
+	}
+}
+
+// fa_pv is O += P V for one k-step of 16 positions: a is P's A fragment, Vs the step's first
+// position's row, and o the NN n8-tiles of output columns from c0.
+template <int HD, int NN>
+static __device__ __forceinline__ void fa_pv(const uint32_t (&a)[4], const __half (*Vs)[HD + FA_PAD], int c0, float (&o)[NN][4]) {
+	static_assert(NN % 2 == 0, "an ldmatrix x4 feeds two n8-tiles");
+	const int lane = threadIdx.x & 31;
+#pragma unroll
+	for (int n = 0; n < NN; n += 2) {
+		uint32_t b[4];
+		fa_ldsm_x4_trans(b, &Vs[(lane & 7) + ((lane >> 3) & 1) * 8][c0 + (n + (lane >> 4)) * 8]);
+		fa_mma(o[n], a, b[0], b[1]);
+		fa_mma(o[n + 1], a, b[2], b[3]);
+	}
+}
+
+// fa_rescale scales accumulator rows g and g + 8 of o by corr[0] and corr[1].
+template <int NN> static __device__ __forceinline__ void fa_rescale(float (&o)[NN][4], const float (&corr)[2]) {
+#pragma unroll
+	for (int n = 0; n < NN; n++) {
+		o[n][0] *= corr[0];
+		o[n][1] *= corr[0];
+		o[n][2] *= corr[1];
+		o[n][3] *= corr[1];
+	}
+}
+
 // fa_tile_step is one warp's online-softmax step over NJ x 8 positions staged in shared
 // memory (Ks, Vs: the warp's first position's rows): S = Q K^T for its rows g and g + 8 (qa,
 // base 2), -inf where keep(i, j, e) is false (row g + 8i, n-tile j, accumulator e), the
@@ -130,20 +192,11 @@ template <int HD, int NJ, typename Keep>
 static __device__ __forceinline__ void fa_tile_step(const uint32_t (&qa)[HD / 16][4], const __half (*Ks)[HD + FA_PAD],
 	const __half (*Vs)[HD + FA_PAD], Keep keep, float (&m)[2], float (&l)[2], float (&o)[HD / 8][4]) {
 	static_assert(NJ % 2 == 0, "P V takes 16 positions a k-step");
-	const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 	float s[NJ][4];
+	fa_scores<HD, NJ>([&](int kk, uint32_t (&a)[4]) {
 #pragma unroll
-	for (int j = 0; j < NJ; j++)
-#pragma unroll
-		for (int e = 0; e < 4; e++) s[j][e] = 0.f;
-#pragma unroll
-	for (int kk = 0; kk < HD / 16; kk++)
-#pragma unroll
-		for (int j = 0; j < NJ; j++) {
-			const uint32_t b0 = *(const uint32_t *)&Ks[8 * j + g][16 * kk + 2 * t];
-			const uint32_t b1 = *(const uint32_t *)&Ks[8 * j + g][16 * kk + 2 * t + 8];
-			fa_mma(s[j], qa[kk], b0, b1);
-		}
+		for (int i = 0; i < 4; i++) a[i] = qa[kk][i];
+	}, Ks, s);
 	float mx[2] = {m[0], m[1]};
 #pragma unroll
 	for (int j = 0; j < NJ; j++)
@@ -164,13 +217,7 @@ static __device__ __forceinline__ void fa_tile_step(const uint32_t (&qa)[HD / 16
 		m[i] = mx[i];
 		l[i] *= corr[i];
 	}
-#pragma unroll
-	for (int n = 0; n < HD / 8; n++) {
-		o[n][0] *= corr[0];
-		o[n][1] *= corr[0];
-		o[n][2] *= corr[1];
-		o[n][3] *= corr[1];
-	}
+	fa_rescale(o, corr);
 #pragma unroll
 	for (int j = 0; j < NJ; j++)
 #pragma unroll
@@ -184,13 +231,7 @@ static __device__ __forceinline__ void fa_tile_step(const uint32_t (&qa)[HD / 16
 	for (int kc16 = 0; kc16 < NJ / 2; kc16++) {
 		const uint32_t a[4] = {fa_pack(s[2 * kc16][0], s[2 * kc16][1]), fa_pack(s[2 * kc16][2], s[2 * kc16][3]),
 			fa_pack(s[2 * kc16 + 1][0], s[2 * kc16 + 1][1]), fa_pack(s[2 * kc16 + 1][2], s[2 * kc16 + 1][3])};
-#pragma unroll
-		for (int n = 0; n < HD / 8; n += 2) {
-			uint32_t b[4];
-			fa_ldsm_x4_trans(b, &Vs[16 * kc16 + (lane & 7) + ((lane >> 3) & 1) * 8][(n + (lane >> 4)) * 8]);
-			fa_mma(o[n], a, b[0], b[1]);
-			fa_mma(o[n + 1], a, b[2], b[3]);
-		}
+		fa_pv<HD, HD / 8>(a, Vs + 16 * kc16, 0, o);
 	}
 }
 
@@ -239,10 +280,7 @@ static __device__ __forceinline__ void fa_prefill_body(const float *__restrict__
 	uint32_t qa[HD / 16][4];
 	fa_q_frags<HD>(qa, [&](int row) { const int tk = tok0 + row; return tk < n_tok ? q + ((long long)tk * n_head + h) * HD : nullptr; }, qscale);
 	float o[HD / 8][4];
-#pragma unroll
-	for (int n = 0; n < HD / 8; n++)
-#pragma unroll
-		for (int e = 0; e < 4; e++) o[n][e] = 0.f;
+	fa_zero(o);
 	float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 	__syncthreads();
 	const int bfirst = s_first, blast = s_last;
