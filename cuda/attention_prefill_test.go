@@ -132,6 +132,18 @@ func TestAttentionPrefillMMAFits(t *testing.T) {
 	}
 }
 
+// TestAttentionDecodeMMAFits: the tensor-core decode kernels are the prefill ones' head sizes
+// (multiples of 16 up to 128) and 256, whose warps split the output's columns; other head
+// sizes take attention_decode.
+func TestAttentionDecodeMMAFits(t *testing.T) {
+	for hd := -16; hd <= cuda.MaxAttentionHeadDim+16; hd++ {
+		want := hd > 0 && hd <= 128 && hd%16 == 0 || hd == 256
+		if got := cuda.AttentionDecodeMMAFits(hd); got != want {
+			t.Errorf("AttentionDecodeMMAFits(%d) = %v, want %v", hd, got, want)
+		}
+	}
+}
+
 // TestAttentionPrefillMMARefuses: head sizes without a kernel (including ones that
 // AttentionPrefill takes), a window wider than its ring and an empty batch are errors, not
 // launches, for either cache.

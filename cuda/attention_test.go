@@ -189,13 +189,14 @@ func TestAttention(t *testing.T) {
 // TestAttentionDecodeGroups runs decode over GQA groups that a block takes whole (8), in
 // slices (12 query heads on a kv head: two blocks of 6; 20: 7, 7 and 6) and one head a group,
 // over a cache long enough for many spans, with sliding windows that start mid-span and
-// ring layouts whose chunks wrap.
+// ring layouts whose chunks wrap. Head size 256 runs the wide tensor-core kernel (its warps
+// split the output's columns) on the same groups.
 func TestAttentionDecodeGroups(t *testing.T) {
 	g := setup(t)
 	r := rand.New(rand.NewPCG(25, 26))
 	var cases []attCase
 	for _, sh := range []struct{ nHead, nKV int }{{32, 4}, {24, 2}, {20, 1}, {3, 3}} {
-		for _, hd := range []int{64, 80, 128} {
+		for _, hd := range []int{64, 80, 128, 256} {
 			cases = append(cases, attCase{hd: hd, nHead: sh.nHead, nKV: sh.nKV, ctx: 2100},
 				attCase{hd: hd, sinks: true, window: 700, nHead: sh.nHead, nKV: sh.nKV, ctx: 2100},
 				attCase{hd: hd, sinks: true, window: 300, ring: 333, nHead: sh.nHead, nKV: sh.nKV, ctx: 2100})
@@ -317,7 +318,8 @@ const mmaLongRel = 6e-3
 // TestAttentionDecodeLongContext is decode at the 131,072th position of a cache of that
 // many (gpt-oss's context; qwen3moe's with YaRN) against the float64 reference, f16 and
 // int8, 4 query heads on one kv head, with the engine's span count for that capacity and a
-// sliding-window layer's sinks. Scores are drawn three times wider than TestAttention's so
+// sliding-window layer's sinks; and the same at head size 256 (the wide tensor-core kernel)
+// over 32,768 positions. Scores are drawn three times wider than TestAttention's so
 // that the softmax is far from flat; the bound is relative to the output's RMS (over 128k
 // positions the output is a small average), 1e-4 of it.
 //
@@ -328,45 +330,53 @@ const mmaLongRel = 6e-3
 func TestAttentionDecodeLongContext(t *testing.T) {
 	g := setup(t)
 	r := rand.New(rand.NewPCG(27, 28))
-	const nHead, nKV, hd, ctx = 4, 1, 128, 131072
-	for _, kind := range []string{"f16", "int8"} {
-		cache := f16Cache(t, g, r, ctx*nKV*hd)
-		if kind == "int8" {
-			cache = int8Cache(t, g, r, ctx*nKV*hd, hd)
+	const nHead, nKV = 4, 1
+	for _, sh := range []struct{ hd, ctx int }{{128, 131072}, {256, 32768}} {
+		for _, kind := range []string{"f16", "int8"} {
+			testAttentionDecodeLong(t, g, r, kind, nHead, nKV, sh.hd, sh.ctx)
 		}
-		for _, c := range []attCase{{hd: hd, nHead: nHead, nKV: nKV, ctx: ctx}, {hd: hd, sinks: true, window: 4096, nHead: nHead, nKV: nKV, ctx: ctx}} {
-			opts := cuda.AttentionOptions{Window: c.window}
-			sinkOf := caseSinks(t, g, r, c, &opts)
-			nSplit := cuda.DecodeSplits(ctx, nHead, nKV)
-			scratch := g.buf(t, cuda.AttentionDecodeScratchBytes(nHead, hd, nSplit))
-			scale := 3 / math.Sqrt(float64(hd))
-			for _, last := range []int{ctx / 2, ctx - 1} {
-				q := randFloats(r, nHead*hd, 1)
-				want := make([][]float64, nHead)
-				for h := range nHead {
-					want[h] = refAttention(q[h*hd:(h+1)*hd], cache.kf, cache.vf, 0, nKV, hd, last, scale, c, sinkOf(h))
+	}
+}
+
+// testAttentionDecodeLong is one head size and cache kind of TestAttentionDecodeLongContext.
+func testAttentionDecodeLong(t *testing.T, g *gpu, r *rand.Rand, kind string, nHead, nKV, hd, ctx int) {
+	t.Helper()
+	cache := f16Cache(t, g, r, ctx*nKV*hd)
+	if kind == "int8" {
+		cache = int8Cache(t, g, r, ctx*nKV*hd, hd)
+	}
+	for _, c := range []attCase{{hd: hd, nHead: nHead, nKV: nKV, ctx: ctx}, {hd: hd, sinks: true, window: 4096, nHead: nHead, nKV: nKV, ctx: ctx}} {
+		opts := cuda.AttentionOptions{Window: c.window}
+		sinkOf := caseSinks(t, g, r, c, &opts)
+		nSplit := cuda.DecodeSplits(ctx, nHead, nKV)
+		scratch := g.buf(t, cuda.AttentionDecodeScratchBytes(nHead, hd, nSplit))
+		scale := 3 / math.Sqrt(float64(hd))
+		for _, last := range []int{ctx / 2, ctx - 1} {
+			q := randFloats(r, nHead*hd, 1)
+			want := make([][]float64, nHead)
+			for h := range nHead {
+				want[h] = refAttention(q[h*hd:(h+1)*hd], cache.kf, cache.vf, 0, nKV, hd, last, scale, c, sinkOf(h))
+			}
+			for _, k := range []struct {
+				name   string
+				decode decodeFunc
+				rel    float64
+			}{{kind, cache.decode, 1e-4}, {kind + " mma", cache.decodeMMA, mmaLongRel}} {
+				dout := g.buf(t, 4*nHead*hd)
+				if err := k.decode(upload(t, g, q), dout, upload(t, g, []int32{int32(last)}), nHead, nKV, hd, float32(scale), nSplit, scratch, opts); err != nil {
+					t.Fatal(err)
 				}
-				for _, k := range []struct {
-					name   string
-					decode decodeFunc
-					rel    float64
-				}{{kind, cache.decode, 1e-4}, {kind + " mma", cache.decodeMMA, mmaLongRel}} {
-					dout := g.buf(t, 4*nHead*hd)
-					if err := k.decode(upload(t, g, q), dout, upload(t, g, []int32{int32(last)}), nHead, nKV, hd, float32(scale), nSplit, scratch, opts); err != nil {
-						t.Fatal(err)
+				got := download[float32](t, g, dout, nHead*hd)
+				for h := range nHead {
+					var sq, worst float64
+					for i, w := range want[h] {
+						sq += w * w
+						worst = math.Max(worst, math.Abs(float64(got[h*hd+i])-w))
 					}
-					got := download[float32](t, g, dout, nHead*hd)
-					for h := range nHead {
-						var sq, worst float64
-						for i, w := range want[h] {
-							sq += w * w
-							worst = math.Max(worst, math.Abs(float64(got[h*hd+i])-w))
-						}
-						rms := math.Sqrt(sq / float64(hd))
-						t.Logf("%s window=%d pos %d head %d: max |Δ| %.3g, output RMS %.3g", k.name, c.window, last, h, worst, rms)
-						if !(worst <= k.rel*rms) {
-							t.Errorf("%s window=%d pos %d head %d: max |Δ| %.3g over an output RMS of %.3g (limit %g of it)", k.name, c.window, last, h, worst, rms, k.rel)
-						}
+					rms := math.Sqrt(sq / float64(hd))
+					t.Logf("%s hd=%d window=%d pos %d head %d: max |Δ| %.3g, output RMS %.3g", k.name, hd, c.window, last, h, worst, rms)
+					if !(worst <= k.rel*rms) {
+						t.Errorf("%s hd=%d window=%d pos %d head %d: max |Δ| %.3g over an output RMS of %.3g (limit %g of it)", k.name, hd, c.window, last, h, worst, rms, k.rel)
 					}
 				}
 			}

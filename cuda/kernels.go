@@ -58,9 +58,13 @@ func kernelNames() []string {
 		names = append(names, fmt.Sprintf("attention_decode_%d", hd), fmt.Sprintf("attention_prefill_%d", hd),
 			fmt.Sprintf("attention_decode_int8_%d", hd), fmt.Sprintf("attention_prefill_int8_%d", hd))
 	}
-	for hd := attentionHeadStep; AttentionPrefillMMAFits(hd); hd += attentionHeadStep {
-		names = append(names, fmt.Sprintf("attention_prefill_mma_%d", hd), fmt.Sprintf("attention_prefill_mma_int8_%d", hd),
-			fmt.Sprintf("attention_decode_mma_%d", hd), fmt.Sprintf("attention_decode_mma_int8_%d", hd))
+	for hd := attentionHeadStep; hd <= MaxAttentionHeadDim; hd += attentionHeadStep {
+		if AttentionPrefillMMAFits(hd) {
+			names = append(names, fmt.Sprintf("attention_prefill_mma_%d", hd), fmt.Sprintf("attention_prefill_mma_int8_%d", hd))
+		}
+		if AttentionDecodeMMAFits(hd) {
+			names = append(names, fmt.Sprintf("attention_decode_mma_%d", hd), fmt.Sprintf("attention_decode_mma_int8_%d", hd))
+		}
 	}
 	names = append(names, deltaNetKernelNames()...)
 	names = append(names, fusedKernelNames()...)
@@ -694,8 +698,16 @@ func (k *Kernels) AttentionDecodeInt8(s *Stream, q DevicePtr, c Int8KV, out, pos
 }
 
 // AttentionDecodeMMAFits reports whether AttentionDecodeMMA and AttentionDecodeMMAInt8 have a
-// kernel for headDim: the prefill tensor-core kernels' head sizes (multiples of 16 up to 128).
-func AttentionDecodeMMAFits(headDim int) bool { return AttentionPrefillMMAFits(headDim) }
+// kernel for headDim: the prefill tensor-core kernels' head sizes (multiples of 16 up to 128),
+// and mmaDecodeWideHeadDim.
+func AttentionDecodeMMAFits(headDim int) bool {
+	return headDim == mmaDecodeWideHeadDim || AttentionPrefillMMAFits(headDim)
+}
+
+// mmaDecodeWideHeadDim is the head size past 128 with a tensor-core decode kernel (Qwen3-Next
+// and Qwen3.5's 256), whose warps split the output's columns (attention_decode_mma.cu's
+// dm_decode_wide_body); prefill has none (its warps hold whole output rows).
+const mmaDecodeWideHeadDim = 256
 
 // AttentionDecodeMMA is AttentionDecode (same arguments and scratch; its spans are whole
 // 64-position tiles) on the tensor cores (attention_decode_mma.cu): the query heads of a GQA
@@ -705,7 +717,7 @@ func AttentionDecodeMMAFits(headDim int) bool { return AttentionPrefillMMAFits(h
 // attention_decode runs thousands a 32-position chunk, which bounded short contexts.
 func (k *Kernels) AttentionDecodeMMA(s *Stream, q, kCache, vCache, out, pos DevicePtr, nHead, nKV, headDim int, scale float32, nSplit int, scratch DevicePtr, o AttentionOptions) error {
 	if !AttentionDecodeMMAFits(headDim) {
-		return fmt.Errorf("cuda: attention_decode_mma: no kernel for head size %d (multiples of %d up to %d)", headDim, attentionHeadStep, maxMMAPrefillHeadDim)
+		return fmt.Errorf("cuda: attention_decode_mma: no kernel for head size %d (multiples of %d up to %d, and %d)", headDim, attentionHeadStep, maxMMAPrefillHeadDim, mmaDecodeWideHeadDim)
 	}
 	a := new(Args).Ptr(q).Ptr(kCache).Ptr(vCache).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale).Ptr(scratch).
 		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
@@ -716,7 +728,7 @@ func (k *Kernels) AttentionDecodeMMA(s *Stream, q, kCache, vCache, out, pos Devi
 // f16 on its way into shared memory (as AttentionPrefillMMAInt8).
 func (k *Kernels) AttentionDecodeMMAInt8(s *Stream, q DevicePtr, c Int8KV, out, pos DevicePtr, nHead, nKV, headDim int, scale float32, nSplit int, scratch DevicePtr, o AttentionOptions) error {
 	if !AttentionDecodeMMAFits(headDim) {
-		return fmt.Errorf("cuda: attention_decode_mma_int8: no kernel for head size %d (multiples of %d up to %d)", headDim, attentionHeadStep, maxMMAPrefillHeadDim)
+		return fmt.Errorf("cuda: attention_decode_mma_int8: no kernel for head size %d (multiples of %d up to %d, and %d)", headDim, attentionHeadStep, maxMMAPrefillHeadDim, mmaDecodeWideHeadDim)
 	}
 	a := new(Args).Ptr(q).Ptr(c.K).Ptr(c.KScales).Ptr(c.V).Ptr(c.VScales).Ptr(out).Ptr(pos).Int(nHead).Int(nKV).Float(scale).Ptr(scratch).
 		Ptr(o.Sinks).Int(o.Window).Int(o.Ring)
