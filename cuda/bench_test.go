@@ -467,19 +467,33 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 }
 
 // BenchmarkAttentionDecode is one decode step's attention at a few positions of a cache
-// of 128k positions (qwen3moe 30b-a3b's heads), launched with the spans the engine uses for
-// that capacity (what a graph captured for it replays at every position), and with half
-// and twice as many.
+// of 128k positions (qwen3moe 30b-a3b's heads; hd=256/...: Qwen3-Next's 16 query heads on 2
+// kv heads of 256, which take the wide tensor-core kernel), launched with the spans the
+// engine uses for that capacity (what a graph captured for it replays at every position),
+// and with half and twice as many.
 func BenchmarkAttentionDecode(b *testing.B) {
 	g := setup(b)
 	r := rand.New(rand.NewPCG(7, 8))
-	const nHead, nKV, hd, capacity = 32, 4, 128, 131072
+	for _, sh := range []struct {
+		prefix         string
+		nHead, nKV, hd int
+		ctxLens        []int
+	}{{"", 32, 4, 128, []int{600, 1024, 32768, 131072}}, {"hd=256/", 16, 2, 256, []int{600, 32768, 131072}}} {
+		benchAttentionDecode(b, g, r, sh.prefix, sh.nHead, sh.nKV, sh.hd, sh.ctxLens)
+	}
+}
+
+// benchAttentionDecode is one head shape of BenchmarkAttentionDecode, its cases named
+// prefix + kv=KERNEL/ctx=N/splits=S.
+func benchAttentionDecode(b *testing.B, g *gpu, r *rand.Rand, prefix string, nHead, nKV, hd int, ctxLens []int) {
+	const capacity = 131072
 	c := newBenchKV(b, g, r, capacity, nKV, hd)
 	q := upload(b, g, randFloats(r, nHead*hd, 1))
 	out := g.buf(b, 4*nHead*hd)
 	def := cuda.DecodeSplits(capacity, nHead, nKV)
 	scratch := g.buf(b, cuda.AttentionDecodeScratchBytes(nHead, hd, 2*def))
-	for _, ctxLen := range []int{600, 1024, 32768, capacity} {
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	for _, ctxLen := range ctxLens {
 		pos := upload(b, g, []int32{int32(ctxLen - 1)})
 		for _, nSplit := range []int{def, def / 2, 2 * def} {
 			for _, k := range []struct {
@@ -487,19 +501,19 @@ func BenchmarkAttentionDecode(b *testing.B) {
 				run  func() error
 			}{
 				{"f16", func() error {
-					return g.k.AttentionDecode(g.s, q, c.k, c.v, out, pos, nHead, nKV, hd, 0.088, nSplit, scratch, cuda.AttentionOptions{})
+					return g.k.AttentionDecode(g.s, q, c.k, c.v, out, pos, nHead, nKV, hd, scale, nSplit, scratch, cuda.AttentionOptions{})
 				}},
 				{"int8", func() error {
-					return g.k.AttentionDecodeInt8(g.s, q, c.i8, out, pos, nHead, nKV, hd, 0.088, nSplit, scratch, cuda.AttentionOptions{})
+					return g.k.AttentionDecodeInt8(g.s, q, c.i8, out, pos, nHead, nKV, hd, scale, nSplit, scratch, cuda.AttentionOptions{})
 				}},
 				{"f16-mma", func() error {
-					return g.k.AttentionDecodeMMA(g.s, q, c.k, c.v, out, pos, nHead, nKV, hd, 0.088, nSplit, scratch, cuda.AttentionOptions{})
+					return g.k.AttentionDecodeMMA(g.s, q, c.k, c.v, out, pos, nHead, nKV, hd, scale, nSplit, scratch, cuda.AttentionOptions{})
 				}},
 				{"int8-mma", func() error {
-					return g.k.AttentionDecodeMMAInt8(g.s, q, c.i8, out, pos, nHead, nKV, hd, 0.088, nSplit, scratch, cuda.AttentionOptions{})
+					return g.k.AttentionDecodeMMAInt8(g.s, q, c.i8, out, pos, nHead, nKV, hd, scale, nSplit, scratch, cuda.AttentionOptions{})
 				}},
 			} {
-				b.Run(fmt.Sprintf("kv=%s/ctx=%d/splits=%d", k.name, ctxLen, nSplit), func(b *testing.B) {
+				b.Run(fmt.Sprintf("%skv=%s/ctx=%d/splits=%d", prefix, k.name, ctxLen, nSplit), func(b *testing.B) {
 					per := timeLaunches(b, g, func(int) error { return k.run() })
 					b.ReportMetric(float64(per.Nanoseconds())/1e3, "us/op")
 				})
