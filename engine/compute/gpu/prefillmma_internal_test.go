@@ -9,6 +9,17 @@ import (
 	"strata/engine/compute"
 )
 
+// mmaSwitchCase is a head size and cache type for TestPrefillAttentionMMA and
+// TestDecodeAttentionMMA, and whether turning the switch off changes the kernel.
+type mmaSwitchCase struct {
+	hd   int
+	typ  string
+	uses bool // the MMA kernel runs
+}
+
+// attentionStep is a call of Backend.Attention: n queries from position pos0.
+type attentionStep struct{ pos0, n int }
+
 // TestPrefillAttentionMMA runs a batch's attention through Backend.Attention with the
 // tensor-core kernels on and off (prefillMMA, what STRATA_PREFILL_MMA=0 turns off) over the
 // same cache: two prompt chunks (the second wrapping a ring layer's slots), a full layer and a
@@ -19,23 +30,37 @@ import (
 // take head sizes with blocks of 32 values (64, 128) and one block a row (80).
 func TestPrefillAttentionMMA(t *testing.T) {
 	b := newForTest(t)
+	testAttentionSwitch(t, b, []mmaSwitchCase{{64, "f16", true}, {128, "f16", true}, {80, "f16", true}, {144, "f16", false}, {256, "f16", false},
+		{64, "int8", true}, {128, "int8", true}, {80, "int8", true}, {144, "int8", false}},
+		nil, []attentionStep{{0, 100}, {100, 70}}, func(on bool) { b.prefillMMA = on })
+}
+
+// TestDecodeAttentionMMA is TestPrefillAttentionMMA for decode steps (one query) after 150
+// stored positions (the window layer's reads wrap its ring), with decodeMMA
+// (STRATA_DECODE_MMA) as the switch: head sizes up to 128 and 256 (the wide kernel) take the
+// tensor-core kernels, 144 keeps attention_decode.
+func TestDecodeAttentionMMA(t *testing.T) {
+	b := newForTest(t)
+	testAttentionSwitch(t, b, []mmaSwitchCase{{128, "f16", true}, {256, "f16", true}, {144, "f16", false}, {128, "int8", true}, {256, "int8", true}},
+		[]attentionStep{{0, 100}, {100, 50}}, []attentionStep{{150, 1}, {151, 1}}, func(on bool) { b.decodeMMA = on })
+}
+
+// testAttentionSwitch stores fill's random positions, then for each step stores its n and runs
+// its attention with the switch set on and off, on a full layer and a sliding-window one
+// whose ring the steps wrap, the outputs compared as TestPrefillAttentionMMA says.
+func testAttentionSwitch(t *testing.T, b *Backend, cases []mmaSwitchCase, fill, steps []attentionStep, set func(on bool)) {
 	r := rand.New(rand.NewPCG(5, 6))
 	const heads, kvHeads, window, ring, positions = 8, 2, 40, 140, 300
-	chunks := []struct{ pos0, n int }{{0, 100}, {100, 70}}
-	for _, c := range []struct {
-		hd   int
-		typ  string
-		uses bool // the MMA kernel runs
-	}{{64, "f16", true}, {128, "f16", true}, {80, "f16", true}, {144, "f16", false}, {256, "f16", false},
-		{64, "int8", true}, {128, "int8", true}, {80, "int8", true}, {144, "int8", false}} {
+	for _, c := range cases {
 		t.Run(fmt.Sprintf("hd=%d/%s", c.hd, c.typ), func(t *testing.T) {
 			cache, err := b.NewKV(compute.KVSpec{Layers: 2, KVHeads: kvHeads, HeadDim: c.hd, Positions: positions, Type: c.typ, Keep: []int{0, ring}})
 			if err != nil {
 				t.Fatal(err)
 			}
+			const rows = 100 // the most positions a step or fill takes
 			row, qrow := kvHeads*c.hd, heads*c.hd
-			kb, vb, qb := b.NewBuf(100*row), b.NewBuf(100*row), b.NewBuf(100*qrow)
-			out := b.NewBuf(100 * qrow)
+			kb, vb, qb := b.NewBuf(rows*row), b.NewBuf(rows*row), b.NewBuf(rows*qrow)
+			out := b.NewBuf(rows * qrow)
 			rnd := func(n int) []float32 {
 				v := make([]float32, n)
 				for i := range v {
@@ -43,36 +68,44 @@ func TestPrefillAttentionMMA(t *testing.T) {
 				}
 				return v
 			}
-			for _, ch := range chunks {
-				b.Write(kb, rnd(ch.n*row))
-				b.Write(vb, rnd(ch.n*row))
-				b.Write(qb, rnd(ch.n*qrow))
+			for _, st := range fill {
+				b.Write(kb, rnd(st.n*row))
+				b.Write(vb, rnd(st.n*row))
+				for layer := range 2 {
+					b.StoreKV(cache, layer, st.pos0, st.n, kb, vb)
+				}
+			}
+			for _, st := range steps {
+				b.Write(kb, rnd(st.n*row))
+				b.Write(vb, rnd(st.n*row))
+				b.Write(qb, rnd(st.n*qrow))
 				for layer, win := range []int{0, window} {
-					b.StoreKV(cache, layer, ch.pos0, ch.n, kb, vb)
-					spec := compute.AttentionSpec{Layer: layer, Pos0: ch.pos0, N: ch.n, Heads: heads, KVHeads: kvHeads, HeadDim: c.hd,
+					b.StoreKV(cache, layer, st.pos0, st.n, kb, vb)
+					spec := compute.AttentionSpec{Layer: layer, Pos0: st.pos0, N: st.n, Heads: heads, KVHeads: kvHeads, HeadDim: c.hd,
 						Scale: float32(1 / math.Sqrt(float64(c.hd))), Window: win}
 					var got [2][]float32
 					for i, mma := range []bool{true, false} {
-						b.prefillMMA = mma
+						set(mma)
 						b.Attention(out, qb, cache, spec)
-						got[i] = make([]float32, ch.n*qrow)
+						got[i] = make([]float32, st.n*qrow)
 						b.Read(out, got[i])
 						if err := b.Err(); err != nil {
 							t.Fatal(err)
 						}
 					}
+					set(true)
 					worst, differ := 0.0, false
 					for i := range got[0] {
 						d := math.Abs(float64(got[0][i] - got[1][i]))
 						if !(d <= 3e-3) {
-							t.Fatalf("chunk at %d, layer %d: out[%d] = %g with the MMA kernel, %g without", ch.pos0, layer, i, got[0][i], got[1][i])
+							t.Fatalf("step at %d, layer %d: out[%d] = %g with the MMA kernel, %g without", st.pos0, layer, i, got[0][i], got[1][i])
 						}
 						worst = max(worst, d)
 						differ = differ || got[0][i] != got[1][i]
 					}
-					t.Logf("chunk at %d, layer %d (window %d): max |Δ| %.2g", ch.pos0, layer, win, worst)
+					t.Logf("step at %d, layer %d (window %d): max |Δ| %.2g", st.pos0, layer, win, worst)
 					if differ != c.uses {
-						t.Errorf("chunk at %d, layer %d: outputs with and without prefillMMA differ: %v, want %v", ch.pos0, layer, differ, c.uses)
+						t.Errorf("step at %d, layer %d: outputs with and without the switch differ: %v, want %v", st.pos0, layer, differ, c.uses)
 					}
 				}
 			}
