@@ -11,7 +11,7 @@
 #   bash /work/main/devbin/build.sh /tmp/m256src /tmp/m256main cuda                  # main's cuda.test, for the A/B
 #   mkdir -p devbin/m256 && for f in cuda.test gpu.test; do xz -6 -c /tmp/m256/$f > devbin/m256/$f.xz; done
 #   xz -6 -c /tmp/m256main/cuda.test > devbin/m256/main-cuda.test.xz
-#   make -C cuda/kernels OUT=/tmp/k90 ARCHS=90 PTX=90 && cp /tmp/k90/kernels.fatbin.gz devbin/m256/k90.fatbin.gz
+#   make -C cuda/kernels OUT=/tmp/k90 ARCHS=90 PTX=90 NVCC=/work/cuda13/bin/nvcc && cp /tmp/k90/kernels.fatbin.gz devbin/m256/k90.fatbin.gz
 #   git show main:cuda/kernels.fatbin.gz > devbin/m256/main.fatbin.gz
 #   tar cJf devbin/m256/fixtures.tar.xz -C /work/shared/fixtures .
 # It runs cuda's attention tests and engine/compute/gpu's tests on the branch's kernels,
