@@ -25,8 +25,8 @@ type attentionStep struct{ pos0, n int }
 // same cache: two prompt chunks (the second wrapping a ring layer's slots), a full layer and a
 // sliding-window one. Where an MMA kernel runs (f16 or int8 cache, head size up to 128) the
 // outputs agree within 3e-3 (q and P, and an int8 cache's dequantised K and V, go through f16
-// there: cuda's mmaPrefillTol) and are not bit for bit the same, so the switch does pick
-// another kernel; where none does (head sizes over 128) they are identical. The int8 cases
+// there: cuda's mmaPrefillTol) and differ by more than 1e-6, so the switch does pick
+// another kernel; where none does (head sizes over 128) they agree within 1e-6 (see below). The int8 cases
 // take head sizes with blocks of 32 values (64, 128) and one block a row (80).
 func TestPrefillAttentionMMA(t *testing.T) {
 	b := newForTest(t)
@@ -94,15 +94,19 @@ func testAttentionSwitch(t *testing.T, b *Backend, cases []mmaSwitchCase, fill, 
 						}
 					}
 					set(true)
-					worst, differ := 0.0, false
+					worst := 0.0
 					for i := range got[0] {
 						d := math.Abs(float64(got[0][i] - got[1][i]))
 						if !(d <= 3e-3) {
 							t.Fatalf("step at %d, layer %d: out[%d] = %g with the MMA kernel, %g without", st.pos0, layer, i, got[0][i], got[1][i])
 						}
 						worst = max(worst, d)
-						differ = differ || got[0][i] != got[1][i]
 					}
+					// The tensor-core kernels round q and P to f16: their outputs move by 1e-5
+					// of the outputs' scale and more. attention_decode sums its warps' rows with
+					// shared-memory atomics, so two runs of it may differ in the last bits (2e-8
+					// seen on the H200): a kernel that is the same both times stays under 1e-6.
+					differ := worst > 1e-6
 					t.Logf("step at %d, layer %d (window %d): max |Δ| %.2g", st.pos0, layer, win, worst)
 					if differ != c.uses {
 						t.Errorf("step at %d, layer %d: outputs with and without the switch differ: %v, want %v", st.pos0, layer, differ, c.uses)
