@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -44,7 +43,7 @@ type Config struct {
 	ResidentExperts   bool    // copy the complement of the GPU cache into one RAM arena
 	ResidentBudgetGiB float64 // cap on that arena; 0 = no cap
 	AdaptEvery        int     // tokens between adaptive cache swaps; 0 = off; Auto = AutoAdaptEvery when the experts are tiered on a GPU
-	PCIeFrac          float64 // share of pinned misses the GPU reads over PCIe instead of the CPU; Auto = tuned on the decode steps' times
+	PCIeFrac          float64 // share of pinned misses the GPU reads over PCIe instead of the CPU; Auto (the default) = tuned on the decode steps' times where the GPU can read the pinned tier
 	Spec              int     // tokens drafted per step by multi-token prediction; 0 = off
 	SpecMinP          float64 // minimum draft probability to keep drafting
 	Verify            bool    // print checksums of filled VRAM slots and the RAM arena
@@ -63,16 +62,10 @@ type Config struct {
 	FloatPath bool
 }
 
-// pcieOn says whether the knobs send some pinned misses over PCIe (a share, or auto).
-func (c Config) pcieOn() bool { return c.PCIeFrac > 0 || c.PCIeFrac == Auto }
-
-// pcieKnob is --pcie-frac as the user wrote it, for messages.
-func (c Config) pcieKnob() string {
-	if c.PCIeFrac == Auto {
-		return "auto"
-	}
-	return strconv.FormatFloat(c.PCIeFrac, 'g', -1, 64)
-}
+// pcieShareGiven says whether the user fixed a share of pinned misses for the GPU to read
+// over PCIe. Auto, the default, tunes the share wherever the GPU can read the pinned tier
+// and turns nothing on by itself.
+func (c Config) pcieShareGiven() bool { return c.PCIeFrac > 0 }
 
 // DefaultConfig is what a user gets without touching anything.
 func DefaultConfig() Config {
@@ -86,6 +79,7 @@ func DefaultConfig() Config {
 		HostReserveGiB: 8,
 		SpecMinP:       0.75,
 		AdaptEvery:     Auto,
+		PCIeFrac:       Auto,
 		LearnProfile:   true,
 	}
 }

@@ -62,19 +62,23 @@ func TestAdaptEvery(t *testing.T) {
 	}
 }
 
-// TestPCIeFracAuto: --pcie-frac takes auto (tuned by the cache), which turns the pinned tier
-// on as a share does and counts as a tier knob; other values outside [0, 1] are refused.
+// TestPCIeFracAuto: --pcie-frac is auto by default (the cache tunes the share where the GPU
+// can read the pinned tier), and auto turns nothing on by itself: no pinned tier, no tier
+// knob. A share above 0 pins as --tiered-experts does; values outside [0, 1] are refused.
 func TestPCIeFracAuto(t *testing.T) {
 	c := DefaultConfig()
-	c.PCIeFrac = Auto
+	if c.PCIeFrac != Auto {
+		t.Errorf("default --pcie-frac %g, want auto", c.PCIeFrac)
+	}
 	if err := c.Check(); err != nil {
 		t.Errorf("--pcie-frac auto refused: %v", err)
 	}
-	if !c.pcieOn() || !pinsImplicitly(c, true) || !tierKnobsSet(c) || c.pcieKnob() != "auto" {
-		t.Errorf("--pcie-frac auto: on %v, pins %v, tier knob %v, shown as %q", c.pcieOn(), pinsImplicitly(c, true), tierKnobsSet(c), c.pcieKnob())
+	if c.pcieShareGiven() || pinsImplicitly(c, true) || tierKnobsSet(c) {
+		t.Errorf("--pcie-frac auto: share given %v, pins %v, tier knob %v", c.pcieShareGiven(), pinsImplicitly(c, true), tierKnobsSet(c))
 	}
-	if DefaultConfig().pcieOn() {
-		t.Error("the default sends misses over PCIe")
+	c.PCIeFrac = 0.3
+	if !c.pcieShareGiven() || !pinsImplicitly(c, true) || !tierKnobsSet(c) || pinsImplicitly(c, false) {
+		t.Errorf("--pcie-frac 0.3: share given %v, pins %v (without a GPU %v), tier knob %v", c.pcieShareGiven(), pinsImplicitly(c, true), pinsImplicitly(c, false), tierKnobsSet(c))
 	}
 	for _, v := range []float64{-0.5, Auto - 1, 1.5} {
 		c.PCIeFrac = v

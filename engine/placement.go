@@ -106,7 +106,7 @@ func mapModel(f *gguf.File, phase string, report func(Progress)) error {
 
 // tierKnobsSet says whether the user asked for the expert tiers explicitly.
 func tierKnobsSet(cfg Config) bool {
-	return (cfg.ExpertCache != Auto) || cfg.TieredExperts || cfg.ResidentExperts || cfg.pcieOn() || cfg.AdaptEvery > 0 || helperSlotsSet(cfg)
+	return (cfg.ExpertCache != Auto) || cfg.TieredExperts || cfg.ResidentExperts || cfg.pcieShareGiven() || cfg.AdaptEvery > 0 || helperSlotsSet(cfg)
 }
 
 // adaptEvery is the cache's adaptive swap period: the knob, or for Auto AutoAdaptEvery on
@@ -176,7 +176,7 @@ func place(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, report
 			err = fmt.Errorf("engine: --expert-cache %d asks for VRAM slots, but the model runs on the CPU (%s); use --expert-cache auto", cfg.ExpertCache, b.Name())
 			break
 		}
-		if !isGPU && (cfg.TieredExperts || cfg.pcieOn() || cfg.AdaptEvery > 0) {
+		if !isGPU && (cfg.TieredExperts || cfg.pcieShareGiven() || cfg.AdaptEvery > 0) {
 			slog.Warn("engine: the model runs on the CPU: the expert tier knobs (--tiered-experts, --pcie-frac, --adapt-every) change nothing")
 		}
 		if err = mapModel(f, "", report); err != nil {
@@ -385,7 +385,7 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 	}
 	cc := experts.CacheConfig{
 		Shape: s, Tier: plan.Tier, Rank: plan.Rank,
-		PCIeFrac: max(cfg.PCIeFrac, 0), PCIeAuto: cfg.PCIeFrac == Auto, AdaptEvery: adaptEvery(cfg, onGPU),
+		PCIeFrac: max(cfg.PCIeFrac, 0), AdaptEvery: adaptEvery(cfg, onGPU),
 		StreamSlots: ring, StreamMinTokens: streamMinTokens,
 		Helpers: helpers, HelperOf: plan.HelperOf(), HelperRows: helperRows,
 	}
@@ -394,6 +394,9 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 			return err
 		}
 		cc.Pinned, cc.PinnedMapped = p.arena, onGPU && p.fill.Locked
+		// Auto tunes the share only where the GPU can read the pinned experts: elsewhere it
+		// would report a share of reads that cannot happen.
+		cc.PCIeAuto = cfg.PCIeFrac == Auto && cc.PinnedMapped
 	}
 	// Everything from here on reads the file through the mapping: the non-expert weights,
 	// the VRAM fill, the cold experts.
@@ -588,8 +591,8 @@ func (p *placement) fillArena(ctx context.Context, f *gguf.File, cfg Config, dev
 		p.pins.give(want)
 		p.note("the RAM arena is not page-locked (%s): the OS may page it out", st.LockError)
 	}
-	if cfg.pcieOn() && !p.fill.Locked {
-		p.note("--pcie-frac %s has no effect: the GPU can only read page-locked memory", cfg.pcieKnob())
+	if cfg.pcieShareGiven() && !p.fill.Locked {
+		p.note("--pcie-frac %g has no effect: the GPU can only read page-locked memory", cfg.PCIeFrac)
 	}
 	return nil
 }

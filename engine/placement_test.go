@@ -51,7 +51,7 @@ func TestTieredOpenOnGPU(t *testing.T) {
 			{"cache 10", func(c *engine.Config) { c.ExpertCache = 10 }},
 			{"tiered + pcie", func(c *engine.Config) { c.ExpertCache, c.TieredExperts, c.PCIeFrac = 8, true, 0.5 }},
 			{"pcie alone", func(c *engine.Config) { c.ExpertCache, c.PCIeFrac = 8, 1 }},
-			{"tiered + pcie auto", func(c *engine.Config) { c.ExpertCache, c.TieredExperts, c.PCIeFrac = 8, true, engine.Auto }},
+			{"tiered, pcie auto (the default)", func(c *engine.Config) { c.ExpertCache, c.TieredExperts = 8, true }},
 			{"adaptive", func(c *engine.Config) { c.ExpertCache, c.AdaptEvery = 8, 4 }},
 		} {
 			t.Run(name+"/"+knobs.name, func(t *testing.T) {
@@ -79,11 +79,16 @@ func TestTieredOpenOnGPU(t *testing.T) {
 				if n != snap.Cache.VRAMSlots || n != cfg.ExpertCache {
 					t.Errorf("tier map shows %d experts in VRAM, the cache %d slots, asked for %d", n, snap.Cache.VRAMSlots, cfg.ExpertCache)
 				}
-				if (cfg.PCIeFrac > 0 || cfg.PCIeFrac == engine.Auto) && snap.Cache.PinnedSlots == 0 {
+				if cfg.PCIeFrac > 0 && snap.Cache.PinnedSlots == 0 {
 					t.Error("--pcie-frac set, yet no expert is pinned for the GPU to read")
 				}
-				if cfg.PCIeFrac == engine.Auto && (snap.Cache.PCIeReads == 0 || snap.Cache.PCIeShare <= 0) {
+				// auto tunes a share only where there is a pinned tier for the GPU to read
+				pinned := snap.Cache.PinnedSlots > 0
+				if cfg.PCIeFrac == engine.Auto && pinned && (snap.Cache.PCIeReads == 0 || snap.Cache.PCIeShare <= 0) {
 					t.Errorf("--pcie-frac auto: %d PCIe reads, share now %g", snap.Cache.PCIeReads, snap.Cache.PCIeShare)
+				}
+				if cfg.PCIeFrac == engine.Auto && !pinned && (snap.Cache.PCIeReads != 0 || snap.Cache.PCIeShare != 0) {
+					t.Errorf("--pcie-frac auto without a pinned tier: %d PCIe reads, share now %g", snap.Cache.PCIeReads, snap.Cache.PCIeShare)
 				}
 				t.Logf("hits per tier %v, cache %+v", snap.HitsPerTier, *snap.Cache)
 			})

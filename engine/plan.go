@@ -165,7 +165,7 @@ func planInput(info ModelInfo, s experts.Shape, gpuFree, hostAvail int64, cfg Co
 // read, and a --host-budget-gib is the pinned tier's size, which a run would otherwise ignore
 // (the H200 bench with --host-budget-gib 20 and no --tiered-experts read every miss cold).
 func pinsImplicitly(cfg Config, onGPU bool) bool {
-	return onGPU && !cfg.TieredExperts && !cfg.ResidentExperts && (cfg.pcieOn() || cfg.HostBudgetGiB > 0)
+	return onGPU && !cfg.TieredExperts && !cfg.ResidentExperts && (cfg.pcieShareGiven() || cfg.HostBudgetGiB > 0)
 }
 
 // pinsImplicitlyNote says why the pinned tier is on without --tiered-experts ("" when it is not).
@@ -176,7 +176,7 @@ func pinsImplicitlyNote(cfg Config, onGPU bool) string {
 	case cfg.HostBudgetGiB > 0:
 		return fmt.Sprintf("--host-budget-gib %g turns on the pinned tier as --tiered-experts does: the experts VRAM cannot hold are pinned in RAM up to it", cfg.HostBudgetGiB)
 	default:
-		return fmt.Sprintf("--pcie-frac %s needs pinned experts for the GPU to read: the pinned tier is on as with --tiered-experts", cfg.pcieKnob())
+		return fmt.Sprintf("--pcie-frac %g needs pinned experts for the GPU to read: the pinned tier is on as with --tiered-experts", cfg.PCIeFrac)
 	}
 }
 

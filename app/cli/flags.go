@@ -64,7 +64,7 @@ func addEngineFlags(fs *flag.FlagSet, cfg *engine.Config) {
 	fs.BoolVar(&cfg.ResidentExperts, "resident-experts", cfg.ResidentExperts, "copy the experts the GPU does not hold into RAM")
 	fs.Float64Var(&cfg.ResidentBudgetGiB, "resident-budget-gib", cfg.ResidentBudgetGiB, "cap on the resident RAM arena (GiB, 0 = none)")
 	fs.Var(autoInt(&cfg.AdaptEvery), "adapt-every", fmt.Sprintf("tokens between adaptive expert swaps (0 = off), or auto: every %d with experts tiered on a GPU", engine.AutoAdaptEvery))
-	fs.Var(autoFloat(&cfg.PCIeFrac), "pcie-frac", "share of the pinned misses the GPU reads over PCIe (0 to 1), or auto: tuned on the decode steps' times")
+	fs.Var(autoFloat(&cfg.PCIeFrac), "pcie-frac", "share of the pinned misses the GPU reads over PCIe (0 to 1; a share above 0 turns the pinned tier on), or auto: tuned on the decode steps' times where there is a pinned tier")
 	fs.IntVar(&cfg.Spec, "spec", cfg.Spec, "tokens drafted per step by multi-token prediction (0 = off)")
 	fs.Float64Var(&cfg.SpecMinP, "spec-min-p", cfg.SpecMinP, "minimum draft probability")
 	fs.BoolVar(&cfg.Verify, "verify", cfg.Verify, "print checksums of the filled expert tiers")

@@ -16,9 +16,10 @@ func TestEngineFlagsTakeAuto(t *testing.T) {
 		check func(engine.Config) bool
 		bad   bool
 	}{
-		{nil, func(c engine.Config) bool { return c.AdaptEvery == engine.Auto && c.PCIeFrac == 0 }, false},
+		{nil, func(c engine.Config) bool { return c.AdaptEvery == engine.Auto && c.PCIeFrac == engine.Auto }, false},
 		{[]string{"--pcie-frac", "auto"}, func(c engine.Config) bool { return c.PCIeFrac == engine.Auto }, false},
 		{[]string{"--pcie-frac", "0.35"}, func(c engine.Config) bool { return c.PCIeFrac == 0.35 }, false},
+		{[]string{"--pcie-frac", "0"}, func(c engine.Config) bool { return c.PCIeFrac == 0 }, false},
 		{[]string{"--adapt-every", "0"}, func(c engine.Config) bool { return c.AdaptEvery == 0 }, false},
 		{[]string{"--adapt-every", "AUTO"}, func(c engine.Config) bool { return c.AdaptEvery == engine.Auto }, false},
 		{[]string{"--pcie-frac", "half"}, nil, true},

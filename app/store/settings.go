@@ -14,8 +14,14 @@ import (
 // maxRecent is how many recently opened models the picker lists.
 const maxRecent = 8
 
+// settingsVersion is the layout of settings.json this build writes. 2: adaptive swaps and
+// the PCIe share became auto by default; files without a version saved 0, the old default,
+// for both (migrate).
+const settingsVersion = 2
+
 // Settings is everything the settings panel and the wizard decide, saved as settings.json.
 type Settings struct {
+	Version      int           `json:"version"`
 	Config       engine.Config `json:"config"`
 	Mode         string        `json:"mode,omitempty"` // the wizard's recommended mode, as accepted
 	WizardDone   bool          `json:"wizard_done"`
@@ -56,7 +62,23 @@ type Remote struct {
 
 // DefaultSettings is what a first run starts with.
 func DefaultSettings() Settings {
-	return Settings{Config: engine.DefaultConfig(), Preset: "balanced", Server: Server{Port: DefaultServerPort}}
+	return Settings{Version: settingsVersion, Config: engine.DefaultConfig(), Preset: "balanced", Server: Server{Port: DefaultServerPort}}
+}
+
+// migrate brings settings read from a file of an older version to this one: the knobs whose
+// default changed from 0 to auto, saved at the old default, take the new one. A PCIe share
+// of 0 next to a pinned-memory cap stays: the wizard sets both under WSL2, where the GPU
+// must not read RAM over PCIe.
+func (s *Settings) migrate(fileVersion int) {
+	if fileVersion < 2 {
+		if s.Config.AdaptEvery == 0 {
+			s.Config.AdaptEvery = engine.Auto
+		}
+		if s.Config.PCIeFrac == 0 && s.Config.PinnedBudgetMiB == 0 {
+			s.Config.PCIeFrac = engine.Auto
+		}
+	}
+	s.Version = settingsVersion
 }
 
 // SettingsPath is settings.json inside dir.
@@ -83,6 +105,14 @@ func LoadSettings(path string) (Settings, error) {
 		}
 		return DefaultSettings(), fmt.Errorf("store: %s: not a settings file (%v): %w to %s; defaults used", path, err, ErrCorrupt, aside)
 	}
+	var file struct {
+		Version int `json:"version"`
+	}
+	_ = json.Unmarshal(data, &file) // it parsed as Settings above; absent is version 0
+	if file.Version > settingsVersion {
+		return s, fmt.Errorf("store: %s is from a newer Strata (settings version %d, this one reads up to %d): its settings are used as far as this version knows them, and saving keeps only those", path, file.Version, settingsVersion)
+	}
+	s.migrate(file.Version)
 	return s, nil
 }
 

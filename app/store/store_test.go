@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"strata/engine"
 )
 
 func TestChatRoundTrip(t *testing.T) {
@@ -205,6 +207,58 @@ func TestSettingsPersistence(t *testing.T) {
 	}
 	if _, err := LoadSettings(p); err != nil {
 		t.Errorf("after the move: %v", err)
+	}
+}
+
+// TestSettingsMigration: a settings file from before version 2 saved 0 for adaptive swaps and
+// the PCIe share, the old defaults, and loads with auto for both (the share stays 0 beside
+// the pinned-memory cap the wizard sets under WSL2); a version-2 file keeps the 0s the user
+// chose; a file from a newer Strata loads with an error that says so.
+func TestSettingsMigration(t *testing.T) {
+	const auto = engine.Auto
+	for _, tc := range []struct {
+		name, file string
+		adapt      int
+		pcie       float64
+		wantErr    string
+	}{
+		{"before versions", `{"config": {"AdaptEvery": 0, "PCIeFrac": 0, "Threads": 3}, "wizard_done": true}`, auto, auto, ""},
+		{"before versions, swaps every 64", `{"config": {"AdaptEvery": 64, "PCIeFrac": 0.3}}`, 64, 0.3, ""},
+		{"before versions, WSL2", `{"config": {"AdaptEvery": 0, "PCIeFrac": 0, "PinnedBudgetMiB": 1024}}`, auto, 0, ""},
+		{"version 2, both off", `{"version": 2, "config": {"AdaptEvery": 0, "PCIeFrac": 0}}`, 0, 0, ""},
+		{"version 2, absent keep the defaults", `{"version": 2, "config": {"Threads": 3}}`, auto, auto, ""},
+		{"newer", `{"version": 99, "config": {"AdaptEvery": 0, "PCIeFrac": 0}}`, 0, 0, "settings version 99"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "settings.json")
+			if err := os.WriteFile(p, []byte(tc.file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s, err := LoadSettings(p)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("load: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), p)):
+				t.Fatalf("load: error %v, want one naming %s and %q", err, p, tc.wantErr)
+			}
+			if s.Config.AdaptEvery != tc.adapt || s.Config.PCIeFrac != tc.pcie {
+				t.Errorf("adapt every %d, pcie share %g; want %d, %g", s.Config.AdaptEvery, s.Config.PCIeFrac, tc.adapt, tc.pcie)
+			}
+			if tc.wantErr != "" {
+				return
+			}
+			if s.Version != settingsVersion {
+				t.Errorf("version %d after loading, want %d", s.Version, settingsVersion)
+			}
+			// saved and loaded again, nothing moves
+			if err := SaveSettings(p, s); err != nil {
+				t.Fatal(err)
+			}
+			again, err := LoadSettings(p)
+			if err != nil || !reflect.DeepEqual(again, s) {
+				t.Errorf("round trip: %v\n got %+v\nwant %+v", err, again, s)
+			}
+		})
 	}
 }
 
