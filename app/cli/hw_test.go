@@ -115,18 +115,18 @@ func TestHWWithModel(t *testing.T) {
 	if r == nil || rep.Model == nil || rep.Drive == nil {
 		t.Fatalf("incomplete report:\n%s", out.String())
 	}
-	// 16 GiB of experts fit in the 21 GiB left of 27 GiB available: default arena; the card
+	// The experts the card does not hold fit in the 21 GiB left of 27 GiB available: resident; the card
 	// has 15 GiB free - 256 MiB margin - 1.3 non-expert - 0.75 working = 12.7 GiB of room, a
 	// quarter of which holds 32768 f16 tokens of cache (3 GiB); the other 9.7 GiB / 2796203 B
 	// = 3724 experts.
-	if r.Mode != wizard.ModeDefaultArena || r.Config.ExpertCache != 3724 || r.Config.Backend != "cuda" {
+	if r.Mode != wizard.ModeResident || !r.Config.ResidentExperts || r.Config.ExpertCache != 3724 || r.Config.Backend != "cuda" {
 		t.Errorf("mode %s, expert cache %d, backend %s", r.Mode, r.Config.ExpertCache, r.Config.Backend)
 	}
 	if rep.Drive.Read.Bytes != 1<<20 || rep.Drive.Path != path {
 		t.Errorf("drive: %+v", rep.Drive)
 	}
 	flags := strings.Join(rep.Flags, " ")
-	for _, f := range []string{"--backend=cuda", "--expert-cache=3724", "--max-context=32768", "--host-reserve-gib=6"} {
+	for _, f := range []string{"--backend=cuda", "--expert-cache=3724", "--max-context=32768", "--host-reserve-gib=6", "--resident-experts"} {
 		if !strings.Contains(flags, f) {
 			t.Errorf("flags %q lack %s", flags, f)
 		}
@@ -136,7 +136,7 @@ func TestHWWithModel(t *testing.T) {
 	if err := hw(context.Background(), []string{"-m", path}, IO{Out: &out, Err: &out}, deps); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"GPU 0     NVIDIA GeForce RTX 4080 SUPER", "Model     Qwen3-30B-A3B", "Mode      default-arena", "Default arena:", "Flags     --backend=cuda"} {
+	for _, s := range []string{"GPU 0     NVIDIA GeForce RTX 4080 SUPER", "Model     Qwen3-30B-A3B", "Mode      resident", "Resident:", "Flags     --backend=cuda"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("no %q in:\n%s", s, out.String())
 		}

@@ -81,7 +81,7 @@ func modeTitle(mode string) string {
 		return "CPU only"
 	case string(wizard.ModeAllGPU):
 		return "Everything on the GPU"
-	case string(wizard.ModeDefaultArena):
+	case "default-arena": // the wizard's mode for experts that all fit in RAM until 2026-12-02, in older settings
 		return "GPU expert cache; the other experts are read from RAM"
 	}
 	return mode

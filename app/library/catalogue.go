@@ -108,7 +108,7 @@ func Judge(hw wizard.Hardware, e Entry) Verdict {
 	switch r.Mode {
 	case wizard.ModeAllGPU:
 		v.Words = "Runs all on the GPU"
-	case wizard.ModeDefaultArena, wizard.ModeResident:
+	case wizard.ModeResident:
 		v.Words = "Tiered: GPU and RAM"
 	case wizard.ModeTiered:
 		v.Words = "Tiered: GPU, RAM and SSD"

@@ -114,8 +114,8 @@ func TestRecommend(t *testing.T) {
 		{
 			// A 16 GB card: a quarter of its 12.9 GiB room holds 32768 f16 tokens (3.0 GiB), long
 			// enough, so f16 stays; the model's limit, 40960, would need int8.
-			name: "32 GB + RTX 4080 SUPER + 30B-A3B: all experts fit in RAM", hw: desktop(32, 27, rtx4080super()), model: qwen3_30b(),
-			want: want{mode: ModeDefaultArena, slots: 3801, hostReserve: 6, hostBudget: 21, vramReserve: 1024, context: 32768, noWarnings: true,
+			name: "32 GB + RTX 4080 SUPER + 30B-A3B: the experts the card does not hold fit in RAM", hw: desktop(32, 27, rtx4080super()), model: qwen3_30b(),
+			want: want{mode: ModeResident, slots: 3801, hostReserve: 6, hostBudget: 21, cfgResident: 21, vramReserve: 1024, context: 32768, noWarnings: true,
 				reasons: []string{"Context: 32768 tokens with the f16 KV cache in VRAM (3.0 GiB), within the 3.2 GiB kept for it", "the int8 KV cache (settings) would allow 40960 tokens; it costs about 1151 expert slots."}},
 		},
 		{
@@ -124,8 +124,8 @@ func TestRecommend(t *testing.T) {
 		},
 		{
 			// The hybrid's small cache: its whole 262144-token context fits in f16.
-			name: "128 GB + RTX 5090 + 80B-A3B: default arena", hw: desktop(128, 120, rtx5090()), model: qwen3next_80b(),
-			want: want{mode: ModeDefaultArena, slots: 12374, hostReserve: 8, hostBudget: 112, vramReserve: 1024, context: 262144, noWarnings: true,
+			name: "128 GB + RTX 5090 + 80B-A3B: resident", hw: desktop(128, 120, rtx5090()), model: qwen3next_80b(),
+			want: want{mode: ModeResident, slots: 12374, hostReserve: 8, hostBudget: 112, cfgResident: 112, vramReserve: 1024, context: 262144, noWarnings: true,
 				reasons: []string{"Context: 262144 tokens, the model's limit, with the f16 KV cache in VRAM (6.0 GiB)", "it costs about 3469 expert slots."}},
 		},
 		{
@@ -142,7 +142,7 @@ func TestRecommend(t *testing.T) {
 			// A 12 GB card: a quarter of its 9.0 GiB room (2.2 GiB) holds only 16384 f16 tokens,
 			// but the model's limit, 40960, at int8 (2.1 GiB).
 			name: "64 GB + RTX 3060 12 GB + 30B-A3B", hw: desktop(64, 56, rtx3060()), model: qwen3_30b(),
-			want: want{mode: ModeDefaultArena, slots: 2626, hostReserve: 8, hostBudget: 48, vramReserve: 1024, context: 40960, kv: "int8", noWarnings: true,
+			want: want{mode: ModeResident, slots: 2626, hostReserve: 8, hostBudget: 48, cfgResident: 48, vramReserve: 1024, context: 40960, kv: "int8", noWarnings: true,
 				reasons: []string{"Context: 40960 tokens, the model's limit, with the int8 KV cache in VRAM (2.1 GiB): with f16 only 16384 tokens would fit in the 2.2 GiB kept for it", "nearly halving the cache for a small error; it costs about 809 expert slots."}},
 		},
 		{
@@ -358,7 +358,7 @@ func TestRecommend(t *testing.T) {
 
 // More VRAM or more RAM never makes the plan worse.
 func TestRecommendIsMonotonic(t *testing.T) {
-	rank := map[Mode]int{ModeCPUOnly: 0, ModeTiered: 1, ModeResident: 2, ModeDefaultArena: 3, ModeAllGPU: 4}
+	rank := map[Mode]int{ModeCPUOnly: 0, ModeTiered: 1, ModeResident: 2, ModeAllGPU: 3}
 	for _, m := range []Model{qwen3_30b(), qwen3next_80b(), gptoss_120b(), qwen3_235b(), glm45air()} {
 		prev := Recommend(desktop(16, 12, rtx3060()), m)
 		for _, ram := range []float64{24, 32, 48, 64, 96, 128, 192, 256} {
