@@ -21,7 +21,7 @@ const AutoAdaptEvery = 32
 // onto these fields; the zero values that mean "decide for me" are documented per field.
 type Config struct {
 	Backend string // "auto" (CUDA when a usable GPU is found, else CPU), "cpu", "cuda"
-	Threads int    // CPU worker goroutines; 0 = one per physical core
+	Threads int    // CPU worker goroutines; 0 = one per logical CPU (GOMAXPROCS: parallel.NewPool)
 
 	MaxContext int    // tokens of KV cache; 0 = the model's context length capped by memory
 	KVType     string // "f16" or "int8"

@@ -47,7 +47,7 @@ func (a autoNum[T]) Set(s string) error {
 // addEngineFlags binds every engine knob (DESIGN.md, Knobs) to cfg.
 func addEngineFlags(fs *flag.FlagSet, cfg *engine.Config) {
 	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "compute backend: auto, cpu or cuda")
-	fs.IntVar(&cfg.Threads, "threads", cfg.Threads, "CPU worker threads (0 = one per core)")
+	fs.IntVar(&cfg.Threads, "threads", cfg.Threads, "CPU worker threads (0 = one per logical CPU)")
 	fs.IntVar(&cfg.MaxContext, "max-context", cfg.MaxContext, "context length in tokens (0 = the model's, capped by memory)")
 	fs.StringVar(&cfg.KVType, "kv", cfg.KVType, "KV cache type: f16 or int8")
 	fs.Var(autoInt(&cfg.Prefill), "prefill", "prompt tokens per prefill step, or auto")

@@ -91,7 +91,7 @@ func (a *App) newSettingsView() *settingsView {
 		item("RAM budget (GiB)", v.hostBudget, "pinned RAM for experts; 0 = automatic"),
 		item("Context length", v.maxContext, "tokens of conversation memory; 0 = the model's, capped by memory"),
 		item("KV cache type", v.kvType, "int8 nearly halves the memory of long chats"),
-		item("Threads", v.threads, "CPU threads; 0 = one per core"),
+		item("Threads", v.threads, "CPU threads; 0 = one per logical CPU"),
 		item("Speculative tokens", v.spec, "tokens drafted per step; 0 = off"),
 		item("Adaptive swaps", container.NewBorder(nil, nil, v.adaptive, nil, v.adaptEvery), "re-balance the GPU cache every N tokens (auto: 32)"),
 		item("When a chat is full", v.contextFull, "what happens when a chat reaches the context length; applies at once"),

@@ -46,7 +46,7 @@ type settingsForm struct {
 	HostBudgetGiB  string // 0 = auto
 	MaxContext     string // 0 = the model's
 	KVType         string
-	Threads        string // 0 = one per core
+	Threads        string // 0 = one per logical CPU
 	Spec           string // 0 = off
 	AdaptiveSwaps  bool
 	AdaptEvery     string
