@@ -324,8 +324,12 @@ func recommendResident(r *Recommendation, held int, gpuWords, because string) {
 	b := &r.Budget
 	r.Config.ResidentExperts = true
 	r.Config.ResidentBudgetGiB = gibs(b.HostBudget)
-	r.Reasons = append(r.Reasons, fmt.Sprintf("Resident: %s holds the %d most-used of %d experts, and the other %s fit in the %s of RAM Strata may use%s, so they are copied into RAM once and never read from the drive again; the GPU reads a share of them over PCIe while the processor computes the rest.",
-		gpuWords, held, b.TotalExperts, gibStr(b.ComplementBytes), gibStr(b.HostBudget), because))
+	how := "; the GPU reads a share of them over PCIe while the processor computes the rest"
+	if r.WSL2 {
+		how = "" // applyWSL2 turns the PCIe reads off
+	}
+	r.Reasons = append(r.Reasons, fmt.Sprintf("Resident: %s holds the %d most-used of %d experts, and the other %s fit in the %s of RAM Strata may use%s, so they are copied into RAM once and never read from the drive again%s.",
+		gpuWords, held, b.TotalExperts, gibStr(b.ComplementBytes), gibStr(b.HostBudget), because, how))
 }
 
 func recommendTiered(r *Recommendation, hw Hardware, held int, gpuWords string) {

@@ -302,6 +302,9 @@ func TestRecommend(t *testing.T) {
 			check("wsl2", r.WSL2, tc.hw.WSL2)
 			check("wsl2 adjustments", len(r.WSL2Adjustments) > 0, tc.hw.WSL2 && w.mode != ModeCPUOnly)
 			check("wsl2 words on helpers", strings.Contains(strings.Join(r.WSL2Adjustments, "\n"), "helper GPUs' staging buffers and result rows"), tc.hw.WSL2 && len(w.helpers) > 0)
+			// The resident reason says the GPU reads part of the arena over PCIe, except under
+			// WSL2, where the reads are off.
+			check("resident reason names PCIe reads", strings.Contains(strings.Join(r.Reasons, "\n"), "over PCIe"), w.mode == ModeResident && !tc.hw.WSL2)
 			if tc.hw.WSL2 && w.mode != ModeCPUOnly {
 				check("pcie share under WSL2", c.PCIeFrac, 0.0)
 				check("pinned budget under WSL2", c.PinnedBudgetMiB, int(tc.hw.PinnedBudget>>20))
