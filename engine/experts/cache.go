@@ -35,7 +35,8 @@ type Device interface {
 	// Flush starts the work queued so far (a device may hold ops back to replay them as a
 	// graph), so it runs while the host computes.
 	Flush()
-	// WriteSlots copies matrices into slots; work queued afterwards sees them.
+	// WriteSlots copies matrices into slots; work queued afterwards sees them, and the
+	// sources may be overwritten once it returns.
 	WriteSlots(w compute.Weight, writes []compute.SlotWrite) error
 	// HostRoutes makes a routing result readable on the host.
 	HostRoutes(r *compute.Routes)

@@ -78,6 +78,9 @@ type Backend struct {
 	// Expert slots: pinned host stacks (freed at Close) and the upload stager.
 	hostBufs []*cuda.HostBuffer
 	stage    *stager
+	// directDone marks the end of WriteSlots' copies straight from registered memory,
+	// waited for before it returns (created at the first; destroyed at Close).
+	directDone *cuda.Event
 	// the staging ring's shape (SetStaging)
 	stagingBufs, stagingBufBytes int
 
@@ -318,6 +321,7 @@ func (b *Backend) Close() error {
 	if b.stage != nil {
 		errs = append(errs, b.s.Synchronize(), b.stage.close())
 	}
+	errs = append(errs, b.s.Synchronize(), b.directDone.Destroy())
 	for _, hb := range b.hostBufs {
 		errs = append(errs, hb.Free())
 	}

@@ -7,7 +7,7 @@ import (
 
 // newForTest opens the backend or skips where there is no NVIDIA driver (here; CI).
 // STRATA_CUDA_FATBIN names a freshly built fatbin to run instead of the embedded one.
-func newForTest(t *testing.T) *Backend {
+func newForTest(t testing.TB) *Backend {
 	t.Helper()
 	b, err := New(Options{})
 	if errors.Is(err, ErrNoGPU) {

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
@@ -75,30 +76,41 @@ func (b *Backend) HostStack(spec compute.WeightSpec) (compute.Weight, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gpu: %w", err)
 	}
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(spec.Data)))
+	dev, ok := b.registeredView(spec.Data)
+	if !ok {
+		return nil, fmt.Errorf("gpu: %s: host memory at %p (%d bytes) is not registered", spec.Name, unsafe.SliceData(spec.Data), len(spec.Data))
+	}
+	return &Weight{name: spec.Name, typ: spec.Type, rows: spec.Rows, cols: spec.Cols, exps: max(spec.Experts, 1),
+		rowBytes: rb, stride: stride, p: dev, host: spec.Data}, nil
+}
+
+// registeredView is where the device sees p when p lies entirely inside host memory from
+// RegisterHost; false when it does not (plain Go memory, the model file's mapping).
+func (b *Backend) registeredView(p []byte) (cuda.DevicePtr, bool) {
+	if len(p) == 0 {
+		return 0, false
+	}
+	at := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
 	for _, hb := range b.hostBufs {
 		lo := uintptr(unsafe.Pointer(unsafe.SliceData(hb.Bytes)))
-		if p >= lo && p+uintptr(len(spec.Data)) <= lo+uintptr(len(hb.Bytes)) {
-			return &Weight{name: spec.Name, typ: spec.Type, rows: spec.Rows, cols: spec.Cols, exps: max(spec.Experts, 1),
-				rowBytes: rb, stride: stride, p: hb.Dev.Add(int(p - lo)), host: spec.Data}, nil
+		if at >= lo && at+uintptr(len(p)) <= lo+uintptr(len(hb.Bytes)) {
+			return hb.Dev.Add(int(at - lo)), true
 		}
 	}
-	return nil, fmt.Errorf("gpu: %s: host memory at %#x is not registered", spec.Name, p)
+	return 0, false
 }
 
 // WriteSlots copies expert matrices into slots of a stack from NewSlots or NewHostSlots.
-// Kernels queued afterwards see the new contents. VRAM uploads pass through pinned buffers
-// filled by several goroutines (the reads from the model file are the slow part).
+// Kernels queued afterwards see the new contents, and the sources may be overwritten once
+// it returns (callers rewrite a pinned slot right after its expert moved to VRAM). Into
+// VRAM, a source inside registered host memory (the pinned arena) is copied by one DMA
+// straight from it; the others pass through pinned buffers filled by several goroutines
+// (the reads from the model file are the slow part), queued after the direct copies so
+// that their memcpys overlap them.
 func (b *Backend) WriteSlots(wt compute.Weight, writes []compute.SlotWrite) error {
-	w, ok := wt.(*Weight)
-	if !ok {
-		return fmt.Errorf("gpu: write slots: %T is not a GPU weight", wt)
-	}
-	per := w.expertBytes()
-	for _, s := range writes {
-		if s.Slot < 0 || s.Slot >= w.exps || len(s.Data) != per {
-			return fmt.Errorf("gpu: %s: write of %d bytes to slot %d of %d (%d bytes each)", w.name, len(s.Data), s.Slot, w.exps, per)
-		}
+	w, err := slotWrites(wt, writes)
+	if err != nil {
+		return err
 	}
 	if w.host != nil {
 		b.step.brk()
@@ -111,13 +123,92 @@ func (b *Backend) WriteSlots(wt compute.Weight, writes []compute.SlotWrite) erro
 		})
 		return nil
 	}
-	st, err := b.stagerFor()
-	if err != nil {
-		return err
+	var direct, staged []compute.SlotWrite
+	for _, s := range writes {
+		if _, ok := b.registeredView(s.Data); ok {
+			direct = append(direct, s)
+		} else {
+			staged = append(staged, s)
+		}
+	}
+	var st *stager
+	if len(staged) > 0 {
+		if st, err = b.stagerFor(); err != nil {
+			return err
+		}
 	}
 	b.step.brk()
 	b.q8.drop()
-	return st.upload(w.name, w.p, w.stride, writes)
+	queued, err := b.copyDirect(w, direct)
+	if err == nil && st != nil {
+		err = st.upload(w.name, w.p, w.stride, staged)
+	}
+	if queued {
+		// Even when an upload failed, the DMA may still be reading the sources.
+		err = errors.Join(err, b.waitDirect(w.name))
+	}
+	return err
+}
+
+// slotWrites checks that writes fit the slots of wt and returns it as a GPU weight.
+func slotWrites(wt compute.Weight, writes []compute.SlotWrite) (*Weight, error) {
+	w, ok := wt.(*Weight)
+	if !ok {
+		return nil, fmt.Errorf("gpu: write slots: %T is not a GPU weight", wt)
+	}
+	per := w.expertBytes()
+	for _, s := range writes {
+		if s.Slot < 0 || s.Slot >= w.exps || len(s.Data) != per {
+			return nil, fmt.Errorf("gpu: %s: write of %d bytes to slot %d of %d (%d bytes each)", w.name, len(s.Data), s.Slot, w.exps, per)
+		}
+	}
+	return w, nil
+}
+
+// copyDirect queues writes whose sources lie in registered host memory and records
+// b.directDone after them; true when it did (waitDirect then waits for them).
+func (b *Backend) copyDirect(w *Weight, writes []compute.SlotWrite) (bool, error) {
+	if len(writes) == 0 {
+		return false, nil
+	}
+	if b.directDone == nil {
+		ev, err := b.ctx.NewEvent(false)
+		if err != nil {
+			return false, fmt.Errorf("gpu: %s: direct copies' event: %w", w.name, err)
+		}
+		b.directDone = ev
+	}
+	err := b.queueDMA(w, writes)
+	if err == nil {
+		err = b.directDone.Record(b.s)
+	}
+	if err != nil {
+		// Copies queued before the failure may still read their sources.
+		return false, errors.Join(fmt.Errorf("gpu: %s: direct copies: %w", w.name, err), b.s.Synchronize())
+	}
+	return true, nil
+}
+
+// queueDMA queues one host-to-device copy a write into w's slots. The sources must be
+// page-locked (registered) host memory: the copy engine then reads them by DMA after the
+// call returns, and no CPU copies a byte.
+func (b *Backend) queueDMA(w *Weight, writes []compute.SlotWrite) error {
+	for _, s := range writes {
+		if err := b.s.CopyToDevice(w.p.Add(s.Slot*w.stride), unsafe.Pointer(unsafe.SliceData(s.Data)), len(s.Data)); err != nil {
+			return fmt.Errorf("slot %d: %w", s.Slot, err)
+		}
+	}
+	return nil
+}
+
+// waitDirect waits for b.directDone, recorded after the direct copies (and so after the
+// work queued before them), so their sources may be overwritten; the staged copies queued
+// after them need not be waited for.
+func (b *Backend) waitDirect(name string) error {
+	if err := b.directDone.Synchronize(); err != nil {
+		return fmt.Errorf("gpu: %s: direct copies: %w", name, err)
+	}
+	return nil
 }
 
 // parallelEach runs fn(0..n-1) on a few goroutines.
