@@ -81,35 +81,95 @@ type batchPlan struct {
 }
 
 // planBatch plans in with the activations of the largest prefill batch that fits (see
-// prefillBatches): the batch's scratch, and the streaming ring when ring is set and the
-// batch is large enough to stream. Without a GPU the activations are the session's, in RAM.
-// A budget too small even for the smallest batch is that batch's error.
+// prefillBatches), or a larger one while experts stream (streamPrefill). Without a GPU the
+// activations are the session's, in RAM. A budget too small even for the smallest batch is
+// that batch's error.
 func planBatch(f *gguf.File, h model.Hparams, in experts.PlanInput, cfg Config, ring bool) (batchPlan, error) {
 	var err error
 	for _, b := range prefillBatches(cfg) {
-		try := in
-		try.Batch = b
-		slots := 0
-		try.ActivationBytes = sessionActivationBytes(h, b) // in RAM without a GPU
-		if in.GPUFreeBytes > 0 {
-			try.ActivationBytes = activationBytesFor(f, h, b)
-			if ring && b >= streamMinTokens {
-				slots = streamRingSlots(in.Shape)
-				try.ActivationBytes += int64(slots) * in.Shape.BlobBytes()
-			}
-			try.ActivationBytes += expertBiasDeviceBytes(f, in.Shape, slots)
-		}
-		var p experts.Plan
-		p, err = experts.MakePlan(try)
+		var bp batchPlan
+		bp, err = planAt(f, h, in, b, ring)
 		if err == nil {
 			if cfg.Prefill <= 0 && b < defaultPrefill {
-				p.Notes = append(p.Notes, fmt.Sprintf("--prefill auto: prompts run in batches of %d tokens, the most whose activations fit the VRAM (%d would not)", b, 2*b))
+				bp.plan.Notes = append(bp.plan.Notes, fmt.Sprintf("--prefill auto: prompts run in batches of %d tokens, the most whose activations fit the VRAM (%d would not)", b, 2*b))
 			}
-			return batchPlan{plan: p, batch: b, ring: slots}, nil
+			return streamPrefill(f, h, in, cfg, ring, bp), nil
 		}
 		if !errors.Is(err, experts.ErrBudgetTooSmall) {
 			return batchPlan{}, err
 		}
 	}
 	return batchPlan{}, err
+}
+
+// planAt plans in with the activations of batches of b tokens: the batch's scratch, and
+// the streaming ring when ring is set and the batch is large enough to stream.
+func planAt(f *gguf.File, h model.Hparams, in experts.PlanInput, b int, ring bool) (batchPlan, error) {
+	in.Batch = b
+	slots := 0
+	in.ActivationBytes = sessionActivationBytes(h, b) // in RAM without a GPU
+	if in.GPUFreeBytes > 0 {
+		in.ActivationBytes = activationBytesFor(f, h, b)
+		if ring && b >= streamMinTokens {
+			slots = streamRingSlots(in.Shape)
+			in.ActivationBytes += int64(slots) * in.Shape.BlobBytes()
+		}
+		in.ActivationBytes += expertBiasDeviceBytes(f, in.Shape, slots)
+	}
+	p, err := experts.MakePlan(in)
+	if err != nil {
+		return batchPlan{}, err
+	}
+	return batchPlan{plan: p, batch: b, ring: slots}, nil
+}
+
+// streamBatches are the larger batches --prefill auto tries while experts stream, the
+// largest first.
+func streamBatches() []int { return []int{4 * defaultPrefill, 2 * defaultPrefill} }
+
+// streamSlotSharePct is the most a larger prefill batch may cost of the default batch's
+// VRAM expert slots, in percent. Every batch of streamMinTokens or more uploads each
+// non-VRAM expert it routes to once per layer, and a large batch routes to most of a
+// layer's experts, so the uploads fall with the number of batches: on the H200,
+// qwen3next-80b-a3b IQ3_XXS's 32k prompt under --vram-budget-mib 14000 streamed 936,006
+// experts in batches of 512, 108.9 s of its 130 s prefill. The activations
+// (activationBytesFor, the synth presets' shapes) at 512/1024/2048/4096 tokens are
+// 154/281/536/1046 MiB for 30b-a3b (2.53 MiB Q4_K experts) and 236/427/810/1575 MiB for
+// qwen3next-80b-a3b (1.15 MiB IQ3_XXS experts); at --vram-budget-mib 14000 batches of 1024
+// cost 50 of 30b-a3b's 4,695 slots (1.1%) and 167 of qwen3next's 10,454 (1.6%), 2048 cost
+// 151 (3.2%) and 500 (4.8%). 2% takes 1024 there, halving the uploads for the coldest of
+// the VRAM experts; 2048 needs a cache of 50 times its cost, more slots than either model
+// has experts, so it is for models whose activations are small beside their experts.
+const streamSlotSharePct = 2
+
+// slotsAfford says whether a plan of slots VRAM expert slots gives up at most
+// streamSlotSharePct percent of base's.
+func slotsAfford(base, slots int) bool {
+	return slots >= 0 && 100*(base-slots) <= streamSlotSharePct*base
+}
+
+// streamPrefill is the batch a --prefill auto plan on a GPU takes while experts stream (some
+// not in VRAM, so each prompt batch uploads the ones it routes to): the largest of
+// streamBatches whose plan fits and costs at most streamSlotSharePct of base's expert
+// slots, so long prompts upload each layer's experts fewer times. Otherwise, and for
+// --prefill N, expert slots by number, a base below the default batch (a tight budget),
+// every expert in VRAM or no GPU, it is base.
+func streamPrefill(f *gguf.File, h model.Hparams, in experts.PlanInput, cfg Config, ring bool, base batchPlan) batchPlan {
+	p := base.plan
+	streamed := p.Shape.Count() - p.Slots - p.HelperSlots[0] - p.HelperSlots[1] // helpers compute theirs in place
+	if cfg.Prefill > 0 || cfg.ExpertCache != Auto || !ring || in.GPUFreeBytes <= 0 || base.batch != defaultPrefill || streamed <= 0 {
+		return base
+	}
+	for _, b := range streamBatches() {
+		bp, err := planAt(f, h, in, b, ring)
+		if err != nil || !slotsAfford(p.Slots, bp.plan.Slots) {
+			continue
+		}
+		bp.plan.Notes = append(bp.plan.Notes, fmt.Sprintf("--prefill auto: prompts run in batches of %d tokens while experts stream (%d of %d are not in VRAM), uploading each fewer times; its activations cost %d of the %d expert slots batches of %d would leave (at most %d%%)",
+			b, streamed, p.Shape.Count(), p.Slots-bp.plan.Slots, p.Slots, defaultPrefill, streamSlotSharePct))
+		return bp
+	}
+	p.Notes = append(p.Notes, fmt.Sprintf("--prefill auto: prompts run in batches of %d tokens while experts stream: the activations of %d would not fit or would cost more than %d%% of the %d expert slots", defaultPrefill, 2*defaultPrefill, streamSlotSharePct, p.Slots))
+	base.plan = p
+	return base
 }

@@ -30,6 +30,9 @@ type benchReport struct {
 	// start then, as a prompt typed after the load would.
 	WarmSeconds  float64 `json:"warm_s"`
 	PromptTokens int     `json:"prompt_tokens"`
+	// PrefillBatch is the prompt tokens one forward pass took: --prefill's, or what auto
+	// chose for the plan (larger while experts stream).
+	PrefillBatch int     `json:"prefill_batch"`
 	PrefillTPS   float64 `json:"prefill_tokens_per_s"`
 	DecodeTokens int     `json:"decode_tokens"`
 	DecodeTPS    float64 `json:"decode_tokens_per_s"`
@@ -149,7 +152,7 @@ func runBench(ctx context.Context, args []string, io IO) error {
 		return err
 	}
 	defer m.Close()
-	rep := benchReport{Model: *modelPath, Backend: m.Backend(), Threads: m.Config().Threads}
+	rep := benchReport{Model: *modelPath, Backend: m.Backend(), Threads: m.Config().Threads, PrefillBatch: m.Config().Prefill}
 	rep.LoadSeconds = time.Since(t0).Seconds()
 	rep.ReadySeconds = time.Since(io.start()).Seconds()
 	rep.ReadyDiskReadBytes, rep.LowestAvailBytes = diskReadBytes(), low
@@ -249,7 +252,7 @@ func runBench(ctx context.Context, args []string, io IO) error {
 	}
 	fmt.Fprintf(io.Out, "model     %s (%s, %d threads)\n", rep.Model, rep.Backend, rep.Threads)
 	fmt.Fprintf(io.Out, "load      %.2f s (ready %.2f s after start; pages mapped %.2f s later)\n", rep.LoadSeconds, rep.ReadySeconds, rep.WarmSeconds)
-	fmt.Fprintf(io.Out, "prefill   %d tokens at %.1f tok/s\n", rep.PromptTokens, rep.PrefillTPS)
+	fmt.Fprintf(io.Out, "prefill   %d tokens at %.1f tok/s (batches of %d)\n", rep.PromptTokens, rep.PrefillTPS, rep.PrefillBatch)
 	if len(rep.PrefillRuns) > 1 {
 		fmt.Fprintf(io.Out, "runs      %d (the rates shown are their medians): prefill %s tok/s; decode %s tok/s; read %s GB/s\n",
 			len(rep.PrefillRuns), formatRates(rep.PrefillRuns), formatRates(rep.DecodeRuns), formatRates(rep.BandwidthRuns))

@@ -59,14 +59,14 @@ func TestBenchRepeat(t *testing.T) {
 		t.Errorf("%d prompt and %d decoded tokens per run, want 8 and 4", rep.PromptTokens, rep.DecodeTokens)
 	}
 
-	// Sampled decode (the GUI's preset) makes as many tokens.
-	out, err = benchCLI(t, append(common, "--temp", "0.7", "--top-k", "20", "--top-p", "0.8", "--repeat-penalty", "1.05")...)
+	// Sampled decode (the GUI's preset) makes as many tokens; the batch is --prefill's.
+	out, err = benchCLI(t, append(common, "--temp", "0.7", "--top-k", "20", "--top-p", "0.8", "--repeat-penalty", "1.05", "--prefill", "4")...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rep = benchReport{}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.DecodeTokens != 4 {
-		t.Errorf("sampled: %d decoded tokens, want 4 (%v)", rep.DecodeTokens, err)
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.DecodeTokens != 4 || rep.PrefillBatch != 4 {
+		t.Errorf("sampled with --prefill 4: %d decoded tokens in batches of %d, want 4 and 4 (%v)", rep.DecodeTokens, rep.PrefillBatch, err)
 	}
 
 	out, err = benchCLI(t, common...)
