@@ -219,6 +219,11 @@ func detectWSL() platform.WSL {
 	return platform.DetectWSL()
 }
 
+// pcieCopyEnv, set to 1, copies a decode step's PCIe experts into the streaming ring by DMA
+// and runs them there instead of reading them in place (experts.CacheConfig.PCIeCopy), an
+// experiment to A/B against the in-place reads before it becomes the default.
+const pcieCopyEnv = "STRATA_PCIE_COPY"
+
 // helpersOnMainEnv, set to 1, opens the helper GPUs on the main card's ordinal, each in a
 // context of its own (cuCtxCreate) beside the main card's primary one. It exists for tests:
 // one GPU then runs the helper path as two cards would.
@@ -385,7 +390,7 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 	}
 	cc := experts.CacheConfig{
 		Shape: s, Tier: plan.Tier, Rank: plan.Rank,
-		PCIeFrac: max(cfg.PCIeFrac, 0), AdaptEvery: adaptEvery(cfg, onGPU),
+		PCIeFrac: max(cfg.PCIeFrac, 0), AdaptEvery: adaptEvery(cfg, onGPU), PCIeCopy: os.Getenv(pcieCopyEnv) == "1",
 		StreamSlots: ring, StreamMinTokens: streamMinTokens,
 		Helpers: helpers, HelperOf: plan.HelperOf(), HelperRows: helperRows,
 	}

@@ -42,6 +42,14 @@ type Device interface {
 	HostRoutes(r *compute.Routes)
 }
 
+// pinnedWriter is a device that copies slots straight from its registered host memory (the
+// arena) without waiting for the copies (the GPU backend's WriteSlotsPinned); with
+// CacheConfig.PCIeCopy the cache copies a decode step's PCIe experts into the streaming ring
+// with it. The CPU backend and stand-ins need not have it.
+type pinnedWriter interface {
+	WriteSlotsPinned(w compute.Weight, writes []compute.SlotWrite) error
+}
+
 // CacheConfig is the plan the cache starts from and how it behaves.
 type CacheConfig struct {
 	Shape Shape
@@ -56,6 +64,11 @@ type CacheConfig struct {
 	// above 0.
 	PCIeFrac float64
 	PCIeAuto bool
+	// PCIeCopy copies a decode step's PCIe experts from the arena into slots of the
+	// streaming ring by DMA (on a device with WriteSlotsPinned) and runs them there, instead
+	// of the kernels reading them in place over PCIe in small, latency-bound pieces; a step
+	// whose experts the ring cannot hold (or a layer without a ring) reads in place.
+	PCIeCopy bool
 	// AdaptEvery is the number of tokens between adaptive swaps; 0 = never.
 	AdaptEvery int
 	// StreamSlots is the size of the ring that batches stream non-VRAM experts through;
@@ -144,6 +157,7 @@ type CacheStats struct {
 	Routed         map[Tier]uint64 // routed (token, expert) pairs by the tier that served them
 	Decode         map[Tier]uint64 // the same, counting single-token steps only
 	PCIe           uint64          // pinned misses read by the GPU over PCIe
+	PCIeCopies     uint64          // of their experts, those copied into the ring first (PCIeCopy; once a step and layer)
 	PCIeShare      float64         // the share of pinned misses sent there now
 	Streamed       uint64          // experts streamed into the ring for batches
 	ColdReads      uint64          // of those, cold ones read around the page cache
@@ -614,7 +628,9 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 		c.sendToHelpers(L, helper, n, H)
 	}
 	c.runOn(c.dev, dst, x, L.vram, L.ffn.vram, vram, n)
-	c.runOn(c.dev, dst, x, L.pinDev, L.ffn.pinDev, pcie, n)
+	if !c.pcieCopy(L, dst, x, pcie, n) {
+		c.runOn(c.dev, dst, x, L.pinDev, L.ffn.pinDev, pcie, n)
+	}
 	if len(streamed) > 0 {
 		c.stream(L, dst, x, streamed, n)
 	}
@@ -866,6 +882,67 @@ func (c *Cache) stream(L *layerCache, dst, x compute.Buf, es []entry, n int) {
 		c.err.Set(fmt.Errorf("experts: no streaming ring for %s", L.file[0].Name))
 		return
 	}
+	order := expertsOf(es)
+	t0 := time.Now()
+	for lo := 0; lo < len(order); lo += rg.n {
+		round := order[lo:min(lo+rg.n, len(order))]
+		cold := c.readCold(L, round)
+		src := func(m int, e int32) []byte {
+			if b, ok := cold[e]; ok {
+				return b[m]
+			}
+			return c.bytesOf(L, m, int(e))
+		}
+		if err := c.ringRound(L, rg, dst, x, es, round, n, src, c.dev.WriteSlots); err != nil {
+			c.err.Set(fmt.Errorf("experts: stream: %w", err))
+			return
+		}
+	}
+	c.mu.Lock()
+	c.stats.Streamed += uint64(len(order))
+	c.stats.Uploads += time.Since(t0)
+	c.mu.Unlock()
+}
+
+// pcieCopy runs a decode step's PCIe pairs on the streaming ring (with PCIeCopy, on a
+// device with WriteSlotsPinned): their experts are DMA'd from the arena into ring slots
+// 0..k-1, with their bias rows where the layer has biases. False, having done nothing, where
+// the layer has no ring or it cannot hold them all: the caller reads them in place then.
+//
+// WriteSlotsPinned returns before the copies have read the arena, and the host goes on to
+// its own misses. That is safe because the arena's bytes stay put until the stream has
+// passed them: the arena is written when it is filled (before the cache exists) and when a
+// swap rewrites a pinned slot (writePinned), which with a device view of the pinned slots
+// (and only then are there PCIe pairs) goes through WriteSlots on that host stack, and the
+// device synchronizes its stream before it overwrites a host stack's bytes. The arena is
+// freed after the device closes, which waits for the stream too. The ring is safe to
+// reuse: every write into it and every MoE on it is queued on the one stream, in order.
+func (c *Cache) pcieCopy(L *layerCache, dst, x compute.Buf, es []entry, n int) bool {
+	if !c.cfg.PCIeCopy || len(es) == 0 {
+		return false
+	}
+	pw, ok := c.dev.(pinnedWriter)
+	rg := c.rings[keyOf(L.file)]
+	if !ok || rg == nil {
+		return false
+	}
+	order := expertsOf(es)
+	if len(order) > rg.n {
+		return false
+	}
+	src := func(m int, e int32) []byte { return c.bytesOf(L, m, int(e)) } // the arena: they are pinned
+	if err := c.ringRound(L, rg, dst, x, es, order, n, src, pw.WriteSlotsPinned); err != nil {
+		c.err.Set(fmt.Errorf("experts: pcie copy: %w", err))
+		return true
+	}
+	c.mu.Lock()
+	c.stats.PCIeCopies += uint64(len(order))
+	c.mu.Unlock()
+	return true
+}
+
+// expertsOf lists the experts of es, each once, in the order they first appear.
+func expertsOf(es []entry) []int32 {
 	var order []int32
 	seen := map[int32]bool{}
 	for _, e := range es {
@@ -874,48 +951,42 @@ func (c *Cache) stream(L *layerCache, dst, x compute.Buf, es []entry, n int) {
 			order = append(order, e.expt)
 		}
 	}
-	ffn := c.ringFFN(L, rg)
-	t0 := time.Now()
-	for lo := 0; lo < len(order); lo += rg.n {
-		round := order[lo:min(lo+rg.n, len(order))]
-		slotOf := make(map[int32]int32, len(round))
-		cold := c.readCold(L, round)
-		var writes [3][]compute.SlotWrite
-		for j, e := range round {
-			slotOf[e] = int32(j)
-			for m := range 3 {
-				data := c.bytesOf(L, m, int(e))
-				if b, ok := cold[e]; ok {
-					data = b[m]
-				}
-				writes[m] = append(writes[m], compute.SlotWrite{Slot: j, Data: data})
-			}
-		}
+	return order
+}
+
+// ringRound copies the round's experts (at most the ring's slots) into ring slots
+// 0..len(round)-1 with write, their matrices from src(matrix, expert) and their bias rows
+// where the layer has biases, and runs es's pairs with those experts there.
+func (c *Cache) ringRound(L *layerCache, rg *ring, dst, x compute.Buf, es []entry, round []int32, n int,
+	src func(m int, e int32) []byte, write func(compute.Weight, []compute.SlotWrite) error) error {
+	slotOf := make(map[int32]int32, len(round))
+	var writes [3][]compute.SlotWrite
+	for j, e := range round {
+		slotOf[e] = int32(j)
 		for m := range 3 {
-			if err := c.dev.WriteSlots(rg.st[m], writes[m]); err != nil {
-				c.err.Set(fmt.Errorf("experts: stream: %w", err))
-				return
-			}
+			writes[m] = append(writes[m], compute.SlotWrite{Slot: j, Data: src(m, e)})
 		}
-		if ffn != nil {
-			if err := c.writeRingBias(L, rg, round); err != nil {
-				c.err.Set(fmt.Errorf("experts: stream: %w", err))
-				return
-			}
-		}
-		var sub []entry
-		for _, e := range es {
-			if s, ok := slotOf[e.expt]; ok {
-				e.id = s
-				sub = append(sub, e)
-			}
-		}
-		c.runOn(c.dev, dst, x, rg.st, ffn, sub, n)
 	}
-	c.mu.Lock()
-	c.stats.Streamed += uint64(len(order))
-	c.stats.Uploads += time.Since(t0)
-	c.mu.Unlock()
+	for m := range 3 {
+		if err := write(rg.st[m], writes[m]); err != nil {
+			return err
+		}
+	}
+	ffn := c.ringFFN(L, rg)
+	if ffn != nil {
+		if err := c.writeRingBias(L, rg, round); err != nil {
+			return err
+		}
+	}
+	var sub []entry
+	for _, e := range es {
+		if s, ok := slotOf[e.expt]; ok {
+			e.id = s
+			sub = append(sub, e)
+		}
+	}
+	c.runOn(c.dev, dst, x, rg.st, ffn, sub, n)
+	return nil
 }
 
 // readCold reads the round's cold experts with the cold reader (nil without one, or when it

@@ -17,10 +17,10 @@ import (
 
 // TestCacheGptOssOnGPU runs every placement of gptOssTierCases on the real GPU backend (the
 // slots' and the streaming ring's bias stacks in VRAM, the pinned experts read over PCIe
-// with their biases in VRAM, the fused kernels with the clamped SwiGLU): on the synthetic
-// gpt-oss model each gives the greedy tokens of the whole model in VRAM, and on every
-// gptoss-tiny variant the logits stay within the README's 8-bit rule. It skips where there
-// is no NVIDIA driver.
+// with their biases in VRAM or DMA'd into the streaming ring with their bias rows, the
+// fused kernels with the clamped SwiGLU): on the synthetic gpt-oss model each gives the
+// greedy tokens of the whole model in VRAM, and on every gptoss-tiny variant the logits
+// stay within the README's 8-bit rule. It skips where there is no NVIDIA driver.
 func TestCacheGptOssOnGPU(t *testing.T) {
 	probe, err := gpu.New(gpu.Options{})
 	if errors.Is(err, gpu.ErrNoGPU) {
@@ -75,7 +75,8 @@ func TestCacheGptOssOnGPU(t *testing.T) {
 					modeltest.Check8Bit(t, net, dir, p, fref.Tolerances, name)
 				}
 				st := c.Snapshot().Stats
-				t.Logf("routed %v, pcie %d, streamed %d, swaps %d", st.Routed, st.PCIe, st.Streamed, st.Swaps)
+				checkCopies(t, st, tc)
+				t.Logf("routed %v, pcie %d (copied %d), streamed %d, swaps %d", st.Routed, st.PCIe, st.PCIeCopies, st.Streamed, st.Swaps)
 			})
 		}
 	}

@@ -14,7 +14,8 @@ import (
 )
 
 // TestCacheOnGPU runs every placement of TestCacheMatchesTransformers on the real GPU
-// backend (VRAM slots, pinned host slots read over PCIe, the staged uploads), against
+// backend (VRAM slots, pinned host slots read over PCIe or DMA'd into the streaming ring
+// with WriteSlotsPinned, the staged and direct uploads), against
 // transformers' logits under the fixture's 8-bit tolerance, with the greedy continuation
 // identical. It skips where there is no NVIDIA driver.
 func TestCacheOnGPU(t *testing.T) {
@@ -69,7 +70,8 @@ func TestCacheOnGPU(t *testing.T) {
 					}
 				}
 				st := c.Snapshot().Stats
-				t.Logf("routed %v, pcie %d, streamed %d, swaps %d", st.Routed, st.PCIe, st.Streamed, st.Swaps)
+				checkCopies(t, st, tc)
+				t.Logf("routed %v, pcie %d (copied %d), streamed %d, swaps %d", st.Routed, st.PCIe, st.PCIeCopies, st.Streamed, st.Swaps)
 			})
 		}
 	}

@@ -21,6 +21,7 @@ type tierCase struct {
 	helper      float64 // share after those on two CPU stand-in helper GPUs, half each
 	pcie        float64
 	pcieAuto    bool // the cache tunes the PCIe share
+	pcieCopy    bool // PCIe experts are copied into the streaming ring (a device with WriteSlotsPinned)
 	adapt       int
 	streamSlots int
 	unbuffered  bool // fill the RAM arena with unbuffered reads (else through the mapping)
@@ -40,6 +41,9 @@ func tierCases() []tierCase {
 		{name: "some + pinned + pcie", vram: 0.3, pin: 0.4, pcie: 0.5},
 		{name: "all pinned over pcie", vram: 0, pin: 1, pcie: 1},
 		{name: "some + pinned + pcie auto", vram: 0.3, pin: 0.4, pcieAuto: true},
+		{name: "pcie copied into the ring", vram: 0.3, pin: 0.4, pcie: 0.5, pcieCopy: true, streamSlots: 8},
+		{name: "pcie copied, ring of 1", pin: 1, pcie: 0.6, pcieCopy: true, streamSlots: 1},
+		{name: "pcie copied + adaptive swaps", vram: 0.3, pin: 0.4, pcie: 0.5, pcieCopy: true, streamSlots: 8, adapt: 2},
 		{name: "adaptive swaps", vram: 0.3, pin: 0.2, adapt: 2},
 		{name: "streamed batches", vram: 0.25, pin: 0.25, streamSlots: 3},
 		{name: "streamed, ring holds all", vram: 0.5, streamSlots: 64},
@@ -116,7 +120,8 @@ func TestCacheMatchesTransformers(t *testing.T) {
 				rank := neutralRank(sh)
 				tiers := plan(sh, rank, tc.vram, tc.pin)
 				helperOf := withHelpers(sh, rank, tiers, tc)
-				c, net := loadCached(t, f, dev, host, tc, sh, tiers, rank, pinnedArena(t, f, sh, tiers, tc.unbuffered), helperOf)
+				arena := pinnedArena(t, f, sh, tiers, tc.unbuffered)
+				c, net := loadCached(t, f, deviceFor(t, dev, tc, arena), host, tc, sh, tiers, rank, arena, helperOf)
 				for _, p := range v.Prompts {
 					pl, gl, gen := modeltest.Greedy(t, net, p.Tokens, len(p.Generated), "f32", nil)
 					dp := modeltest.MaxAbsDiff(pl, modeltest.ReadF32(t, filepath.Join(dir, p.Files["logits"].File)))
@@ -170,8 +175,9 @@ func TestCacheMatchesTransformers(t *testing.T) {
 				if tc.coldDirect && (st.ColdReads == 0 || st.ColdReadErrors != 0) {
 					t.Errorf("unbuffered cold reads: %d done, %d failed", st.ColdReads, st.ColdReadErrors)
 				}
+				checkCopies(t, st, tc)
 				checkDecodeHost(t, st, v.Prompts, st.PCIeShare)
-				t.Logf("routed %v, pcie %d, streamed %d, swaps %d", st.Routed, st.PCIe, st.Streamed, st.Swaps)
+				t.Logf("routed %v, pcie %d (copied %d), streamed %d, swaps %d", st.Routed, st.PCIe, st.PCIeCopies, st.Streamed, st.Swaps)
 			})
 		}
 	}
@@ -238,7 +244,7 @@ func loadCached(t *testing.T, f *gguf.File, dev experts.Device, host *cpu.Backen
 	t.Helper()
 	cc := experts.CacheConfig{
 		Shape: sh, Tier: tiers, Rank: rank,
-		PCIeFrac: tc.pcie, PCIeAuto: tc.pcieAuto, AdaptEvery: tc.adapt, StreamSlots: tc.streamSlots, StreamMinTokens: 2,
+		PCIeFrac: tc.pcie, PCIeAuto: tc.pcieAuto, PCIeCopy: tc.pcieCopy, AdaptEvery: tc.adapt, StreamSlots: tc.streamSlots, StreamMinTokens: 2,
 		Pinned: arena, PinnedMapped: !tc.hostPinned,
 	}
 	if helperOf != nil {

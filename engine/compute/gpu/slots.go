@@ -150,6 +150,32 @@ func (b *Backend) WriteSlots(wt compute.Weight, writes []compute.SlotWrite) erro
 	return err
 }
 
+// WriteSlotsPinned queues copies into VRAM slots straight from registered host memory
+// (every source must lie in it) and returns without waiting for them, so the host works
+// while they run: kernels queued afterwards see the new contents, but the sources must
+// stay untouched until the stream has passed the copies (a Synchronize, or WriteSlots into
+// a host stack, which synchronizes first).
+func (b *Backend) WriteSlotsPinned(wt compute.Weight, writes []compute.SlotWrite) error {
+	w, err := slotWrites(wt, writes)
+	if err != nil {
+		return err
+	}
+	if w.host != nil {
+		return fmt.Errorf("gpu: %s: pinned copies go into VRAM slots, not a host stack", w.name)
+	}
+	for _, s := range writes {
+		if _, ok := b.registeredView(s.Data); !ok {
+			return fmt.Errorf("gpu: %s: the source of slot %d (%p) is not in registered host memory", w.name, s.Slot, unsafe.SliceData(s.Data))
+		}
+	}
+	b.step.brk()
+	b.q8.drop()
+	if err := b.queueDMA(w, writes); err != nil {
+		return fmt.Errorf("gpu: %s: pinned copies: %w", w.name, err)
+	}
+	return nil
+}
+
 // slotWrites checks that writes fit the slots of wt and returns it as a GPU weight.
 func slotWrites(wt compute.Weight, writes []compute.SlotWrite) (*Weight, error) {
 	w, ok := wt.(*Weight)
