@@ -148,6 +148,7 @@ type CacheStats struct {
 	Streamed       uint64          // experts streamed into the ring for batches
 	ColdReads      uint64          // of those, cold ones read around the page cache
 	ColdReadErrors uint64          // unbuffered reads that failed (the mapping served them)
+	Overlapped     uint64          // rounds of streamed batches copied on the device's copy stream, beside its kernels (ringlap.go)
 	Swaps          uint64
 	FillBytes      int64
 	FillTime       time.Duration
@@ -168,7 +169,7 @@ type CacheStats struct {
 type HostTime struct {
 	WaitRoutes time.Duration // waiting for the routing result and activations
 	CPUMisses  time.Duration // computing misses
-	Uploads    time.Duration // uploading miss results and streamed experts
+	Uploads    time.Duration // uploading miss results and streamed experts (overlapped rounds: queueing only, small)
 }
 
 // addHost adds to the host times of a call over n tokens (the decode ones too for one
@@ -876,21 +877,10 @@ func (c *Cache) stream(L *layerCache, dst, x compute.Buf, es []entry, n int) {
 	}
 	ffn := c.ringFFN(L, rg)
 	t0 := time.Now()
-	for lo := 0; lo < len(order); lo += rg.n {
+	lapped, ok := c.streamLapped(L, rg, ffn, dst, x, es, order, n)
+	for lo := 0; !ok && lo < len(order); lo += rg.n {
 		round := order[lo:min(lo+rg.n, len(order))]
-		slotOf := make(map[int32]int32, len(round))
-		cold := c.readCold(L, round)
-		var writes [3][]compute.SlotWrite
-		for j, e := range round {
-			slotOf[e] = int32(j)
-			for m := range 3 {
-				data := c.bytesOf(L, m, int(e))
-				if b, ok := cold[e]; ok {
-					data = b[m]
-				}
-				writes[m] = append(writes[m], compute.SlotWrite{Slot: j, Data: data})
-			}
-		}
+		writes, sub := c.ringRound(L, es, round, 0)
 		for m := range 3 {
 			if err := c.dev.WriteSlots(rg.st[m], writes[m]); err != nil {
 				c.err.Set(fmt.Errorf("experts: stream: %w", err))
@@ -898,22 +888,16 @@ func (c *Cache) stream(L *layerCache, dst, x compute.Buf, es []entry, n int) {
 			}
 		}
 		if ffn != nil {
-			if err := c.writeRingBias(L, rg, round); err != nil {
+			if err := c.writeRingBias(L, rg, round, 0); err != nil {
 				c.err.Set(fmt.Errorf("experts: stream: %w", err))
 				return
-			}
-		}
-		var sub []entry
-		for _, e := range es {
-			if s, ok := slotOf[e.expt]; ok {
-				e.id = s
-				sub = append(sub, e)
 			}
 		}
 		c.runOn(c.dev, dst, x, rg.st, ffn, sub, n)
 	}
 	c.mu.Lock()
 	c.stats.Streamed += uint64(len(order))
+	c.stats.Overlapped += uint64(lapped)
 	c.stats.Uploads += time.Since(t0)
 	c.mu.Unlock()
 }

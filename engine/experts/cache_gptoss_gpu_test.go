@@ -55,7 +55,9 @@ func TestCacheGptOssOnGPU(t *testing.T) {
 					t.Errorf("prompt %d: greedy tokens %v, want %v (all in VRAM)", i, g, want[i])
 				}
 			}
-			checkServed(t, c.Snapshot().Stats, tc)
+			st := c.Snapshot().Stats
+			checkServed(t, st, tc)
+			checkOverlapped(t, tc, st)
 		})
 	}
 
@@ -76,6 +78,7 @@ func TestCacheGptOssOnGPU(t *testing.T) {
 				}
 				st := c.Snapshot().Stats
 				t.Logf("routed %v, pcie %d, streamed %d, swaps %d", st.Routed, st.PCIe, st.Streamed, st.Swaps)
+				checkOverlapped(t, tc, st)
 			})
 		}
 	}

@@ -69,7 +69,8 @@ func TestCacheOnGPU(t *testing.T) {
 					}
 				}
 				st := c.Snapshot().Stats
-				t.Logf("routed %v, pcie %d, streamed %d, swaps %d", st.Routed, st.PCIe, st.Streamed, st.Swaps)
+				t.Logf("routed %v, pcie %d, streamed %d (rounds overlapped %d), swaps %d", st.Routed, st.PCIe, st.Streamed, st.Overlapped, st.Swaps)
+				checkOverlapped(t, tc, st)
 			})
 		}
 	}
