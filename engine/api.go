@@ -238,6 +238,7 @@ type CacheActivity struct {
 	PCIeCopies             uint64  // of the PCIe reads' experts, those copied into the streaming ring first (STRATA_PCIE_COPY=1)
 	PCIeShare              float64 // the share of pinned misses the GPU reads over PCIe now (tuned with --pcie-frac auto)
 	ColdReads              uint64  // streamed cold experts read around the page cache
+	OverlappedRounds       uint64  // rounds of streamed experts copied beside the GPU's kernels (uploads then count queueing only)
 	FillBytes              int64
 	FillTime               time.Duration
 	WaitRoutes             time.Duration // waiting for each layer's routing result

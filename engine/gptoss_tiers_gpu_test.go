@@ -189,7 +189,7 @@ func TestGptOssTierModesOnGPU(t *testing.T) {
 			if bc.Streamed == 0 {
 				t.Error("the batch streamed no expert through the ring")
 			}
-			t.Logf("batch: hits %v, streamed %d (cold reads %d), pinned slots %d, notes %q", b.snap.HitsPerTier, bc.Streamed, bc.ColdReads, bc.PinnedSlots, bc.Notes)
+			t.Logf("batch: hits %v, streamed %d (cold reads %d, rounds overlapped %d), pinned slots %d, notes %q", b.snap.HitsPerTier, bc.Streamed, bc.ColdReads, bc.OverlappedRounds, bc.PinnedSlots, bc.Notes)
 			if mode.name == "tiered, pinned + cold" && (bc.PinnedSlots == 0 || b.snap.HitsPerTier[engine.TierCold] == 0 || (bc.ColdReads == 0 && len(bc.Notes) == 0)) {
 				t.Errorf("host budget %.2f GiB: %d pinned slots, %d cold hits, %d cold reads (notes %q); want pinned and cold experts, the cold ones read around the page cache or a note why not", hostGiB, bc.PinnedSlots, b.snap.HitsPerTier[engine.TierCold], bc.ColdReads, bc.Notes)
 			}

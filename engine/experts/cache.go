@@ -162,6 +162,7 @@ type CacheStats struct {
 	Streamed       uint64          // experts streamed into the ring for batches
 	ColdReads      uint64          // of those, cold ones read around the page cache
 	ColdReadErrors uint64          // unbuffered reads that failed (the mapping served them)
+	Overlapped     uint64          // rounds of streamed batches copied on the device's copy stream, beside its kernels (ringlap.go)
 	Swaps          uint64
 	FillBytes      int64
 	FillTime       time.Duration
@@ -182,7 +183,7 @@ type CacheStats struct {
 type HostTime struct {
 	WaitRoutes time.Duration // waiting for the routing result and activations
 	CPUMisses  time.Duration // computing misses
-	Uploads    time.Duration // uploading miss results and streamed experts
+	Uploads    time.Duration // uploading miss results and streamed experts (overlapped rounds: queueing only, small)
 }
 
 // addHost adds to the host times of a call over n tokens (the decode ones too for one
@@ -884,15 +885,10 @@ func (c *Cache) stream(L *layerCache, dst, x compute.Buf, es []entry, n int) {
 	}
 	order := expertsOf(es)
 	t0 := time.Now()
-	for lo := 0; lo < len(order); lo += rg.n {
+	lapped, ok := c.streamLapped(L, rg, dst, x, es, order, n)
+	for lo := 0; !ok && lo < len(order); lo += rg.n {
 		round := order[lo:min(lo+rg.n, len(order))]
-		cold := c.readCold(L, round)
-		src := func(m int, e int32) []byte {
-			if b, ok := cold[e]; ok {
-				return b[m]
-			}
-			return c.bytesOf(L, m, int(e))
-		}
+		src := c.srcOf(L, c.readCold(L, round))
 		if err := c.ringRound(L, rg, dst, x, es, round, n, src, c.dev.WriteSlots); err != nil {
 			c.err.Set(fmt.Errorf("experts: stream: %w", err))
 			return
@@ -900,6 +896,7 @@ func (c *Cache) stream(L *layerCache, dst, x compute.Buf, es []entry, n int) {
 	}
 	c.mu.Lock()
 	c.stats.Streamed += uint64(len(order))
+	c.stats.Overlapped += uint64(lapped)
 	c.stats.Uploads += time.Since(t0)
 	c.mu.Unlock()
 }
@@ -916,7 +913,10 @@ func (c *Cache) stream(L *layerCache, dst, x compute.Buf, es []entry, n int) {
 // (and only then are there PCIe pairs) goes through WriteSlots on that host stack, and the
 // device synchronizes its stream before it overwrites a host stack's bytes. The arena is
 // freed after the device closes, which waits for the stream too. The ring is safe to
-// reuse: every write into it and every MoE on it is queued on the one stream, in order.
+// reuse: every write into it and every MoE on it is queued on the one stream, in order,
+// but for streamLapped's copies on the copy stream, which start after the work queued
+// before them and which the stream waits for before the round's MoE (and the GPU queues
+// WriteSlotsPinned after any it has not waited for yet).
 func (c *Cache) pcieCopy(L *layerCache, dst, x compute.Buf, es []entry, n int) bool {
 	if !c.cfg.PCIeCopy || len(es) == 0 {
 		return false
@@ -930,8 +930,8 @@ func (c *Cache) pcieCopy(L *layerCache, dst, x compute.Buf, es []entry, n int) b
 	if len(order) > rg.n {
 		return false
 	}
-	src := func(m int, e int32) []byte { return c.bytesOf(L, m, int(e)) } // the arena: they are pinned
-	if err := c.ringRound(L, rg, dst, x, es, order, n, src, pw.WriteSlotsPinned); err != nil {
+	// No cold reads: PCIe experts are pinned, so their bytes come from the arena.
+	if err := c.ringRound(L, rg, dst, x, es, order, n, c.srcOf(L, nil), pw.WriteSlotsPinned); err != nil {
 		c.err.Set(fmt.Errorf("experts: pcie copy: %w", err))
 		return true
 	}
@@ -956,17 +956,11 @@ func expertsOf(es []entry) []int32 {
 
 // ringRound copies the round's experts (at most the ring's slots) into ring slots
 // 0..len(round)-1 with write, their matrices from src(matrix, expert) and their bias rows
-// where the layer has biases, and runs es's pairs with those experts there.
+// where the layer has biases, and runs es's pairs with those experts there: stream's plain
+// rounds (with WriteSlots) and pcieCopy (with WriteSlotsPinned).
 func (c *Cache) ringRound(L *layerCache, rg *ring, dst, x compute.Buf, es []entry, round []int32, n int,
 	src func(m int, e int32) []byte, write func(compute.Weight, []compute.SlotWrite) error) error {
-	slotOf := make(map[int32]int32, len(round))
-	var writes [3][]compute.SlotWrite
-	for j, e := range round {
-		slotOf[e] = int32(j)
-		for m := range 3 {
-			writes[m] = append(writes[m], compute.SlotWrite{Slot: j, Data: src(m, e)})
-		}
-	}
+	writes, sub := roundSlots(es, round, 0, src)
 	for m := range 3 {
 		if err := write(rg.st[m], writes[m]); err != nil {
 			return err
@@ -974,19 +968,44 @@ func (c *Cache) ringRound(L *layerCache, rg *ring, dst, x compute.Buf, es []entr
 	}
 	ffn := c.ringFFN(L, rg)
 	if ffn != nil {
-		if err := c.writeRingBias(L, rg, round); err != nil {
+		if err := c.writeRingBias(L, rg, round, 0); err != nil {
 			return err
 		}
 	}
-	var sub []entry
+	c.runOn(c.dev, dst, x, rg.st, ffn, sub, n)
+	return nil
+}
+
+// roundSlots is the bookkeeping of one round on the ring, shared by ringRound and
+// streamLapped's queueRound: ring slot base+j takes expert round[j], its matrices from
+// src(matrix, expert), and sub is es's entries of those experts, each on its slot.
+func roundSlots(es []entry, round []int32, base int, src func(m int, e int32) []byte) (writes [3][]compute.SlotWrite, sub []entry) {
+	slotOf := make(map[int32]int32, len(round))
+	for j, e := range round {
+		slotOf[e] = int32(base + j)
+		for m := range 3 {
+			writes[m] = append(writes[m], compute.SlotWrite{Slot: base + j, Data: src(m, e)})
+		}
+	}
 	for _, e := range es {
 		if s, ok := slotOf[e.expt]; ok {
 			e.id = s
 			sub = append(sub, e)
 		}
 	}
-	c.runOn(c.dev, dst, x, rg.st, ffn, sub, n)
-	return nil
+	return writes, sub
+}
+
+// srcOf gives a ring write's source: the expert's matrix from cold (the cold reader's
+// buffers of a round, may be nil) where it has the expert, else from its pinned slot or
+// the file.
+func (c *Cache) srcOf(L *layerCache, cold map[int32][3][]byte) func(m int, e int32) []byte {
+	return func(m int, e int32) []byte {
+		if b, ok := cold[e]; ok {
+			return b[m]
+		}
+		return c.bytesOf(L, m, int(e))
+	}
 }
 
 // readCold reads the round's cold experts with the cold reader (nil without one, or when it

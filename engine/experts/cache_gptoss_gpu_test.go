@@ -55,7 +55,9 @@ func TestCacheGptOssOnGPU(t *testing.T) {
 					t.Errorf("prompt %d: greedy tokens %v, want %v (all in VRAM)", i, g, want[i])
 				}
 			}
-			checkServed(t, c.Snapshot().Stats, tc)
+			st := c.Snapshot().Stats
+			checkServed(t, st, tc)
+			checkOverlapped(t, tc, st)
 		})
 	}
 
@@ -76,7 +78,8 @@ func TestCacheGptOssOnGPU(t *testing.T) {
 				}
 				st := c.Snapshot().Stats
 				checkCopies(t, st, tc)
-				t.Logf("routed %v, pcie %d (copied %d), streamed %d, swaps %d", st.Routed, st.PCIe, st.PCIeCopies, st.Streamed, st.Swaps)
+				checkOverlapped(t, tc, st)
+				t.Logf("routed %v, pcie %d (copied %d), streamed %d (rounds overlapped %d), swaps %d", st.Routed, st.PCIe, st.PCIeCopies, st.Streamed, st.Overlapped, st.Swaps)
 			})
 		}
 	}

@@ -34,7 +34,7 @@ func gptOssSynth(t *testing.T) (*gguf.File, model.Hparams) {
 // ring (from pinned slots and the file, or read around the page cache), helper GPUs, and
 // swaps, each expert's bias rows following it.
 func gptOssTierCases() []tierCase {
-	return []tierCase{
+	return append([]tierCase{
 		{name: "some slots", vram: 0.4},
 		{name: "all slots", vram: 1},
 		{name: "some + pinned", vram: 0.3, pin: 0.3, hostPinned: true},
@@ -52,7 +52,7 @@ func gptOssTierCases() []tierCase {
 		{name: "helpers", vram: 0.3, helper: 0.4},
 		{name: "helpers + pinned + adaptive swaps", vram: 0.2, pin: 0.2, helper: 0.3, adapt: 2},
 		{name: "all on helpers, streamed batches", helper: 1, streamSlots: 3},
-	}
+	}, lapCases()...)
 }
 
 // TestCacheGptOssBiases: on a synthetic gpt-oss model, every placement of gptOssTierCases
@@ -77,19 +77,22 @@ func TestCacheGptOssBiases(t *testing.T) {
 	rank := neutralRank(sh)
 	for _, tc := range gptOssTierCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			dev := experts.HostDevice{Backend: cpu.New(cpu.Options{Threads: 2, FloatPath: true})}
+			hd := experts.HostDevice{Backend: cpu.New(cpu.Options{Threads: 2, FloatPath: true})}
 			host := cpu.New(cpu.Options{Threads: 2, FloatPath: true})
-			t.Cleanup(func() { dev.Close(); host.Close() })
+			t.Cleanup(func() { hd.Close(); host.Close() })
 			tiers := plan(sh, rank, tc.vram, tc.pin)
 			helperOf := withHelpers(sh, rank, tiers, tc)
 			arena := pinnedArena(t, f, sh, tiers, false)
-			c, net := loadCached(t, f, deviceFor(t, dev, tc, arena), host, tc, sh, tiers, rank, arena, helperOf)
+			dev, lap := deviceFor(t, hd, tc, arena)
+			c, net := loadCached(t, f, dev, host, tc, sh, tiers, rank, arena, helperOf)
 			for i, p := range prompts {
 				if _, _, g := modeltest.Greedy(t, net, p, gen, "f32", nil); !slices.Equal(g, want[i]) {
 					t.Errorf("prompt %d: greedy tokens %v, want %v (all on the backend)", i, g, want[i])
 				}
 			}
-			checkServed(t, c.Snapshot().Stats, tc)
+			st := c.Snapshot().Stats
+			checkServed(t, st, tc)
+			checkLap(t, tc, lap, st)
 		})
 	}
 }

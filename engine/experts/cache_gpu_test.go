@@ -71,7 +71,8 @@ func TestCacheOnGPU(t *testing.T) {
 				}
 				st := c.Snapshot().Stats
 				checkCopies(t, st, tc)
-				t.Logf("routed %v, pcie %d (copied %d), streamed %d, swaps %d", st.Routed, st.PCIe, st.PCIeCopies, st.Streamed, st.Swaps)
+				checkOverlapped(t, tc, st)
+				t.Logf("routed %v, pcie %d (copied %d), streamed %d (rounds overlapped %d), swaps %d", st.Routed, st.PCIe, st.PCIeCopies, st.Streamed, st.Overlapped, st.Swaps)
 			})
 		}
 	}

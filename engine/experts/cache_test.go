@@ -24,14 +24,15 @@ type tierCase struct {
 	pcieCopy    bool // PCIe experts are copied into the streaming ring (a device with WriteSlotsPinned)
 	adapt       int
 	streamSlots int
-	unbuffered  bool // fill the RAM arena with unbuffered reads (else through the mapping)
-	coldDirect  bool // batches read their cold experts with unbuffered reads
-	hostPinned  bool // the device does not map the pinned experts (the CPU runs them all)
-	helperRows  int  // tokens a helper's results come back for at once (0: a whole batch)
+	unbuffered  bool    // fill the RAM arena with unbuffered reads (else through the mapping)
+	coldDirect  bool    // batches read their cold experts with unbuffered reads
+	hostPinned  bool    // the device does not map the pinned experts (the CPU runs them all)
+	helperRows  int     // tokens a helper's results come back for at once (0: a whole batch)
+	lap         lapMode // the CPU stand-in device queues slot writes beside its kernels (ringlap_test.go)
 }
 
 func tierCases() []tierCase {
-	return []tierCase{
+	return append([]tierCase{
 		{name: "no slots", vram: 0},
 		{name: "some slots", vram: 0.4},
 		{name: "all slots", vram: 1},
@@ -53,7 +54,7 @@ func tierCases() []tierCase {
 		{name: "all on helpers, streamed batches", helper: 1, streamSlots: 3},
 		{name: "helpers, results in rounds of 3 tokens", vram: 0.3, helper: 0.4, helperRows: 3},
 		{name: "helpers, results one token at a time", vram: 0.2, pin: 0.2, helper: 0.3, helperRows: 1},
-	}
+	}, lapCases()...)
 }
 
 // withHelpers moves the helper share of rank, after the VRAM and pinned experts, to the
@@ -113,15 +114,16 @@ func TestCacheMatchesTransformers(t *testing.T) {
 		f, h := openVariant(t, filepath.Join(dir, v.File))
 		for _, tc := range tierCases() {
 			t.Run(name+"/"+tc.name, func(t *testing.T) {
-				dev := experts.HostDevice{Backend: cpu.New(cpu.Options{Threads: 2, FloatPath: true})}
+				hd := experts.HostDevice{Backend: cpu.New(cpu.Options{Threads: 2, FloatPath: true})}
 				host := cpu.New(cpu.Options{Threads: 2, FloatPath: true})
-				t.Cleanup(func() { dev.Close(); host.Close() })
+				t.Cleanup(func() { hd.Close(); host.Close() })
 				sh := experts.Shape{Layers: h.Layers, Experts: h.Experts}
 				rank := neutralRank(sh)
 				tiers := plan(sh, rank, tc.vram, tc.pin)
 				helperOf := withHelpers(sh, rank, tiers, tc)
 				arena := pinnedArena(t, f, sh, tiers, tc.unbuffered)
-				c, net := loadCached(t, f, deviceFor(t, dev, tc, arena), host, tc, sh, tiers, rank, arena, helperOf)
+				dev, lap := deviceFor(t, hd, tc, arena)
+				c, net := loadCached(t, f, dev, host, tc, sh, tiers, rank, arena, helperOf)
 				for _, p := range v.Prompts {
 					pl, gl, gen := modeltest.Greedy(t, net, p.Tokens, len(p.Generated), "f32", nil)
 					dp := modeltest.MaxAbsDiff(pl, modeltest.ReadF32(t, filepath.Join(dir, p.Files["logits"].File)))
@@ -177,7 +179,8 @@ func TestCacheMatchesTransformers(t *testing.T) {
 				}
 				checkCopies(t, st, tc)
 				checkDecodeHost(t, st, v.Prompts, st.PCIeShare)
-				t.Logf("routed %v, pcie %d (copied %d), streamed %d, swaps %d", st.Routed, st.PCIe, st.PCIeCopies, st.Streamed, st.Swaps)
+				checkLap(t, tc, lap, st)
+				t.Logf("routed %v, pcie %d (copied %d), streamed %d (rounds overlapped %d), swaps %d", st.Routed, st.PCIe, st.PCIeCopies, st.Streamed, st.Overlapped, st.Swaps)
 			})
 		}
 	}

@@ -130,9 +130,10 @@ func (c *Cache) ringFFN(L *layerCache, rg *ring) *compute.ExpertFFN {
 	return ffn
 }
 
-// writeRingBias copies the bias rows of the round's experts (ring slot j holds round[j])
-// into the ring's bias stacks; work queued afterwards sees them, as it does the matrices.
-func (c *Cache) writeRingBias(L *layerCache, rg *ring, round []int32) error {
+// writeRingBias copies the bias rows of the round's experts (ring slot base+j holds
+// round[j]) into the ring's bias stacks; work queued afterwards sees them, as it does the
+// matrices.
+func (c *Cache) writeRingBias(L *layerCache, rg *ring, round []int32, base int) error {
 	for m, s := range L.ffn.bias {
 		if s.Data == nil {
 			continue
@@ -143,7 +144,7 @@ func (c *Cache) writeRingBias(L *layerCache, rg *ring, round []int32) error {
 		per := len(s.Data) / s.Experts
 		writes := make([]compute.SlotWrite, len(round))
 		for j, e := range round {
-			writes[j] = compute.SlotWrite{Slot: j, Data: s.Data[int(e)*per : (int(e)+1)*per]}
+			writes[j] = compute.SlotWrite{Slot: base + j, Data: s.Data[int(e)*per : (int(e)+1)*per]}
 		}
 		if err := c.dev.WriteSlots(rg.bias[m], writes); err != nil {
 			return fmt.Errorf("experts: bias %s into the streaming ring: %w", s.Name, err)

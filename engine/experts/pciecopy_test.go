@@ -91,13 +91,14 @@ func (p *pinnedCopier) passed() {
 	p.flying = p.flying[:0]
 }
 
-// deviceFor is the stand-in device a case runs on: dev, or dev with WriteSlotsPinned for the
-// cases that copy PCIe experts into the ring.
-func deviceFor(t testing.TB, dev experts.HostDevice, tc tierCase, a *experts.Arena) experts.Device {
+// deviceFor is the stand-in device a case runs on: dev with WriteSlotsPinned for the cases
+// that copy PCIe experts into the ring, else lapStandIn's (dev, or the lap device for the
+// lap cases, returned too for checkLap). No case sets both pcieCopy and lap.
+func deviceFor(t testing.TB, dev experts.HostDevice, tc tierCase, a *experts.Arena) (experts.Device, *lapDevice) {
 	if tc.pcieCopy {
-		return newPinnedCopier(t, dev, a)
+		return newPinnedCopier(t, dev, a), nil
 	}
-	return dev
+	return lapStandIn(t, tc, dev, a)
 }
 
 // checkCopies fails unless experts were copied into the ring exactly when tc asks for it:

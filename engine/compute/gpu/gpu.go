@@ -81,6 +81,8 @@ type Backend struct {
 	// directDone marks the end of WriteSlots' copies straight from registered memory,
 	// waited for before it returns (created at the first; destroyed at Close).
 	directDone *cuda.Event
+	// lap is the copy stream of WriteSlotsAsync and its events (created at the first).
+	lap copyLane
 	// the staging ring's shape (SetStaging)
 	stagingBufs, stagingBufBytes int
 
@@ -321,7 +323,8 @@ func (b *Backend) Close() error {
 	if b.stage != nil {
 		errs = append(errs, b.s.Synchronize(), b.stage.close())
 	}
-	errs = append(errs, b.s.Synchronize(), b.directDone.Destroy())
+	// The copy stream may read registered memory: done before it is unregistered below.
+	errs = append(errs, b.s.Synchronize(), b.directDone.Destroy(), b.lap.close())
 	for _, hb := range b.hostBufs {
 		errs = append(errs, hb.Free())
 	}

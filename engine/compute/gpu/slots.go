@@ -114,8 +114,12 @@ func (b *Backend) WriteSlots(wt compute.Weight, writes []compute.SlotWrite) erro
 	}
 	if w.host != nil {
 		b.step.brk()
-		// The GPU may be reading the old contents: wait before overwriting them.
+		// The GPU may be reading the old contents, and the copy stream may be reading them
+		// as sources of WriteSlotsAsync: wait for both before overwriting them.
 		if err := b.s.Synchronize(); err != nil {
+			return fmt.Errorf("gpu: %s: %w", w.name, err)
+		}
+		if err := b.lap.sync(); err != nil {
 			return fmt.Errorf("gpu: %s: %w", w.name, err)
 		}
 		parallelEach(len(writes), func(i int) {
@@ -139,6 +143,10 @@ func (b *Backend) WriteSlots(wt compute.Weight, writes []compute.SlotWrite) erro
 	}
 	b.step.brk()
 	b.q8.drop()
+	// Asynchronous copies not yet waited for may write the same slots: these come after.
+	if err := b.afterCopies(); err != nil {
+		return err
+	}
 	queued, err := b.copyDirect(w, direct)
 	if err == nil && st != nil {
 		err = st.upload(w.name, w.p, w.stride, staged)
@@ -154,7 +162,8 @@ func (b *Backend) WriteSlots(wt compute.Weight, writes []compute.SlotWrite) erro
 // (every source must lie in it) and returns without waiting for them, so the host works
 // while they run: kernels queued afterwards see the new contents, but the sources must
 // stay untouched until the stream has passed the copies (a Synchronize, or WriteSlots into
-// a host stack, which synchronizes first).
+// a host stack, which synchronizes first). They go on the compute stream, after any
+// WriteSlotsAsync copies whose wait is not queued yet, as WriteSlots' do.
 func (b *Backend) WriteSlotsPinned(wt compute.Weight, writes []compute.SlotWrite) error {
 	w, err := slotWrites(wt, writes)
 	if err != nil {
@@ -170,7 +179,11 @@ func (b *Backend) WriteSlotsPinned(wt compute.Weight, writes []compute.SlotWrite
 	}
 	b.step.brk()
 	b.q8.drop()
-	if err := b.queueDMA(w, writes); err != nil {
+	// Asynchronous copies not yet waited for may write the same slots: these come after.
+	if err := b.afterCopies(); err != nil {
+		return err
+	}
+	if err := b.queueDMA(b.s, w, writes); err != nil {
 		return fmt.Errorf("gpu: %s: pinned copies: %w", w.name, err)
 	}
 	return nil
@@ -204,7 +217,7 @@ func (b *Backend) copyDirect(w *Weight, writes []compute.SlotWrite) (bool, error
 		}
 		b.directDone = ev
 	}
-	err := b.queueDMA(w, writes)
+	err := b.queueDMA(b.s, w, writes)
 	if err == nil {
 		err = b.directDone.Record(b.s)
 	}
@@ -215,12 +228,12 @@ func (b *Backend) copyDirect(w *Weight, writes []compute.SlotWrite) (bool, error
 	return true, nil
 }
 
-// queueDMA queues one host-to-device copy a write into w's slots. The sources must be
-// page-locked (registered) host memory: the copy engine then reads them by DMA after the
+// queueDMA queues on st one host-to-device copy a write into w's slots. The sources must
+// be page-locked (registered) host memory: the copy engine then reads them by DMA after the
 // call returns, and no CPU copies a byte.
-func (b *Backend) queueDMA(w *Weight, writes []compute.SlotWrite) error {
+func (b *Backend) queueDMA(st *cuda.Stream, w *Weight, writes []compute.SlotWrite) error {
 	for _, s := range writes {
-		if err := b.s.CopyToDevice(w.p.Add(s.Slot*w.stride), unsafe.Pointer(unsafe.SliceData(s.Data)), len(s.Data)); err != nil {
+		if err := st.CopyToDevice(w.p.Add(s.Slot*w.stride), unsafe.Pointer(unsafe.SliceData(s.Data)), len(s.Data)); err != nil {
 			return fmt.Errorf("slot %d: %w", s.Slot, err)
 		}
 	}
@@ -389,6 +402,9 @@ func (b *Backend) ReadSlot(wt compute.Weight, slot int) ([]byte, error) {
 		return nil, fmt.Errorf("gpu: read slot %d of %v", slot, wt)
 	}
 	b.step.brk()
+	if err := b.afterCopies(); err != nil {
+		return nil, err
+	}
 	out := make([]byte, w.expertBytes())
 	if err := cuda.Download(b.s, out, w.p.Add(slot*w.stride)); err != nil {
 		return nil, fmt.Errorf("gpu: %s: read slot %d: %w", w.name, slot, err)
@@ -397,10 +413,13 @@ func (b *Backend) ReadSlot(wt compute.Weight, slot int) ([]byte, error) {
 }
 
 // Synchronize launches the ops held for a graph and waits until the device has run
-// everything queued so far.
+// everything queued so far, the copies of WriteSlotsAsync too.
 func (b *Backend) Synchronize() error {
 	b.step.brk()
 	if err := b.s.Synchronize(); err != nil {
+		return fmt.Errorf("gpu: %s: %w", b.info.Name, err)
+	}
+	if err := b.lap.sync(); err != nil {
 		return fmt.Errorf("gpu: %s: %w", b.info.Name, err)
 	}
 	return nil
