@@ -39,6 +39,13 @@ func AdviseWillNeed(b []byte) error { return madvise(b, unix.MADV_WILLNEED, "wil
 // again from the file (or the page cache) on the next touch.
 func AdviseDontNeed(b []byte) error { return madvise(b, unix.MADV_DONTNEED, "dont-need") }
 
+// AdviseHugePages asks for b's anonymous pages in 2 MiB transparent huge pages
+// (MADV_HUGEPAGE), which most distributions grant only on request ("madvise" mode): the
+// first touch of each faults in 512 times fewer pages, and the CPU, reading experts of a few
+// MB each from random places in a large arena, misses the TLB far less. Kernels without
+// transparent huge pages refuse it (EINVAL); it is advice, so callers may ignore that.
+func AdviseHugePages(b []byte) error { return madvise(b, unix.MADV_HUGEPAGE, "huge pages") }
+
 // PopulateRead maps b's pages of a file mapping into the process now, reading the ones the
 // page cache lacks (MADV_POPULATE_READ, Linux 5.14), so later reads take no page faults. It
 // reports errors.ErrUnsupported on older kernels.

@@ -123,3 +123,50 @@ func mappingRSS(t *testing.T, m []byte) int64 {
 	t.Fatalf("no mapping at %s in smaps", start)
 	return 0
 }
+
+// AdviseHugePages marks the mapping for transparent huge pages: /proc/self/smaps lists the
+// advice as the "hg" flag of the mapping that holds the memory (whether 2 MiB pages are free
+// to back it is up to the kernel, so the test checks the advice, not the pages).
+func TestAdviseHugePagesMarksMapping(t *testing.T) {
+	if b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil || strings.Contains(string(b), "[never]") {
+		t.Skipf("transparent huge pages are off here (%q, %v)", b, err)
+	}
+	const size = 8 << 20
+	b, err := AlignedAlloc(size, 2<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer FreeAligned(b)
+	at := uintptr(unsafe.Pointer(&b[0]))
+	if flags := vmFlagsAt(t, at); strings.Contains(flags, " hg") {
+		t.Fatalf("fresh memory already advised: %q", flags)
+	}
+	if err := AdviseHugePages(b); err != nil {
+		t.Fatal(err)
+	}
+	if flags := vmFlagsAt(t, at); !strings.Contains(flags, " hg") {
+		t.Errorf("VmFlags of the mapping at %#x = %q, want the hg (huge page) advice", at, flags)
+	}
+}
+
+// vmFlagsAt returns the VmFlags line of the /proc/self/smaps mapping that holds address at.
+func vmFlagsAt(t *testing.T, at uintptr) string {
+	t.Helper()
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no /proc/self/smaps: %v", err)
+	}
+	inside := false
+	for _, line := range strings.Split(string(smaps), "\n") {
+		var lo, hi uintptr
+		if n, _ := fmt.Sscanf(line, "%x-%x ", &lo, &hi); n == 2 {
+			inside = at >= lo && at < hi
+			continue
+		}
+		if inside && strings.HasPrefix(line, "VmFlags:") {
+			return line
+		}
+	}
+	t.Fatalf("no mapping in /proc/self/smaps holds %#x", at)
+	return ""
+}

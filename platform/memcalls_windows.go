@@ -74,6 +74,11 @@ func AdviseWillNeed(b []byte) error {
 	return nil
 }
 
+// AdviseHugePages does nothing: Windows gives large pages only to memory allocated with
+// MEM_LARGE_PAGES by a process holding SeLockMemoryPrivilege, which an ordinary user's
+// process lacks, and never to memory that exists already.
+func AdviseHugePages([]byte) error { return nil }
+
 // PopulateRead reports errors.ErrUnsupported: Windows has no call that maps a view's pages
 // into the working set without touching them (PrefetchVirtualMemory only reads them into
 // the file cache), so callers touch them.

@@ -228,6 +228,10 @@ func newArena(l *Layout, ids []ID) (*Arena, error) {
 	switch {
 	case err == nil:
 		a.mem, a.aligned = mem, true
+		// Before the fill touches a page: faulting 2 MiB pages in takes a fraction of the
+		// time 4 KiB ones do, and the CPU's misses read a few MB at random places of it.
+		// Only advice: where the kernel has no huge pages the arena works as before.
+		_ = platform.AdviseHugePages(mem)
 	case errors.Is(err, errors.ErrUnsupported):
 		a.mem = make([]byte, n) // systems without aligned allocation: plain memory
 	default:
