@@ -165,17 +165,9 @@ func (b *Backend) WriteSlots(wt compute.Weight, writes []compute.SlotWrite) erro
 // a host stack, which synchronizes first). They go on the compute stream, after any
 // WriteSlotsAsync copies whose wait is not queued yet, as WriteSlots' do.
 func (b *Backend) WriteSlotsPinned(wt compute.Weight, writes []compute.SlotWrite) error {
-	w, err := slotWrites(wt, writes)
+	w, err := b.registeredWrites(wt, writes)
 	if err != nil {
 		return err
-	}
-	if w.host != nil {
-		return fmt.Errorf("gpu: %s: pinned copies go into VRAM slots, not a host stack", w.name)
-	}
-	for _, s := range writes {
-		if _, ok := b.registeredView(s.Data); !ok {
-			return fmt.Errorf("gpu: %s: the source of slot %d (%p) is not in registered host memory", w.name, s.Slot, unsafe.SliceData(s.Data))
-		}
 	}
 	b.step.brk()
 	b.q8.drop()
@@ -187,6 +179,25 @@ func (b *Backend) WriteSlotsPinned(wt compute.Weight, writes []compute.SlotWrite
 		return fmt.Errorf("gpu: %s: pinned copies: %w", w.name, err)
 	}
 	return nil
+}
+
+// registeredWrites checks writes as slotWrites does, and that they go into VRAM slots from
+// sources in registered host memory: the copies that run without the host waiting
+// (WriteSlotsPinned, WriteSlotsAsync) read the sources by DMA after the call returns.
+func (b *Backend) registeredWrites(wt compute.Weight, writes []compute.SlotWrite) (*Weight, error) {
+	w, err := slotWrites(wt, writes)
+	if err != nil {
+		return nil, err
+	}
+	if w.host != nil {
+		return nil, fmt.Errorf("gpu: %s: copies by DMA go into VRAM slots, not a host stack", w.name)
+	}
+	for _, s := range writes {
+		if _, ok := b.registeredView(s.Data); !ok {
+			return nil, fmt.Errorf("gpu: %s: the source of slot %d (%p) is not in registered host memory", w.name, s.Slot, unsafe.SliceData(s.Data))
+		}
+	}
+	return w, nil
 }
 
 // slotWrites checks that writes fit the slots of wt and returns it as a GPU weight.

@@ -3,7 +3,6 @@ package gpu
 import (
 	"errors"
 	"fmt"
-	"unsafe"
 
 	"strata/cuda"
 	"strata/engine/compute"
@@ -40,17 +39,9 @@ type copyLane struct {
 // before queueing the kernels that read the slots. On an error no copy of the call is left
 // running, so the caller may fall back to WriteSlots.
 func (b *Backend) WriteSlotsAsync(wt compute.Weight, writes []compute.SlotWrite) (wait func() error, err error) {
-	w, err := slotWrites(wt, writes)
+	w, err := b.registeredWrites(wt, writes)
 	if err != nil {
 		return nil, err
-	}
-	if w.host != nil {
-		return nil, fmt.Errorf("gpu: %s: asynchronous writes go into VRAM slots, these are in host memory", w.name)
-	}
-	for _, s := range writes {
-		if _, ok := b.registeredView(s.Data); !ok {
-			return nil, fmt.Errorf("gpu: %s: slot %d: the source at %p is not in registered host memory", w.name, s.Slot, unsafe.SliceData(s.Data))
-		}
 	}
 	done, err := b.lap.event(b.ctx)
 	if err != nil {
