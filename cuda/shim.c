@@ -90,6 +90,8 @@ int strata_cu_open(strata_cu *d, char *err, int errlen) {
 	// Optional symbols: a driver without them still runs everything but NewOwnContext.
 	*(void **)(&d->cuCtxCreate) = lib_sym(d->lib, "cuCtxCreate_v2");
 	*(void **)(&d->cuCtxDestroy) = lib_sym(d->lib, "cuCtxDestroy_v2");
+	// Optional: without it the host finishes work before it queues what depends on it.
+	*(void **)(&d->cuStreamWaitValue32) = lib_sym(d->lib, "cuStreamWaitValue32_v2");
 	return 0;
 }
 

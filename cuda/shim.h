@@ -33,6 +33,8 @@ typedef struct {
 	// Optional (NULL when the driver lacks them): a context of its own, beside the primary one.
 	CUresult (*cuCtxCreate)(CUcontext *, unsigned int, CUdevice);
 	CUresult (*cuCtxDestroy)(CUcontext);
+	// Optional: a stream that waits for a 32-bit value in memory (cuStreamWaitValue32_v2).
+	CUresult (*cuStreamWaitValue32)(CUstream, CUdeviceptr, uint32_t, unsigned int);
 	CUresult (*cuCtxSynchronize)(void);
 	CUresult (*cuMemGetInfo)(size_t *, size_t *);
 	CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);

@@ -19,6 +19,11 @@ static CUresult s_stream_wait(strata_cu *d, CUcontext c, CUstream s, CUevent e) 
 	CUresult r = d->cuCtxSetCurrent(c); if (r) return r;
 	return d->cuStreamWaitEvent(s, e, 0);
 }
+static CUresult s_wait_value(strata_cu *d, CUcontext c, CUstream s, CUdeviceptr addr, uint32_t v) {
+	if (!d->cuStreamWaitValue32) return 500; // CUDA_ERROR_NOT_FOUND
+	CUresult r = d->cuCtxSetCurrent(c); if (r) return r;
+	return d->cuStreamWaitValue32(s, addr, v, 0); // CU_STREAM_WAIT_VALUE_GEQ
+}
 static CUresult s_htod(strata_cu *d, CUcontext c, CUdeviceptr dst, uintptr_t src, size_t n, CUstream s) {
 	CUresult r = d->cuCtxSetCurrent(c); if (r) return r;
 	return d->cuMemcpyHtoDAsync(dst, (const void *)src, n, s);
@@ -104,6 +109,17 @@ func (s *Stream) Synchronize() error {
 // Wait makes later work on s wait for e.
 func (s *Stream) Wait(e *Event) error {
 	return s.c.d.check(C.s_stream_wait(s.c.d.api, s.c.ctx, s.s, e.e), "cuStreamWaitEvent")
+}
+
+// CanWaitValue says whether the driver has cuStreamWaitValue32_v2 (WaitValue).
+func (s *Stream) CanWaitValue() bool { return s.c.d.api.cuStreamWaitValue32 != nil }
+
+// WaitValue makes later work on s wait until the 32-bit word at addr (a device view, such as
+// a HostBuffer's Dev) reaches v, compared cyclically: (int32)(word - v) >= 0. Nothing else
+// orders the host's write of that word with the stream, so the host must always write it:
+// a wait never satisfied hangs every later Synchronize.
+func (s *Stream) WaitValue(addr DevicePtr, v uint32) error {
+	return s.c.d.check(C.s_wait_value(s.c.d.api, s.c.ctx, s.s, C.CUdeviceptr(addr), C.uint32_t(v)), "cuStreamWaitValue32(%#x, %d)", uint64(addr), v)
 }
 
 // CopyToDevice copies n bytes from host memory at src to dst. With pageable memory

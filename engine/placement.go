@@ -224,6 +224,10 @@ func detectWSL() platform.WSL {
 // experiment to A/B against the in-place reads before it becomes the default.
 const pcieCopyEnv = "STRATA_PCIE_COPY"
 
+// asyncMissesEnv, set to 0, makes a tiered decode finish each layer's CPU misses before it
+// queues the next layer (experts.CacheConfig.AsyncMisses off), for A/B runs.
+const asyncMissesEnv = "STRATA_ASYNC_MISSES"
+
 // helpersOnMainEnv, set to 1, opens the helper GPUs on the main card's ordinal, each in a
 // context of its own (cuCtxCreate) beside the main card's primary one. It exists for tests:
 // one GPU then runs the helper path as two cards would.
@@ -391,6 +395,7 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 	cc := experts.CacheConfig{
 		Shape: s, Tier: plan.Tier, Rank: plan.Rank,
 		PCIeFrac: max(cfg.PCIeFrac, 0), AdaptEvery: adaptEvery(cfg, onGPU), PCIeCopy: os.Getenv(pcieCopyEnv) == "1",
+		AsyncMisses: os.Getenv(asyncMissesEnv) != "0",
 		StreamSlots: ring, StreamMinTokens: streamMinTokens,
 		Helpers: helpers, HelperOf: plan.HelperOf(), HelperRows: helperRows,
 	}

@@ -115,6 +115,15 @@ type Routes struct {
 	Dev any
 }
 
+// LateRows are rows of page-locked host memory that a device copies from only once the
+// host calls Ready: the copy is queued before the host has filled them (the GPU backend's
+// LateRows and WriteLate), so the device work after it is queued too.
+type LateRows struct {
+	Rows  []float32
+	Ready func()
+	Dev   any // the backend's own handle
+}
+
 // Backend runs the operations. Activations are row-major [n x dim] Bufs. Every method that
 // can fail on bad input returns an error naming the tensor; arithmetic ops assume the model
 // checked shapes at load.

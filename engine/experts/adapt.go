@@ -31,6 +31,7 @@ const (
 // adapt runs one pass of adaptive swaps over every layer with VRAM slots, then decays the
 // counts and starts counting tokens again.
 func (c *Cache) adapt() {
+	c.waitMisses() // they read the arena that swaps rewrite
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for l, L := range c.lays {

@@ -69,6 +69,9 @@ type CacheConfig struct {
 	// of the kernels reading them in place over PCIe in small, latency-bound pieces; a step
 	// whose experts the ring cannot hold (or a layer without a ring) reads in place.
 	PCIeCopy bool
+	// AsyncMisses computes a decode layer's CPU misses on a goroutine while the host queues
+	// the next layer, on a device whose stream can wait for them (latemisses.go).
+	AsyncMisses bool
 	// AdaptEvery is the number of tokens between adaptive swaps; 0 = never.
 	AdaptEvery int
 	// StreamSlots is the size of the ring that batches stream non-VRAM experts through;
@@ -140,6 +143,9 @@ type Cache struct {
 	hostX, hostOut compute.Buf // host activations for misses
 	devOut         compute.Buf // their sum, uploaded
 	hostXs         []float32
+	// misses waits for the CPU misses started by startMisses (nil: none running). Only
+	// moe's goroutine starts and waits for them.
+	misses func()
 
 	helperX, helperOut [2]compute.Buf // each helper's copy of the input and its results
 	helperDevOut       [2]compute.Buf // those results on the main device
@@ -538,6 +544,7 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 	}
 	L := c.lays[l]
 	n, K, H := r.N, r.K, L.file[0].Cols
+	c.waitMisses()
 	// A decode step whose layer has experts off the main device reads its input first: the
 	// Read brings the routes with it, one wait instead of two (the routes', then x's).
 	early := n == 1 && c.servedOff(l)
@@ -628,6 +635,11 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 		// host its misses.
 		c.sendToHelpers(L, helper, n, H)
 	}
+	// Misses computed ahead start first, so the pool works while the device work is queued.
+	var late *compute.LateRows
+	if onHost && c.missesAhead(l, n, onHelpers) {
+		late = c.startMisses(L, pinCPU, cold, n, H)
+	}
 	c.runOn(c.dev, dst, x, L.vram, L.ffn.vram, vram, n)
 	if !c.pcieCopy(L, dst, x, pcie, n) {
 		c.runOn(c.dev, dst, x, L.pinDev, L.ffn.pinDev, pcie, n)
@@ -635,7 +647,10 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 	if len(streamed) > 0 {
 		c.stream(L, dst, x, streamed, n)
 	}
-	if onHost {
+	switch {
+	case late != nil:
+		c.addLate(dst, late, n, H)
+	case onHost:
 		c.dev.Flush()
 		c.cpuMisses(L, dst, pinCPU, cold, n, H)
 	}
@@ -738,12 +753,7 @@ func (c *Cache) runOn(b compute.Backend, dst, x compute.Buf, st [3]compute.Weigh
 func (c *Cache) cpuMisses(L *layerCache, dst compute.Buf, pinCPU, cold []entry, n, H int) {
 	t1 := time.Now()
 	xs := c.hostXs[:n*H]
-	c.host.Write(c.hostX, xs)
-	clear(xs)
-	c.host.Write(c.hostOut, xs)
-	c.runOn(c.host, c.hostOut, c.hostX, L.pinCPU, L.ffn.pinned, pinCPU, n)
-	c.runOn(c.host, c.hostOut, c.hostX, L.fileCPU, L.ffn.file, cold, n)
-	c.host.Read(c.hostOut, xs)
+	c.hostMisses(L, xs, pinCPU, cold, n, H)
 	t2 := time.Now()
 	c.dev.Write(c.devOut, xs)
 	c.dev.Add(dst, c.devOut, n*H)
@@ -751,6 +761,17 @@ func (c *Cache) cpuMisses(L *layerCache, dst compute.Buf, pinCPU, cold []entry, 
 	c.mu.Lock()
 	c.addHost(n, func(h *HostTime) { h.CPUMisses += t2.Sub(t1); h.Uploads += up })
 	c.mu.Unlock()
+}
+
+// hostMisses computes the pinned and cold misses on the host pool into out (n*H floats;
+// it may be hostXs itself, which holds x).
+func (c *Cache) hostMisses(L *layerCache, out []float32, pinCPU, cold []entry, n, H int) {
+	c.host.Write(c.hostX, c.hostXs[:n*H])
+	clear(out)
+	c.host.Write(c.hostOut, out)
+	c.runOn(c.host, c.hostOut, c.hostX, L.pinCPU, L.ffn.pinned, pinCPU, n)
+	c.runOn(c.host, c.hostOut, c.hostX, L.fileCPU, L.ffn.file, cold, n)
+	c.host.Read(c.hostOut, out)
 }
 
 // allocHelperRows gives helper h its result rows for a hidden size of H (once; every

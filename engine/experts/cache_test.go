@@ -29,6 +29,7 @@ type tierCase struct {
 	hostPinned  bool    // the device does not map the pinned experts (the CPU runs them all)
 	helperRows  int     // tokens a helper's results come back for at once (0: a whole batch)
 	lap         lapMode // the CPU stand-in device queues slot writes beside its kernels (ringlap_test.go)
+	asyncMisses bool    // decode misses computed while the next layer is queued (latemisses_test.go)
 }
 
 func tierCases() []tierCase {
@@ -54,7 +55,7 @@ func tierCases() []tierCase {
 		{name: "all on helpers, streamed batches", helper: 1, streamSlots: 3},
 		{name: "helpers, results in rounds of 3 tokens", vram: 0.3, helper: 0.4, helperRows: 3},
 		{name: "helpers, results one token at a time", vram: 0.2, pin: 0.2, helper: 0.3, helperRows: 1},
-	}, lapCases()...)
+	}, append(lapCases(), lateCases()...)...)
 }
 
 // withHelpers moves the helper share of rank, after the VRAM and pinned experts, to the
@@ -180,6 +181,7 @@ func TestCacheMatchesTransformers(t *testing.T) {
 				checkCopies(t, st, tc)
 				checkDecodeHost(t, st, v.Prompts, st.PCIeShare)
 				checkLap(t, tc, lap, st)
+				checkLate(t, tc, dev, st)
 				t.Logf("routed %v, pcie %d (copied %d), streamed %d (rounds overlapped %d), swaps %d", st.Routed, st.PCIe, st.PCIeCopies, st.Streamed, st.Overlapped, st.Swaps)
 			})
 		}
@@ -247,7 +249,7 @@ func loadCached(t *testing.T, f *gguf.File, dev experts.Device, host *cpu.Backen
 	t.Helper()
 	cc := experts.CacheConfig{
 		Shape: sh, Tier: tiers, Rank: rank,
-		PCIeFrac: tc.pcie, PCIeAuto: tc.pcieAuto, PCIeCopy: tc.pcieCopy, AdaptEvery: tc.adapt, StreamSlots: tc.streamSlots, StreamMinTokens: 2,
+		PCIeFrac: tc.pcie, PCIeAuto: tc.pcieAuto, PCIeCopy: tc.pcieCopy, AsyncMisses: tc.asyncMisses, AdaptEvery: tc.adapt, StreamSlots: tc.streamSlots, StreamMinTokens: 2,
 		Pinned: arena, PinnedMapped: !tc.hostPinned,
 	}
 	if helperOf != nil {

@@ -93,10 +93,13 @@ func (p *pinnedCopier) passed() {
 
 // deviceFor is the stand-in device a case runs on: dev with WriteSlotsPinned for the cases
 // that copy PCIe experts into the ring, else lapStandIn's (dev, or the lap device for the
-// lap cases, returned too for checkLap). No case sets both pcieCopy and lap.
+// lap cases, returned too for checkLap). No case sets two of pcieCopy, lap and asyncMisses; asyncMisses runs on the late device (latemisses_test.go).
 func deviceFor(t testing.TB, dev experts.HostDevice, tc tierCase, a *experts.Arena) (experts.Device, *lapDevice) {
 	if tc.pcieCopy {
 		return newPinnedCopier(t, dev, a), nil
+	}
+	if tc.asyncMisses {
+		return &lateDevice{HostDevice: dev}, nil
 	}
 	return lapStandIn(t, tc, dev, a)
 }

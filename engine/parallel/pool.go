@@ -221,6 +221,46 @@ func (p *Pool) For(n, grain int, fn func(lo, hi int)) {
 	p.cur.CompareAndSwap(t, nil) // let the finished task (and what fn holds) be collected
 }
 
+// Go starts fn on one of the pool's workers and returns at once; wait blocks until fn has
+// returned. fn may call For, whose chunks the other workers join. While it waits, wait runs
+// chunks of the pool's tasks too (fn itself if no worker has taken it yet), so the caller's
+// core keeps working; it blocks only after idleSpin without a task to join. Spinning
+// workers take fn within microseconds, where a new goroutine would wait for a P that they
+// hold. In a pool of one, or after Close, fn runs before Go returns. Call wait once.
+func (p *Pool) Go(fn func()) (wait func()) {
+	if p.n == 1 || p.closed.Load() {
+		fn()
+		return func() {}
+	}
+	job := &task{fn: func(int, int) { fn() }, n: 1, size: 1, chunks: 1, done: make(chan struct{})}
+	job.left.Store(1)
+	p.cur.Store(job)
+	if p.parked.Load() > 0 {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+	return func() {
+		var seen *task
+		y := yielder{last: time.Duration(p.yield.Load())}
+		for job.left.Load() != 0 {
+			if t := p.cur.Load(); t != nil && t != seen {
+				seen = t
+				t.run(p, &y)
+				continue
+			}
+			if !poll(idleSpin, func() bool {
+				t := p.cur.Load()
+				return job.left.Load() == 0 || (t != nil && t != seen)
+			}) {
+				<-job.done
+			}
+		}
+		p.cur.CompareAndSwap(job, nil)
+	}
+}
+
 // Close stops the workers after the work in flight. For still works afterwards, serially.
 // Close must not race with For calls on other goroutines.
 func (p *Pool) Close() {

@@ -205,3 +205,94 @@ func TestPoll(t *testing.T) {
 		t.Fatal("poll gave up before its time")
 	}
 }
+
+// TestGoReturnsBeforeFn: fn runs on a worker, so Go returns while fn still waits for the
+// caller, spinning or parked before; fn's For covers every index, and wait returns after
+// fn.
+func TestGoReturnsBeforeFn(t *testing.T) {
+	p := NewPool(3)
+	defer p.Close()
+	for round := range 4 {
+		if round%2 == 1 {
+			time.Sleep(20 * time.Millisecond) // the workers park
+		}
+		release := make(chan struct{})
+		var seen [200]atomic.Int32
+		finished := false
+		wait := p.Go(func() {
+			select {
+			case <-release:
+			case <-time.After(5 * time.Second):
+				return // Go ran fn on the caller: the check below fails
+			}
+			p.For(len(seen), 3, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					seen[i].Add(1)
+				}
+			})
+			finished = true
+		})
+		close(release)
+		wait()
+		if !finished {
+			t.Fatalf("round %d: fn never saw the caller's release: it ran inside Go", round)
+		}
+		for i := range seen {
+			if n := seen[i].Load(); n != 1 {
+				t.Fatalf("round %d: index %d ran %d times", round, i, n)
+			}
+		}
+	}
+}
+
+// TestGoWaitJoins: in a pool of two, the worker that runs fn is the only one, so a For in
+// fn whose two chunks must run at the same time completes only if wait joins it.
+func TestGoWaitJoins(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	ok := make(chan bool, 2)
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	started := make(chan struct{})
+	wait := p.Go(func() {
+		p.For(2, 1, func(lo, hi int) {
+			if lo == 0 {
+				close(started) // the For is the pool's task now
+			}
+			arrived.Done()
+			done := make(chan struct{})
+			go func() { arrived.Wait(); close(done) }()
+			select {
+			case <-done:
+				ok <- true
+			case <-time.After(5 * time.Second):
+				ok <- false
+			}
+		})
+	})
+	select { // a worker holds fn, so the second chunk can only be the caller's
+	case <-started:
+	case <-time.After(5 * time.Second):
+		// The worker never took fn: wait runs it, and its For's second chunk waits for a
+		// worker that is free by then; the check below still needs both at once.
+	}
+	wait()
+	if first, second := <-ok, <-ok; !first || !second {
+		t.Fatal("fn's second chunk never ran beside the first: wait did not join")
+	}
+}
+
+// TestGoSerialPools: a pool of one, and a closed pool, run fn before Go returns.
+func TestGoSerialPools(t *testing.T) {
+	closed := NewPool(4)
+	closed.Close()
+	for _, p := range []*Pool{NewPool(1), closed} {
+		ran := false
+		wait := p.Go(func() { ran = true })
+		if !ran {
+			t.Errorf("pool of %d (closed %v): fn had not run when Go returned", p.Size(), p.closed.Load())
+		}
+		wait()
+		p.Close()
+	}
+}

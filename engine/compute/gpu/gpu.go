@@ -83,6 +83,8 @@ type Backend struct {
 	directDone *cuda.Event
 	// lap is the copy stream of WriteSlotsAsync and its events (created at the first).
 	lap copyLane
+	// late is LateRows' page-locked area (created at the first, freed at Close).
+	late *lateArea
 	// the staging ring's shape (SetStaging)
 	stagingBufs, stagingBufBytes int
 
@@ -331,7 +333,7 @@ func (b *Backend) Close() error {
 	for _, hb := range b.rows {
 		errs = append(errs, hb.Free())
 	}
-	errs = append(errs, b.s.Synchronize(), b.down.free(), b.up.free())
+	errs = append(errs, b.s.Synchronize(), b.down.free(), b.up.free(), b.late.free())
 	errs = append(errs, b.pin.Free(), b.s.Destroy(), b.k.Unload(), b.ctx.Close())
 	b.drv.Close()
 	return errors.Join(errs...)

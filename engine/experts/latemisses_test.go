@@ -1,0 +1,114 @@
+package experts_test
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"strata/engine/compute"
+	"strata/engine/experts"
+)
+
+// lateDevice is HostDevice with the GPU backend's late writes: WriteLate's copy is held
+// until the device's next op, which first waits for the rows' Ready and then copies what
+// they hold then, as the GPU's stream does at its wait. It counts the rows handed out,
+// made ready and written.
+type lateDevice struct {
+	experts.HostDevice
+	pending *lateCopy
+	handed  int
+	writes  int
+	readies atomic.Int64 // Ready runs on the cache's goroutine
+}
+
+type lateCopy struct {
+	dst   compute.Buf
+	rows  []float32
+	ready chan struct{}
+}
+
+func (d *lateDevice) LateRows(n int) (*compute.LateRows, error) {
+	if d.pending != nil {
+		return nil, errors.New("late device: new rows before the last late copy ran")
+	}
+	d.handed++
+	ready := make(chan struct{})
+	var once sync.Once
+	return &compute.LateRows{
+		Rows:  make([]float32, n),
+		Ready: func() { once.Do(func() { d.readies.Add(1); close(ready) }) },
+		Dev:   ready,
+	}, nil
+}
+
+func (d *lateDevice) WriteLate(dst compute.Buf, r *compute.LateRows) error {
+	d.writes++
+	d.pending = &lateCopy{dst: dst, rows: r.Rows, ready: r.Dev.(chan struct{})}
+	return nil
+}
+
+// reach is the stream arriving at the held copy: it waits for Ready, then copies.
+func (d *lateDevice) reach() {
+	if p := d.pending; p != nil {
+		d.pending = nil
+		<-p.ready
+		d.HostDevice.Write(p.dst, p.rows)
+	}
+}
+
+func (d *lateDevice) Add(dst, x compute.Buf, n int) {
+	d.reach()
+	d.HostDevice.Add(dst, x, n)
+}
+
+func (d *lateDevice) Read(src compute.Buf, dst []float32) {
+	d.reach()
+	d.HostDevice.Read(src, dst)
+}
+
+func (d *lateDevice) Write(dst compute.Buf, src []float32) {
+	d.reach()
+	d.HostDevice.Write(dst, src)
+}
+
+func (d *lateDevice) MoE(dst, x compute.Buf, gate, up, down compute.Weight, ffn *compute.ExpertFFN, r *compute.Routes) {
+	d.reach()
+	d.HostDevice.MoE(dst, x, gate, up, down, ffn, r)
+}
+
+func (d *lateDevice) WriteSlots(w compute.Weight, writes []compute.SlotWrite) error {
+	d.reach()
+	return d.HostDevice.WriteSlots(w, writes)
+}
+
+// lateCases are tier cases with AsyncMisses on the late device: pinned and cold misses,
+// cold only, a PCIe share beside them, and adaptive swaps (which rewrite the arena the
+// misses read).
+func lateCases() []tierCase {
+	return []tierCase{
+		{name: "misses ahead: some + pinned", vram: 0.3, pin: 0.3, asyncMisses: true},
+		{name: "misses ahead: cold only", vram: 0.4, asyncMisses: true},
+		{name: "misses ahead: resident, all pinned", pin: 1, asyncMisses: true},
+		{name: "misses ahead: some + pinned + pcie", vram: 0.3, pin: 0.4, pcie: 0.5, asyncMisses: true},
+		{name: "misses ahead: adaptive swaps", vram: 0.3, pin: 0.2, adapt: 2, asyncMisses: true},
+	}
+}
+
+// checkLate checks what a case's decode steps did with the late rows: every row handed out
+// was written and made ready, and a case with decode misses on the CPU used them.
+func checkLate(t *testing.T, tc tierCase, dev experts.Device, st experts.CacheStats) {
+	t.Helper()
+	d, ok := dev.(*lateDevice)
+	if !ok {
+		return
+	}
+	if r := int(d.readies.Load()); d.writes != d.handed || r != d.handed || d.pending != nil {
+		t.Errorf("late rows: %d handed out, %d written, %d made ready, one pending: %v", d.handed, d.writes, r, d.pending != nil)
+	}
+	cpuMisses := st.Decode[experts.TierCold] + st.Decode[experts.TierPinned] - st.PCIe
+	if cpuMisses > 0 && d.handed == 0 {
+		t.Errorf("%d decode misses on the CPU, none computed ahead", cpuMisses)
+	}
+	t.Logf("late rows: %d handed out for %d decode misses on the CPU", d.handed, cpuMisses)
+}
