@@ -146,6 +146,8 @@ type Cache struct {
 	// misses waits for the CPU misses started by startMisses (nil: none running). Only
 	// moe's goroutine starts and waits for them.
 	misses func()
+	// lateRefused: the device refused late rows once, so misses are no longer computed ahead.
+	lateRefused bool
 
 	helperX, helperOut [2]compute.Buf // each helper's copy of the input and its results
 	helperDevOut       [2]compute.Buf // those results on the main device

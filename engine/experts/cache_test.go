@@ -30,6 +30,7 @@ type tierCase struct {
 	helperRows  int     // tokens a helper's results come back for at once (0: a whole batch)
 	lap         lapMode // the CPU stand-in device queues slot writes beside its kernels (ringlap_test.go)
 	asyncMisses bool    // decode misses computed while the next layer is queued (latemisses_test.go)
+	lateRefused bool    // with asyncMisses, the device refuses late rows
 }
 
 func tierCases() []tierCase {

@@ -1,6 +1,7 @@
 package experts
 
 import (
+	"log/slog"
 	"time"
 
 	"strata/engine/compute"
@@ -27,7 +28,7 @@ type lateWriter interface {
 // millisecond; not a step's last layer, so that the step's errors and the adaptive swaps
 // after it see every miss done; and not with helpers, whose results wait on the host too.
 func (c *Cache) missesAhead(l, n int, onHelpers bool) bool {
-	if !c.cfg.AsyncMisses || n != 1 || onHelpers || l == c.sh.Layers-1 {
+	if !c.cfg.AsyncMisses || c.lateRefused || n != 1 || onHelpers || l == c.sh.Layers-1 {
 		return false
 	}
 	_, ok := c.dev.(lateWriter)
@@ -40,6 +41,10 @@ func (c *Cache) missesAhead(l, n int, onHelpers bool) bool {
 func (c *Cache) startMisses(L *layerCache, pinCPU, cold []entry, n, H int) *compute.LateRows {
 	rows, err := c.dev.(lateWriter).LateRows(n * H)
 	if err != nil {
+		// A driver without stream waits refuses every time: finish the misses first from
+		// now on, as without AsyncMisses.
+		c.lateRefused = true
+		slog.Warn("experts: CPU misses are computed before the next layer is queued", "err", err)
 		return nil
 	}
 	// On a worker of the host pool, not a goroutine of its own: the pool's workers spin

@@ -17,6 +17,8 @@ import (
 type lateDevice struct {
 	experts.HostDevice
 	pending *lateCopy
+	refuse  bool // LateRows fails, as on a driver without stream waits
+	asked   int  // LateRows calls
 	handed  int
 	writes  int
 	readies atomic.Int64 // Ready runs on the cache's goroutine
@@ -29,6 +31,10 @@ type lateCopy struct {
 }
 
 func (d *lateDevice) LateRows(n int) (*compute.LateRows, error) {
+	d.asked++
+	if d.refuse {
+		return nil, errors.New("late device: no stream waits")
+	}
 	if d.pending != nil {
 		return nil, errors.New("late device: new rows before the last late copy ran")
 	}
@@ -92,15 +98,23 @@ func lateCases() []tierCase {
 		{name: "misses ahead: resident, all pinned", pin: 1, asyncMisses: true},
 		{name: "misses ahead: some + pinned + pcie", vram: 0.3, pin: 0.4, pcie: 0.5, asyncMisses: true},
 		{name: "misses ahead: adaptive swaps", vram: 0.3, pin: 0.2, adapt: 2, asyncMisses: true},
+		{name: "misses ahead refused by the device", vram: 0.3, pin: 0.3, asyncMisses: true, lateRefused: true},
 	}
 }
 
 // checkLate checks what a case's decode steps did with the late rows: every row handed out
-// was written and made ready, and a case with decode misses on the CPU used them.
+// was written and made ready, and a case with decode misses on the CPU used them; a device
+// that refuses them is asked once, and the misses are computed before the next layer.
 func checkLate(t *testing.T, tc tierCase, dev experts.Device, st experts.CacheStats) {
 	t.Helper()
 	d, ok := dev.(*lateDevice)
 	if !ok {
+		return
+	}
+	if tc.lateRefused {
+		if d.asked != 1 || d.handed != 0 {
+			t.Errorf("a device refusing late rows was asked %d times, handed out %d; want asked once", d.asked, d.handed)
+		}
 		return
 	}
 	if r := int(d.readies.Load()); d.writes != d.handed || r != d.handed || d.pending != nil {
