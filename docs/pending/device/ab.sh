@@ -4,18 +4,17 @@
 #   for r in 117a054 HEAD; do git worktree add /tmp/src-$r $r; done     # before and with huge pages
 #   bash docs/pending/device/build.sh /tmp/src-117a054 /tmp/b-base strata
 #   bash docs/pending/device/build.sh /tmp/src-HEAD /tmp/b-head strata
-#   (git -C /tmp/src-HEAD am docs/pending/lapfirst.patch; bash docs/pending/device/build.sh /tmp/src-HEAD /tmp/b-lap strata)
-#   mkdir -p devbin/ab && for b in base head lap; do xz -9 -c /tmp/b-$b/strata > devbin/ab/strata-$b.xz; done
+#   mkdir -p devbin/ab && for b in base head; do xz -9 -c /tmp/b-$b/strata > devbin/ab/strata-$b.xz; done
 #   cp docs/pending/device/*.sh devbin/ab/
 # PART 1 (~8 min): q3n decode: base, head, head with STRATA_PCIE_COPY=1, taking turns, 3 rounds.
-# PART 2 (~8 min, right after, same machine): q3n 32k prompt head vs lap, 2 rounds; then q30b
-# decode base vs head vs copy. The peer's numbers come from a call of their own (carry the
-# peer's build, see ../shared/peer/README.md): its binaries and these do not fit one carry.
+# PART 2 (~4 min, right after, same machine): q30b decode base vs head vs copy. The peer's
+# numbers come from a call of their own (carry the peer's build, see ../shared/peer/README.md):
+# its binaries and these do not fit one carry.
 # Output goes through tee by a pipe, not a process substitution, so nothing waits on it.
 set -u
 . devbin/ab/common.sh
 D=$R/devbin/ab
-for b in base head lap; do [ -x /tmp/m/strata-$b ] || { xz -dc $D/strata-$b.xz > /tmp/m/strata-$b && chmod +x /tmp/m/strata-$b; }; done
+for b in base head; do [ -x /tmp/m/strata-$b ] || { xz -dc $D/strata-$b.xz > /tmp/m/strata-$b && chmod +x /tmp/m/strata-$b; }; done
 Q3=/dev/shm/q3n.gguf; Q30=/dev/shm/q30b.gguf
 part1() {
 	[ -f $Q3 ] || /tmp/m/strata-head synth --arch qwen3next --preset qwen3next-80b-a3b --quant iq3_xxs -o $Q3 > /tmp/w/synth.log 2>&1
@@ -28,8 +27,6 @@ part1() {
 	done
 }
 part2() {
-	local A="-m $Q3 --vram-budget-mib 14000 --host-budget-gib 20 --max-context 33280 --prompt 32768 --decode 16"
-	for i in 1 2; do sb p32k-head$i /tmp/m/strata-head $A; el; sb p32k-lap$i /tmp/m/strata-lap $A; el; done
 	rm -f $Q3
 	/tmp/m/strata-head synth --preset 30b-a3b --quant q4_k --hot-quarter 0.4 -o $Q30 > /tmp/w/synth30.log 2>&1; el "q30b ready"
 	local C="-m $Q30 --vram-budget-mib 8913 --tiered-experts --prompt 512 --decode 128"

@@ -8,7 +8,7 @@ import json,sys
 try: o=json.load(open(sys.argv[1]))
 except Exception as e: print("no json:",e); sys.exit()
 c=o.get('expert_cache') or {}
-print("prefill %.1f decode %.1f ready %.1f share %s pcie_reads %s copied %s streamed %s upload_s %s cpu_miss_s %s batch %s" % (o.get('prefill_tokens_per_s',0),o.get('decode_tokens_per_s',0),o.get('ready_s',0),c.get('pcie_share'),c.get('pcie_reads'),c.get('pcie_copied_experts'),c.get('streamed_experts'),c.get('upload_s'),c.get('cpu_miss_s'),o.get('prefill_batch')))
+print("prefill %.1f decode %.1f ready %.1f share %s pcie_reads %s copied %s streamed %s upload_s %s cpu_miss_s %s batch %s" % (o.get('prefill_tokens_per_s',0),o.get('decode_tokens_per_s',0),o.get('ready_s',0),c.get('pcie_share'),c.get('pcie_reads'),c.get('pcie_copied_experts'),c.get('streamed_experts'),c.get('upload_s'),c.get('cpu_miss_s'),o.get('prefill_batch')), "decode host us/token:", c.get('decode_host_us_per_token'))
 PY
 }
 # sb NAME BIN ARGS...: one strata bench; its JSON is a line of $OUT/bench.jsonl, its VRAM peak in the log.
