@@ -99,25 +99,32 @@ func TestWorkersWakeAfterParking(t *testing.T) {
 	defer p.Close()
 	for round := 0; round < 3; round++ {
 		time.Sleep(20 * time.Millisecond) // the worker spins out and parks
-		var arrived sync.WaitGroup
-		arrived.Add(2)
-		ok := make(chan bool, 2)
-		p.For(2, 1, func(lo, hi int) {
-			arrived.Done()
-			done := make(chan struct{})
-			go func() { arrived.Wait(); close(done) }()
-			select {
-			case <-done:
-				ok <- true
-			case <-time.After(5 * time.Second):
-				ok <- false
-			}
-		})
+		meet, ok := bothAtOnce()
+		p.For(2, 1, func(lo, hi int) { meet() })
 		first, second := <-ok, <-ok
 		if !first || !second {
 			t.Fatalf("round %d: the second chunk never ran beside the first: parked worker not woken", round)
 		}
 	}
+}
+
+// bothAtOnce is the body of two chunks that can finish together only when both run at the
+// same time: each sends on ok whether the other arrived within 5 s.
+func bothAtOnce() (meet func(), ok <-chan bool) {
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	res := make(chan bool, 2)
+	return func() {
+		arrived.Done()
+		done := make(chan struct{})
+		go func() { arrived.Wait(); close(done) }()
+		select {
+		case <-done:
+			res <- true
+		case <-time.After(5 * time.Second):
+			res <- false
+		}
+	}, res
 }
 
 // BenchmarkForAfterGap is decode's rhythm: the caller works alone for a gap (norms, routing,
@@ -250,24 +257,14 @@ func TestGoReturnsBeforeFn(t *testing.T) {
 func TestGoWaitJoins(t *testing.T) {
 	p := NewPool(2)
 	defer p.Close()
-	ok := make(chan bool, 2)
-	var arrived sync.WaitGroup
-	arrived.Add(2)
+	meet, ok := bothAtOnce()
 	started := make(chan struct{})
 	wait := p.Go(func() {
 		p.For(2, 1, func(lo, hi int) {
 			if lo == 0 {
 				close(started) // the For is the pool's task now
 			}
-			arrived.Done()
-			done := make(chan struct{})
-			go func() { arrived.Wait(); close(done) }()
-			select {
-			case <-done:
-				ok <- true
-			case <-time.After(5 * time.Second):
-				ok <- false
-			}
+			meet()
 		})
 	})
 	select { // a worker holds fn, so the second chunk can only be the caller's
