@@ -222,9 +222,9 @@ func (p *Pool) For(n, grain int, fn func(lo, hi int)) {
 }
 
 // Go starts fn on one of the pool's workers and returns at once; wait blocks until fn has
-// returned. fn may call For, whose chunks the other workers join. While it waits, wait runs
-// chunks of the pool's tasks too (fn itself if no worker has taken it yet), so the caller's
-// core keeps working; it blocks only after idleSpin without a task to join. Spinning
+// returned. fn may call For, whose chunks the other workers join. wait runs fn itself if no
+// worker has taken it yet, and while fn runs elsewhere it runs chunks of the pool's tasks
+// (fn's For among them), so the caller's core keeps working; it blocks only after idleSpin without a task to join. Spinning
 // workers take fn within microseconds, where a new goroutine would wait for a P that they
 // hold. In a pool of one, or after Close, fn runs before Go returns. Call wait once.
 func (p *Pool) Go(fn func()) (wait func()) {
@@ -242,8 +242,11 @@ func (p *Pool) Go(fn func()) (wait func()) {
 		}
 	}
 	return func() {
-		var seen *task
 		y := yielder{last: time.Duration(p.yield.Load())}
+		// fn itself when no worker has taken it: a For on another goroutine may have made
+		// its task the pool's latest before any worker saw fn's.
+		job.run(p, &y)
+		seen := job
 		for job.left.Load() != 0 {
 			if t := p.cur.Load(); t != nil && t != seen {
 				seen = t

@@ -279,6 +279,39 @@ func TestGoWaitJoins(t *testing.T) {
 	}
 }
 
+// TestGoOrphanedByFor: the only worker is busy when Go posts fn, and a For on the caller
+// then makes its own task the pool's latest, so no worker ever sees fn's: wait must run fn
+// itself instead of waiting for it forever.
+func TestGoOrphanedByFor(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	release := make(chan struct{})
+	busy := make(chan struct{}, 2)
+	held := make(chan struct{})
+	go func() { // both chunks block: the worker holds one, this goroutine the other
+		p.For(2, 1, func(lo, hi int) { busy <- struct{}{}; <-release })
+		close(held)
+	}()
+	<-busy
+	<-busy
+	ran := false
+	wait := p.Go(func() { ran = true })
+	var sum atomic.Int64
+	p.For(8, 1, func(lo, hi int) { sum.Add(int64(hi - lo)) }) // the caller runs every chunk
+	close(release)
+	<-held
+	done := make(chan struct{})
+	go func() { wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("wait never returned: fn, replaced as the pool's latest task, never ran")
+	}
+	if !ran || sum.Load() != 8 {
+		t.Errorf("fn ran %v, the For covered %d of 8", ran, sum.Load())
+	}
+}
+
 // TestGoSerialPools: a pool of one, and a closed pool, run fn before Go returns.
 func TestGoSerialPools(t *testing.T) {
 	closed := NewPool(4)
