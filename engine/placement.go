@@ -58,6 +58,9 @@ func (p *placement) close() error {
 	if p.warm != nil {
 		p.warm.stop() // before anything unmaps the file
 	}
+	if p.cache != nil {
+		p.cache.FinishMisses() // the stream may wait for them, and they read the arena
+	}
 	if p.backend != nil {
 		errs = append(errs, p.backend.Close()) // unregisters the arena before it is freed
 	}

@@ -93,3 +93,8 @@ func (c *Cache) waitMisses() {
 	c.misses()
 	c.misses = nil
 }
+
+// FinishMisses waits for CPU misses still running. A step that failed after a layer's
+// misses started leaves them running, and the device's stream waiting for them: the owner
+// calls it before it closes the device or the host pool.
+func (c *Cache) FinishMisses() { c.waitMisses() }

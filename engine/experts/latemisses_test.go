@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"strata/engine/compute"
+	"strata/engine/compute/cpu"
 	"strata/engine/experts"
 )
 
@@ -125,4 +126,25 @@ func checkLate(t *testing.T, tc tierCase, dev experts.Device, st experts.CacheSt
 		t.Errorf("%d decode misses on the CPU, none computed ahead", cpuMisses)
 	}
 	t.Logf("late rows: %d handed out for %d decode misses on the CPU", d.handed, cpuMisses)
+}
+
+// TestFinishMissesWaits: misses left running by a failed step are waited for, once, by
+// FinishMisses (the engine calls it before it closes the device).
+func TestFinishMissesWaits(t *testing.T) {
+	sh := experts.Shape{Layers: 2, Experts: 4}
+	tiers := make([]experts.Tier, sh.Count())
+	dev := &lateDevice{HostDevice: experts.HostDevice{Backend: cpu.New(cpu.Options{Threads: 1})}}
+	host := cpu.New(cpu.Options{Threads: 1})
+	t.Cleanup(func() { dev.Close(); host.Close() })
+	c, err := experts.NewCache(dev, host, experts.CacheConfig{Shape: sh, Tier: tiers, AsyncMisses: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waits := 0
+	experts.PendMisses(c, func() { waits++ })
+	c.FinishMisses()
+	c.FinishMisses()
+	if waits != 1 {
+		t.Errorf("misses left running waited for %d times, want once", waits)
+	}
 }
