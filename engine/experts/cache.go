@@ -69,8 +69,9 @@ type CacheConfig struct {
 	// of the kernels reading them in place over PCIe in small, latency-bound pieces; a step
 	// whose experts the ring cannot hold (or a layer without a ring) reads in place.
 	PCIeCopy bool
-	// AsyncMisses computes a decode layer's CPU misses on a goroutine while the host queues
-	// the next layer, on a device whose stream can wait for them (latemisses.go).
+	// AsyncMisses computes a decode layer's CPU misses on the host pool while the host's
+	// goroutine queues the next layer, on a device whose stream can wait for them
+	// (latemisses.go).
 	AsyncMisses bool
 	// AdaptEvery is the number of tokens between adaptive swaps; 0 = never.
 	AdaptEvery int
@@ -143,8 +144,8 @@ type Cache struct {
 	hostX, hostOut compute.Buf // host activations for misses
 	devOut         compute.Buf // their sum, uploaded
 	hostXs         []float32
-	// misses waits for the CPU misses started by startMisses (nil: none running). Only
-	// moe's goroutine starts and waits for them.
+	// misses waits for the CPU misses started by startMisses (nil: none running). moe's
+	// goroutine starts and waits for them; FinishMisses, between steps, too.
 	misses func()
 	// lateRefused: the device refused late rows once, so misses are no longer computed ahead.
 	lateRefused bool
