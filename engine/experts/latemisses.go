@@ -65,13 +65,18 @@ func (c *Cache) startMisses(L *layerCache, pinCPU, cold []entry, n, H int) *comp
 }
 
 // addLate queues the late copy of the misses' sum and its add into dst, then starts the
-// device on what is queued.
+// device on what is queued. Where the device refuses the late copy, the sum is uploaded
+// once the misses are done.
 func (c *Cache) addLate(dst compute.Buf, rows *compute.LateRows, n, H int) {
 	t0 := time.Now()
 	if err := c.dev.(lateWriter).WriteLate(c.devOut, rows); err != nil {
-		// The misses are not in dst: fail the step rather than return a wrong one.
-		c.err.Set(err)
-		return
+		// A stream that cannot wait for the host (a driver may lack the waits on host
+		// memory): upload the sum once the misses are done, and finish them first from
+		// now on.
+		c.lateRefused = true
+		slog.Warn("experts: CPU misses are computed before the next layer is queued", "err", err)
+		c.waitMisses()
+		c.dev.Write(c.devOut, rows.Rows)
 	}
 	c.dev.Add(dst, c.devOut, n*H)
 	c.dev.Flush()

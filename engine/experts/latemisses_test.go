@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"strata/engine/compute"
 	"strata/engine/compute/cpu"
@@ -18,11 +19,15 @@ import (
 type lateDevice struct {
 	experts.HostDevice
 	pending *lateCopy
-	refuse  bool // LateRows fails, as on a driver without stream waits
-	asked   int  // LateRows calls
-	handed  int
-	writes  int
-	readies atomic.Int64 // Ready runs on the cache's goroutine
+	last    lateCopy // the rows handed out last
+	early   int      // Writes of those rows before their Ready
+	refuse  bool     // LateRows fails, as on a driver without stream waits
+	// refuseWrite: WriteLate fails, as a driver without waits on host memory would.
+	refuseWrite bool
+	asked       int // LateRows calls
+	handed      int
+	writes      int
+	readies     atomic.Int64 // Ready runs on the cache's goroutine
 }
 
 type lateCopy struct {
@@ -41,15 +46,25 @@ func (d *lateDevice) LateRows(n int) (*compute.LateRows, error) {
 	}
 	d.handed++
 	ready := make(chan struct{})
+	rows := make([]float32, n)
+	d.last = lateCopy{rows: rows, ready: ready}
 	var once sync.Once
 	return &compute.LateRows{
-		Rows:  make([]float32, n),
-		Ready: func() { once.Do(func() { d.readies.Add(1); close(ready) }) },
-		Dev:   ready,
+		Rows: rows,
+		Ready: func() {
+			if d.refuseWrite {
+				time.Sleep(5 * time.Millisecond) // a slow host: an upload that does not wait for Ready comes first
+			}
+			once.Do(func() { d.readies.Add(1); close(ready) })
+		},
+		Dev: ready,
 	}, nil
 }
 
 func (d *lateDevice) WriteLate(dst compute.Buf, r *compute.LateRows) error {
+	if d.refuseWrite {
+		return errors.New("late device: no waits on host memory")
+	}
 	d.writes++
 	d.pending = &lateCopy{dst: dst, rows: r.Rows, ready: r.Dev.(chan struct{})}
 	return nil
@@ -76,6 +91,13 @@ func (d *lateDevice) Read(src compute.Buf, dst []float32) {
 
 func (d *lateDevice) Write(dst compute.Buf, src []float32) {
 	d.reach()
+	if len(src) > 0 && len(d.last.rows) > 0 && &src[0] == &d.last.rows[0] {
+		select {
+		case <-d.last.ready:
+		default:
+			d.early++ // the rows uploaded before the host made them ready
+		}
+	}
 	d.HostDevice.Write(dst, src)
 }
 
@@ -100,12 +122,14 @@ func lateCases() []tierCase {
 		{name: "misses ahead: some + pinned + pcie", vram: 0.3, pin: 0.4, pcie: 0.5, asyncMisses: true},
 		{name: "misses ahead: adaptive swaps", vram: 0.3, pin: 0.2, adapt: 2, asyncMisses: true},
 		{name: "misses ahead refused by the device", vram: 0.3, pin: 0.3, asyncMisses: true, lateRefused: true},
+		{name: "misses ahead, the late copy refused", vram: 0.3, pin: 0.3, asyncMisses: true, lateWriteRefused: true},
 	}
 }
 
 // checkLate checks what a case's decode steps did with the late rows: every row handed out
 // was written and made ready, and a case with decode misses on the CPU used them; a device
-// that refuses them is asked once, and the misses are computed before the next layer.
+// that refuses them, or their copy, is asked once, and the misses are computed before the
+// next layer from then on (the refused copy's sum uploaded once they are done).
 func checkLate(t *testing.T, tc tierCase, dev experts.Device, st experts.CacheStats) {
 	t.Helper()
 	d, ok := dev.(*lateDevice)
@@ -115,6 +139,12 @@ func checkLate(t *testing.T, tc tierCase, dev experts.Device, st experts.CacheSt
 	if tc.lateRefused {
 		if d.asked != 1 || d.handed != 0 {
 			t.Errorf("a device refusing late rows was asked %d times, handed out %d; want asked once", d.asked, d.handed)
+		}
+		return
+	}
+	if tc.lateWriteRefused {
+		if r := int(d.readies.Load()); d.handed != 1 || r != 1 || d.writes != 0 || d.early != 0 {
+			t.Errorf("a device refusing late copies handed out %d rows (%d made ready, %d written, %d uploaded before ready); want one, made ready, uploaded after", d.handed, r, d.writes, d.early)
 		}
 		return
 	}
