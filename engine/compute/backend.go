@@ -115,9 +115,9 @@ type Routes struct {
 	Dev any
 }
 
-// LateRows are rows of page-locked host memory that a device copies from only once the
-// host calls Ready: the copy is queued before the host has filled them (the GPU backend's
-// LateRows and WriteLate), so the device work after it is queued too.
+// LateRows are rows of page-locked host memory that a device reads only once the host
+// calls Ready: the op that reads them is queued before the host has filled them (the GPU
+// backend's LateRows and AddLate), so the device work after it is queued too.
 type LateRows struct {
 	Rows  []float32
 	Ready func()

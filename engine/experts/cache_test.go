@@ -31,8 +31,8 @@ type tierCase struct {
 	lap         lapMode // the CPU stand-in device queues slot writes beside its kernels (ringlap_test.go)
 	asyncMisses bool    // decode misses computed while the next layer is queued (latemisses_test.go)
 	lateRefused bool    // with asyncMisses, the device refuses late rows
-	// lateWriteRefused: with asyncMisses, the device hands out late rows but refuses their copy
-	lateWriteRefused bool
+	// lateAddRefused: with asyncMisses, the device hands out late rows but refuses their add
+	lateAddRefused bool
 }
 
 func tierCases() []tierCase {

@@ -11,16 +11,17 @@ import (
 // the VRAM hits, compute the CPU's misses, upload them, then queue the next layer's
 // attention, whose ops a GPU holds back as a graph until the next routes are read. The
 // device idled through that queuing and the graph's launch. With AsyncMisses the misses run
-// on the host pool while the host's goroutine goes on: their sum is added by a copy that the
-// device's stream queues at once and holds until the pool says the rows are ready, and
-// the next layer's attention is launched behind it before the host waits for the misses.
+// on the host pool while the host's goroutine goes on: their sum is added by an add that the
+// device's stream queues at once and holds until the pool says the rows are ready (it
+// reads them in page-locked memory, no copy into VRAM between), and the next layer's
+// attention is launched behind it before the host waits for the misses.
 
 // lateWriter is a device whose stream can wait for rows the host fills later (the GPU
-// backend's LateRows and WriteLate, on a driver with stream waits). Ready must be called
+// backend's LateRows and AddLate, on a driver with stream waits). Ready must be called
 // for every LateRows, whatever else fails, or the device's stream waits forever.
 type lateWriter interface {
 	LateRows(n int) (*compute.LateRows, error)
-	WriteLate(dst compute.Buf, r *compute.LateRows) error
+	AddLate(dst compute.Buf, r *compute.LateRows) error
 }
 
 // missesAhead says whether layer l's CPU misses of an n-token call may run beside the
@@ -64,12 +65,12 @@ func (c *Cache) startMisses(L *layerCache, pinCPU, cold []entry, n, H int) *comp
 	return rows
 }
 
-// addLate queues the late copy of the misses' sum and its add into dst, then starts the
-// device on what is queued. Where the device refuses the late copy, the sum is uploaded
-// once the misses are done.
+// addLate queues the late add of the misses' sum into dst, then starts the device on what
+// is queued. Where the device refuses the late add, the sum is uploaded and added once the
+// misses are done.
 func (c *Cache) addLate(dst compute.Buf, rows *compute.LateRows, n, H int) {
 	t0 := time.Now()
-	if err := c.dev.(lateWriter).WriteLate(c.devOut, rows); err != nil {
+	if err := c.dev.(lateWriter).AddLate(dst, rows); err != nil {
 		// A stream that cannot wait for the host (a driver may lack the waits on host
 		// memory): upload the sum once the misses are done, and finish them first from
 		// now on.
@@ -77,8 +78,8 @@ func (c *Cache) addLate(dst compute.Buf, rows *compute.LateRows, n, H int) {
 		slog.Warn("experts: CPU misses are computed before the next layer is queued", "err", err)
 		c.waitMisses()
 		c.dev.Write(c.devOut, rows.Rows)
+		c.dev.Add(dst, c.devOut, n*H)
 	}
-	c.dev.Add(dst, c.devOut, n*H)
 	c.dev.Flush()
 	up := time.Since(t0)
 	c.mu.Lock()

@@ -12,22 +12,22 @@ import (
 	"strata/engine/experts"
 )
 
-// lateDevice is HostDevice with the GPU backend's late writes: WriteLate's copy is held
-// until the device's next op, which first waits for the rows' Ready and then copies what
+// lateDevice is HostDevice with the GPU backend's late adds: AddLate's add is held until
+// the device's next op or Flush, which first waits for the rows' Ready and then adds what
 // they hold then, as the GPU's stream does at its wait. It counts the rows handed out,
-// made ready and written.
+// made ready and added.
 type lateDevice struct {
 	experts.HostDevice
 	pending *lateCopy
 	last    lateCopy // the rows handed out last
 	early   int      // Writes of those rows before their Ready
 	refuse  bool     // LateRows fails, as on a driver without stream waits
-	// refuseWrite: WriteLate fails, as a driver without waits on host memory would.
-	refuseWrite bool
-	asked       int // LateRows calls
-	handed      int
-	writes      int
-	readies     atomic.Int64 // Ready runs on the cache's goroutine
+	// refuseAdd: AddLate fails, as a driver without waits on host memory would.
+	refuseAdd bool
+	asked     int // LateRows calls
+	handed    int
+	adds      int
+	readies   atomic.Int64 // Ready runs on the cache's goroutine
 }
 
 type lateCopy struct {
@@ -42,7 +42,7 @@ func (d *lateDevice) LateRows(n int) (*compute.LateRows, error) {
 		return nil, errors.New("late device: no stream waits")
 	}
 	if d.pending != nil {
-		return nil, errors.New("late device: new rows before the last late copy ran")
+		return nil, errors.New("late device: new rows before the last late add ran")
 	}
 	d.handed++
 	ready := make(chan struct{})
@@ -52,7 +52,7 @@ func (d *lateDevice) LateRows(n int) (*compute.LateRows, error) {
 	return &compute.LateRows{
 		Rows: rows,
 		Ready: func() {
-			if d.refuseWrite {
+			if d.refuseAdd {
 				time.Sleep(5 * time.Millisecond) // a slow host: an upload that does not wait for Ready comes first
 			}
 			once.Do(func() { d.readies.Add(1); close(ready) })
@@ -61,22 +61,31 @@ func (d *lateDevice) LateRows(n int) (*compute.LateRows, error) {
 	}, nil
 }
 
-func (d *lateDevice) WriteLate(dst compute.Buf, r *compute.LateRows) error {
-	if d.refuseWrite {
+func (d *lateDevice) AddLate(dst compute.Buf, r *compute.LateRows) error {
+	if d.refuseAdd {
 		return errors.New("late device: no waits on host memory")
 	}
-	d.writes++
+	d.adds++
 	d.pending = &lateCopy{dst: dst, rows: r.Rows, ready: r.Dev.(chan struct{})}
 	return nil
 }
 
-// reach is the stream arriving at the held copy: it waits for Ready, then copies.
+// reach is the stream arriving at the held add: it waits for Ready, then adds what the rows
+// hold then.
 func (d *lateDevice) reach() {
 	if p := d.pending; p != nil {
 		d.pending = nil
 		<-p.ready
-		d.HostDevice.Write(p.dst, p.rows)
+		rows := d.HostDevice.NewBuf(len(p.rows))
+		d.HostDevice.Write(rows, p.rows)
+		d.HostDevice.Add(p.dst, rows, len(p.rows))
 	}
+}
+
+// Flush starts the stream on what is queued: the held add runs before any op after it.
+func (d *lateDevice) Flush() {
+	d.reach()
+	d.HostDevice.Flush()
 }
 
 func (d *lateDevice) Add(dst, x compute.Buf, n int) {
@@ -122,14 +131,14 @@ func lateCases() []tierCase {
 		{name: "misses ahead: some + pinned + pcie", vram: 0.3, pin: 0.4, pcie: 0.5, asyncMisses: true},
 		{name: "misses ahead: adaptive swaps", vram: 0.3, pin: 0.2, adapt: 2, asyncMisses: true},
 		{name: "misses ahead refused by the device", vram: 0.3, pin: 0.3, asyncMisses: true, lateRefused: true},
-		{name: "misses ahead, the late copy refused", vram: 0.3, pin: 0.3, asyncMisses: true, lateWriteRefused: true},
+		{name: "misses ahead, the late add refused", vram: 0.3, pin: 0.3, asyncMisses: true, lateAddRefused: true},
 	}
 }
 
 // checkLate checks what a case's decode steps did with the late rows: every row handed out
 // was written and made ready, and a case with decode misses on the CPU used them; a device
-// that refuses them, or their copy, is asked once, and the misses are computed before the
-// next layer from then on (the refused copy's sum uploaded once they are done).
+// that refuses them, or their add, is asked once, and the misses are computed before the
+// next layer from then on (the refused add's sum uploaded once they are done).
 func checkLate(t *testing.T, tc tierCase, dev experts.Device, st experts.CacheStats) {
 	t.Helper()
 	d, ok := dev.(*lateDevice)
@@ -142,14 +151,14 @@ func checkLate(t *testing.T, tc tierCase, dev experts.Device, st experts.CacheSt
 		}
 		return
 	}
-	if tc.lateWriteRefused {
-		if r := int(d.readies.Load()); d.handed != 1 || r != 1 || d.writes != 0 || d.early != 0 {
-			t.Errorf("a device refusing late copies handed out %d rows (%d made ready, %d written, %d uploaded before ready); want one, made ready, uploaded after", d.handed, r, d.writes, d.early)
+	if tc.lateAddRefused {
+		if r := int(d.readies.Load()); d.handed != 1 || r != 1 || d.adds != 0 || d.early != 0 {
+			t.Errorf("a device refusing late adds handed out %d rows (%d made ready, %d added late, %d uploaded before ready); want one, made ready, uploaded after", d.handed, r, d.adds, d.early)
 		}
 		return
 	}
-	if r := int(d.readies.Load()); d.writes != d.handed || r != d.handed || d.pending != nil {
-		t.Errorf("late rows: %d handed out, %d written, %d made ready, one pending: %v", d.handed, d.writes, r, d.pending != nil)
+	if r := int(d.readies.Load()); d.adds != d.handed || r != d.handed || d.pending != nil {
+		t.Errorf("late rows: %d handed out, %d added, %d made ready, one pending: %v", d.handed, d.adds, r, d.pending != nil)
 	}
 	cpuMisses := st.Decode[experts.TierCold] + st.Decode[experts.TierPinned] - st.PCIe
 	if cpuMisses > 0 && d.handed == 0 {

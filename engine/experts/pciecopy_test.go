@@ -99,7 +99,7 @@ func deviceFor(t testing.TB, dev experts.HostDevice, tc tierCase, a *experts.Are
 		return newPinnedCopier(t, dev, a), nil
 	}
 	if tc.asyncMisses {
-		return &lateDevice{HostDevice: dev, refuse: tc.lateRefused, refuseWrite: tc.lateWriteRefused}, nil
+		return &lateDevice{HostDevice: dev, refuse: tc.lateRefused, refuseAdd: tc.lateAddRefused}, nil
 	}
 	return lapStandIn(t, tc, dev, a)
 }

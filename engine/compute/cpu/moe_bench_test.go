@@ -39,6 +39,15 @@ func BenchmarkMoE(b *testing.B) {
 			}
 		})
 	}
+	// A tiered decode layer's CPU misses: the few routed experts that are neither in VRAM
+	// nor read by the GPU (q30b on the H200: two or three a layer).
+	for _, misses := range []int{2, 3} {
+		b.Run(fmt.Sprintf("n=1/misses=%d", misses), func(b *testing.B) {
+			sec := benchMoELoop(b, be, gate, up, down, 1, hidden, experts, misses, rng)
+			b.ReportMetric(sec*1e6, "us/layer")
+			b.ReportMetric(float64(misses*perExpert)/sec/1e9, "GB/s")
+		})
+	}
 }
 
 // benchMoELoop times be.MoE of n random rows of width hidden through gate, up and down,

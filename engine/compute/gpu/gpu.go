@@ -435,6 +435,7 @@ func (b *Backend) Read(src compute.Buf, dst []float32) {
 func (b *Backend) synced() {
 	b.down.reset()
 	b.up.reset()
+	b.late.synced()
 }
 
 // finishStep ends the step's segment and runs read, the download that waits for it.

@@ -1,7 +1,6 @@
 package gpu
 
 import (
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
@@ -10,19 +9,18 @@ import (
 	"strata/engine/compute"
 )
 
-// lateArea is where the host hands the device rows it fills after the copy of them is
-// queued (LateRows, WriteLate): a word the stream waits on, then two areas of rows used in
-// turn, all in one page-locked buffer. Tiered decode queues a layer's "add the CPU's
-// misses" and the next layer's attention while the host still computes those misses.
+// lateArea is where the host hands the device rows it fills after the add of them is
+// queued (LateRows, AddLate): a word the stream waits on, then two areas of rows used in
+// turn, all in one page-locked, mapped buffer. Tiered decode queues a layer's "add the
+// CPU's misses" and the next layer's attention while the host still computes those misses.
 type lateArea struct {
 	hb   *cuda.HostBuffer
 	flag *uint32 // hb's first word: the last ticket the host has made ready
 	n    int     // floats an area holds
 	seq  uint32  // the last ticket handed out
-	// done marks the end of the copy out of each area, queued: the area is not handed out
-	// again before it.
-	done   [2]*cuda.Event
-	queued [2]bool
+	// read marks an area an AddLate reads, by work that may still be held for a graph: the
+	// area is not handed out again before the stream has been waited for.
+	read [2]bool
 }
 
 // lateTicket is a LateRows' handle: its lateArea, sequence number and area.
@@ -35,9 +33,9 @@ type lateTicket struct {
 // lateHeader keeps the flag on a cache line of its own.
 const lateHeader = 64
 
-// LateRows hands out n page-locked floats for a WriteLate queued before the host fills
+// LateRows hands out n page-locked floats for an AddLate queued before the host fills
 // them; the host calls Ready once they hold their values. Ready must be called even when
-// WriteLate fails, and before the next LateRows: a stream left waiting for it hangs every
+// AddLate fails, and before the next LateRows: a stream left waiting for it hangs every
 // later Synchronize. Areas are used in turn, so rows handed out are safe to fill until the
 // LateRows after next.
 func (b *Backend) LateRows(n int) (*compute.LateRows, error) {
@@ -53,12 +51,14 @@ func (b *Backend) LateRows(n int) (*compute.LateRows, error) {
 	}
 	a.seq++
 	t := lateTicket{from: a, seq: a.seq, area: int(a.seq & 1)}
-	if a.queued[t.area] {
-		// The copy two tickets back; its Ready came before this call, so it ends.
-		if err := a.done[t.area].Synchronize(); err != nil {
+	if a.read[t.area] {
+		// The add two tickets back, with no Read since that waited for the stream (a
+		// decode step reads every layer's routes, so this is rare). Its Ready came before
+		// this call, so the wait ends.
+		if err := b.Synchronize(); err != nil {
 			return nil, fmt.Errorf("gpu: %s: late rows: %w", b.info.Name, err)
 		}
-		a.queued[t.area] = false
+		a.read = [2]bool{}
 	}
 	flag, seq := a.flag, t.seq
 	return &compute.LateRows{
@@ -68,35 +68,37 @@ func (b *Backend) LateRows(n int) (*compute.LateRows, error) {
 	}, nil
 }
 
-// WriteLate queues a copy of r's rows into dst that waits until r is made ready. The host
+// AddLate queues dst += r's rows, to run once the host has made them ready: the stream
+// waits for the rows' ticket, then the add reads them where they lie (page-locked and
+// mapped) instead of a copy bringing them into VRAM first, one op less between the misses
+// and the next layer. The add is held with the work queued after it, for a graph. The host
 // does not wait.
-func (b *Backend) WriteLate(dst compute.Buf, r *compute.LateRows) error {
+func (b *Backend) AddLate(dst compute.Buf, r *compute.LateRows) error {
 	t, ok := r.Dev.(lateTicket)
 	a := b.late
 	if !ok || a == nil || t.from != a || t.seq != a.seq {
-		return fmt.Errorf("gpu: %s: write late: rows not from this device's last LateRows", b.info.Name)
+		return fmt.Errorf("gpu: %s: add late: rows not from this device's last LateRows", b.info.Name)
 	}
 	d, ok := dst.(*buf)
 	if !ok || len(r.Rows) > d.n {
-		return fmt.Errorf("gpu: %s: write late: %d floats into a buffer of %d", b.info.Name, len(r.Rows), dst.Len())
+		return fmt.Errorf("gpu: %s: add late: %d floats into a buffer of %d", b.info.Name, len(r.Rows), dst.Len())
 	}
-	n := 4 * len(r.Rows)
 	b.q8.drop()
 	b.step.brk()
 	if err := b.s.WaitValue(a.hb.Dev, t.seq); err != nil {
-		return fmt.Errorf("gpu: %s: write late: %w", b.info.Name, err)
+		return fmt.Errorf("gpu: %s: add late: %w", b.info.Name, err)
 	}
-	src := a.bytes(t.area)
-	if err := b.s.CopyToDevice(d.p, unsafe.Pointer(&src[0]), n); err != nil {
-		return fmt.Errorf("gpu: %s: write late: %w", b.info.Name, err)
-	}
-	if err := a.done[t.area].Record(b.s); err != nil {
-		// Without its mark the area cannot be handed out safely again: wait for the copy
-		// (after Ready) at the next LateRows instead.
-		return errors.Join(fmt.Errorf("gpu: %s: write late: %w", b.info.Name, err), b.s.Synchronize())
-	}
-	a.queued[t.area] = true
+	rows, n := a.hb.Dev+cuda.DevicePtr(lateHeader+t.area*4*a.n), len(r.Rows)
+	b.do(func() error { return b.k.Add(b.s, d.p, rows, d.p, n) }, opAdd, u(d.p), u(rows), uint64(n))
+	a.read[t.area] = true
 	return nil
+}
+
+// synced notes that the stream has been waited for: no add reads the areas any more.
+func (a *lateArea) synced() {
+	if a != nil {
+		a.read = [2]bool{}
+	}
 }
 
 // lateAreaFor returns the area, made (or remade larger) to hold n floats an area.
@@ -106,8 +108,8 @@ func (b *Backend) lateAreaFor(n int) (*lateArea, error) {
 	}
 	var seq uint32
 	if old := b.late; old != nil {
-		// Every copy out of the old areas was made ready before this call.
-		if err := b.s.Synchronize(); err != nil {
+		// Every add out of the old areas was made ready before this call.
+		if err := b.Synchronize(); err != nil {
 			return nil, err
 		}
 		seq = old.seq
@@ -124,11 +126,6 @@ func (b *Backend) lateAreaFor(n int) (*lateArea, error) {
 	// stream's comparison is cyclic, so a flag far behind a ticket could read as ahead.
 	a := &lateArea{hb: hb, flag: (*uint32)(unsafe.Pointer(&hb.Bytes[0])), n: n, seq: seq}
 	atomic.StoreUint32(a.flag, seq)
-	for i := range a.done {
-		if a.done[i], err = b.ctx.NewEvent(false); err != nil {
-			return nil, errors.Join(err, a.free())
-		}
-	}
 	b.late = a
 	return a, nil
 }
@@ -139,14 +136,10 @@ func (a *lateArea) bytes(i int) []byte {
 	return a.hb.Bytes[lo : lo+4*a.n]
 }
 
-// free releases the buffer and events; the stream must be past every copy out of them.
+// free releases the buffer; the stream must be past every add out of it.
 func (a *lateArea) free() error {
 	if a == nil {
 		return nil
 	}
-	errs := []error{a.hb.Free()}
-	for _, e := range a.done {
-		errs = append(errs, e.Destroy())
-	}
-	return errors.Join(errs...)
+	return a.hb.Free()
 }
