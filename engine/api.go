@@ -235,7 +235,6 @@ type TierSnapshot struct {
 type CacheActivity struct {
 	VRAMSlots, PinnedSlots int
 	PCIeReads, Streamed    uint64
-	PCIeCopies             uint64  // of the PCIe reads' experts, those copied into the streaming ring first (STRATA_PCIE_COPY=1)
 	PCIeShare              float64 // the share of pinned misses the GPU reads over PCIe now (tuned with --pcie-frac auto)
 	ColdReads              uint64  // streamed cold experts read around the page cache
 	OverlappedRounds       uint64  // rounds of streamed experts copied beside the GPU's kernels (uploads then count queueing only)

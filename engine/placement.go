@@ -222,11 +222,6 @@ func detectWSL() platform.WSL {
 	return platform.DetectWSL()
 }
 
-// pcieCopyEnv, set to 1, copies a decode step's PCIe experts into the streaming ring by DMA
-// and runs them there instead of reading them in place (experts.CacheConfig.PCIeCopy), an
-// experiment to A/B against the in-place reads before it becomes the default.
-const pcieCopyEnv = "STRATA_PCIE_COPY"
-
 // asyncMissesEnv, set to 0, makes a tiered decode finish each layer's CPU misses before it
 // queues the next layer (experts.CacheConfig.AsyncMisses off), for A/B runs.
 const asyncMissesEnv = "STRATA_ASYNC_MISSES"
@@ -397,7 +392,7 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 	}
 	cc := experts.CacheConfig{
 		Shape: s, Tier: plan.Tier, Rank: plan.Rank,
-		PCIeFrac: max(cfg.PCIeFrac, 0), AdaptEvery: adaptEvery(cfg, onGPU), PCIeCopy: os.Getenv(pcieCopyEnv) == "1",
+		PCIeFrac: max(cfg.PCIeFrac, 0), AdaptEvery: adaptEvery(cfg, onGPU),
 		AsyncMisses: os.Getenv(asyncMissesEnv) != "0",
 		StreamSlots: ring, StreamMinTokens: streamMinTokens,
 		Helpers: helpers, HelperOf: plan.HelperOf(), HelperRows: helperRows,

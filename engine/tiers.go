@@ -76,7 +76,7 @@ func (m *Model) Tiers() TierSnapshot {
 			snap.DecodeHitsPerTier[Tier(t)] = n
 		}
 		snap.Cache = &CacheActivity{
-			VRAMSlots: st.DeviceSlots, PinnedSlots: st.PinnedSlots, PCIeReads: st.PCIe, PCIeCopies: st.PCIeCopies, PCIeShare: st.PCIeShare, Streamed: st.Streamed, ColdReads: st.ColdReads, OverlappedRounds: st.Overlapped,
+			VRAMSlots: st.DeviceSlots, PinnedSlots: st.PinnedSlots, PCIeReads: st.PCIe, PCIeShare: st.PCIeShare, Streamed: st.Streamed, ColdReads: st.ColdReads, OverlappedRounds: st.Overlapped,
 			FillBytes: st.FillBytes, FillTime: st.FillTime,
 			WaitRoutes: st.WaitRoutes, CPUMisses: st.CPUMisses, Uploads: st.Uploads,
 			DecodeTokens: st.DecodeSteps, DecodeWaitRoutes: st.DecodeHost.WaitRoutes, DecodeCPUMisses: st.DecodeHost.CPUMisses, DecodeUploads: st.DecodeHost.Uploads,

@@ -235,7 +235,7 @@ func runBench(ctx context.Context, args []string, io IO) error {
 	if c := tiers.Cache; c != nil {
 		rep.Cache = &cacheReport{
 			VRAMSlots: c.VRAMSlots, PinnedSlots: c.PinnedSlots, Swaps: tiers.Swaps,
-			PCIeReads: c.PCIeReads, PCIeCopied: c.PCIeCopies, PCIeShare: c.PCIeShare, Streamed: c.Streamed, Overlapped: c.OverlappedRounds, ColdReads: c.ColdReads,
+			PCIeReads: c.PCIeReads, PCIeShare: c.PCIeShare, Streamed: c.Streamed, Overlapped: c.OverlappedRounds, ColdReads: c.ColdReads,
 			FillGB: float64(c.FillBytes) / 1e9, FillSeconds: c.FillTime.Seconds(),
 			WaitRoutesSeconds: c.WaitRoutes.Seconds(), CPUMissSeconds: c.CPUMisses.Seconds(), UploadSeconds: c.Uploads.Seconds(),
 			DecodeHost:  decodeHostOf(c),
@@ -338,7 +338,6 @@ type cacheReport struct {
 	PinnedSlots       int     `json:"pinned_slots"`
 	Swaps             uint64  `json:"swaps"`
 	PCIeReads         uint64  `json:"pcie_reads"`
-	PCIeCopied        uint64  `json:"pcie_copied_experts"` // of their experts, those DMA'd into the streaming ring first (STRATA_PCIE_COPY=1)
 	PCIeShare         float64 `json:"pcie_share"`
 	Streamed          uint64  `json:"streamed_experts"`
 	Overlapped        uint64  `json:"overlapped_rounds"` // rounds of streamed experts copied beside the kernels (upload_s then counts queueing only)

@@ -42,14 +42,6 @@ type Device interface {
 	HostRoutes(r *compute.Routes)
 }
 
-// pinnedWriter is a device that copies slots straight from its registered host memory (the
-// arena) without waiting for the copies (the GPU backend's WriteSlotsPinned); with
-// CacheConfig.PCIeCopy the cache copies a decode step's PCIe experts into the streaming ring
-// with it. The CPU backend and stand-ins need not have it.
-type pinnedWriter interface {
-	WriteSlotsPinned(w compute.Weight, writes []compute.SlotWrite) error
-}
-
 // CacheConfig is the plan the cache starts from and how it behaves.
 type CacheConfig struct {
 	Shape Shape
@@ -64,11 +56,6 @@ type CacheConfig struct {
 	// above 0.
 	PCIeFrac float64
 	PCIeAuto bool
-	// PCIeCopy copies a decode step's PCIe experts from the arena into slots of the
-	// streaming ring by DMA (on a device with WriteSlotsPinned) and runs them there, instead
-	// of the kernels reading them in place over PCIe in small, latency-bound pieces; a step
-	// whose experts the ring cannot hold (or a layer without a ring) reads in place.
-	PCIeCopy bool
 	// AsyncMisses computes a decode layer's CPU misses on the host pool while the host's
 	// goroutine queues the next layer, on a device whose stream can wait for them
 	// (latemisses.go).
@@ -166,7 +153,6 @@ type CacheStats struct {
 	Routed         map[Tier]uint64 // routed (token, expert) pairs by the tier that served them
 	Decode         map[Tier]uint64 // the same, counting single-token steps only
 	PCIe           uint64          // pinned misses read by the GPU over PCIe
-	PCIeCopies     uint64          // of their experts, those copied into the ring first (PCIeCopy; once a step and layer)
 	PCIeShare      float64         // the share of pinned misses sent there now
 	Streamed       uint64          // experts streamed into the ring for batches
 	ColdReads      uint64          // of those, cold ones read around the page cache
@@ -644,9 +630,7 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 		late = c.startMisses(L, pinCPU, cold, n, H)
 	}
 	c.runOn(c.dev, dst, x, L.vram, L.ffn.vram, vram, n)
-	if !c.pcieCopy(L, dst, x, pcie, n) {
-		c.runOn(c.dev, dst, x, L.pinDev, L.ffn.pinDev, pcie, n)
-	}
+	c.runOn(c.dev, dst, x, L.pinDev, L.ffn.pinDev, pcie, n)
 	if len(streamed) > 0 {
 		c.stream(L, dst, x, streamed, n)
 	}
@@ -913,7 +897,7 @@ func (c *Cache) stream(L *layerCache, dst, x compute.Buf, es []entry, n int) {
 	for lo := 0; !ok && lo < len(order); lo += rg.n {
 		round := order[lo:min(lo+rg.n, len(order))]
 		src := c.srcOf(L, c.readCold(L, round))
-		if err := c.ringRound(L, rg, dst, x, es, round, n, src, c.dev.WriteSlots); err != nil {
+		if err := c.ringRound(L, rg, dst, x, es, round, n, src); err != nil {
 			c.err.Set(fmt.Errorf("experts: stream: %w", err))
 			return
 		}
@@ -923,46 +907,6 @@ func (c *Cache) stream(L *layerCache, dst, x compute.Buf, es []entry, n int) {
 	c.stats.Overlapped += uint64(lapped)
 	c.stats.Uploads += time.Since(t0)
 	c.mu.Unlock()
-}
-
-// pcieCopy runs a decode step's PCIe pairs on the streaming ring (with PCIeCopy, on a
-// device with WriteSlotsPinned): their experts are DMA'd from the arena into ring slots
-// 0..k-1, with their bias rows where the layer has biases. False, having done nothing, where
-// the layer has no ring or it cannot hold them all: the caller reads them in place then.
-//
-// WriteSlotsPinned returns before the copies have read the arena, and the host goes on to
-// its own misses. That is safe because the arena's bytes stay put until the stream has
-// passed them: the arena is written when it is filled (before the cache exists) and when a
-// swap rewrites a pinned slot (writePinned), which with a device view of the pinned slots
-// (and only then are there PCIe pairs) goes through WriteSlots on that host stack, and the
-// device synchronizes its stream before it overwrites a host stack's bytes. The arena is
-// freed after the device closes, which waits for the stream too. The ring is safe to
-// reuse: every write into it and every MoE on it is queued on the one stream, in order,
-// but for streamLapped's copies on the copy stream, which start after the work queued
-// before them and which the stream waits for before the round's MoE (and the GPU queues
-// WriteSlotsPinned after any it has not waited for yet).
-func (c *Cache) pcieCopy(L *layerCache, dst, x compute.Buf, es []entry, n int) bool {
-	if !c.cfg.PCIeCopy || len(es) == 0 {
-		return false
-	}
-	pw, ok := c.dev.(pinnedWriter)
-	rg := c.rings[keyOf(L.file)]
-	if !ok || rg == nil {
-		return false
-	}
-	order := expertsOf(es)
-	if len(order) > rg.n {
-		return false
-	}
-	// No cold reads: PCIe experts are pinned, so their bytes come from the arena.
-	if err := c.ringRound(L, rg, dst, x, es, order, n, c.srcOf(L, nil), pw.WriteSlotsPinned); err != nil {
-		c.err.Set(fmt.Errorf("experts: pcie copy: %w", err))
-		return true
-	}
-	c.mu.Lock()
-	c.stats.PCIeCopies += uint64(len(order))
-	c.mu.Unlock()
-	return true
 }
 
 // expertsOf lists the experts of es, each once, in the order they first appear.
@@ -979,14 +923,14 @@ func expertsOf(es []entry) []int32 {
 }
 
 // ringRound copies the round's experts (at most the ring's slots) into ring slots
-// 0..len(round)-1 with write, their matrices from src(matrix, expert) and their bias rows
-// where the layer has biases, and runs es's pairs with those experts there: stream's plain
-// rounds (with WriteSlots) and pcieCopy (with WriteSlotsPinned).
+// 0..len(round)-1 with WriteSlots, their matrices from src(matrix, expert) and their bias
+// rows where the layer has biases, and runs es's pairs with those experts there (stream's
+// plain rounds).
 func (c *Cache) ringRound(L *layerCache, rg *ring, dst, x compute.Buf, es []entry, round []int32, n int,
-	src func(m int, e int32) []byte, write func(compute.Weight, []compute.SlotWrite) error) error {
+	src func(m int, e int32) []byte) error {
 	writes, sub := roundSlots(es, round, 0, src)
 	for m := range 3 {
-		if err := write(rg.st[m], writes[m]); err != nil {
+		if err := c.dev.WriteSlots(rg.st[m], writes[m]); err != nil {
 			return err
 		}
 	}

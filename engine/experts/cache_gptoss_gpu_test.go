@@ -77,9 +77,8 @@ func TestCacheGptOssOnGPU(t *testing.T) {
 					modeltest.Check8Bit(t, net, dir, p, fref.Tolerances, name)
 				}
 				st := c.Snapshot().Stats
-				checkCopies(t, st, tc)
 				checkOverlapped(t, tc, st)
-				t.Logf("routed %v, pcie %d (copied %d), streamed %d (rounds overlapped %d), swaps %d", st.Routed, st.PCIe, st.PCIeCopies, st.Streamed, st.Overlapped, st.Swaps)
+				t.Logf("routed %v, pcie %d, streamed %d (rounds overlapped %d), swaps %d", st.Routed, st.PCIe, st.Streamed, st.Overlapped, st.Swaps)
 			})
 		}
 	}

@@ -14,10 +14,9 @@ import (
 )
 
 // TestCacheOnGPU runs every placement of TestCacheMatchesTransformers on the real GPU
-// backend (VRAM slots, pinned host slots read over PCIe or DMA'd into the streaming ring
-// with WriteSlotsPinned, the staged and direct uploads), against
-// transformers' logits under the fixture's 8-bit tolerance, with the greedy continuation
-// identical. It skips where there is no NVIDIA driver.
+// backend (VRAM slots, pinned host slots read over PCIe, the staged and direct uploads),
+// against transformers' logits under the fixture's 8-bit tolerance, with the greedy
+// continuation identical. It skips where there is no NVIDIA driver.
 func TestCacheOnGPU(t *testing.T) {
 	dir := fixtures.Path(t, "qwen3moe-tiny")
 	probe, err := gpu.New(gpu.Options{})
@@ -70,9 +69,8 @@ func TestCacheOnGPU(t *testing.T) {
 					}
 				}
 				st := c.Snapshot().Stats
-				checkCopies(t, st, tc)
 				checkOverlapped(t, tc, st)
-				t.Logf("routed %v, pcie %d (copied %d), streamed %d (rounds overlapped %d), swaps %d", st.Routed, st.PCIe, st.PCIeCopies, st.Streamed, st.Overlapped, st.Swaps)
+				t.Logf("routed %v, pcie %d, streamed %d (rounds overlapped %d), swaps %d", st.Routed, st.PCIe, st.Streamed, st.Overlapped, st.Swaps)
 			})
 		}
 	}

@@ -21,7 +21,6 @@ type tierCase struct {
 	helper      float64 // share after those on two CPU stand-in helper GPUs, half each
 	pcie        float64
 	pcieAuto    bool // the cache tunes the PCIe share
-	pcieCopy    bool // PCIe experts are copied into the streaming ring (a device with WriteSlotsPinned)
 	adapt       int
 	streamSlots int
 	unbuffered  bool    // fill the RAM arena with unbuffered reads (else through the mapping)
@@ -46,9 +45,6 @@ func tierCases() []tierCase {
 		{name: "some + pinned + pcie", vram: 0.3, pin: 0.4, pcie: 0.5},
 		{name: "all pinned over pcie", vram: 0, pin: 1, pcie: 1},
 		{name: "some + pinned + pcie auto", vram: 0.3, pin: 0.4, pcieAuto: true},
-		{name: "pcie copied into the ring", vram: 0.3, pin: 0.4, pcie: 0.5, pcieCopy: true, streamSlots: 8},
-		{name: "pcie copied, ring of 1", pin: 1, pcie: 0.6, pcieCopy: true, streamSlots: 1},
-		{name: "pcie copied + adaptive swaps", vram: 0.3, pin: 0.4, pcie: 0.5, pcieCopy: true, streamSlots: 8, adapt: 2},
 		{name: "adaptive swaps", vram: 0.3, pin: 0.2, adapt: 2},
 		{name: "streamed batches", vram: 0.25, pin: 0.25, streamSlots: 3},
 		{name: "streamed, ring holds all", vram: 0.5, streamSlots: 64},
@@ -181,11 +177,10 @@ func TestCacheMatchesTransformers(t *testing.T) {
 				if tc.coldDirect && (st.ColdReads == 0 || st.ColdReadErrors != 0) {
 					t.Errorf("unbuffered cold reads: %d done, %d failed", st.ColdReads, st.ColdReadErrors)
 				}
-				checkCopies(t, st, tc)
 				checkDecodeHost(t, st, v.Prompts, st.PCIeShare)
 				checkLap(t, tc, lap, st)
 				checkLate(t, tc, dev, st)
-				t.Logf("routed %v, pcie %d (copied %d), streamed %d (rounds overlapped %d), swaps %d", st.Routed, st.PCIe, st.PCIeCopies, st.Streamed, st.Overlapped, st.Swaps)
+				t.Logf("routed %v, pcie %d, streamed %d (rounds overlapped %d), swaps %d", st.Routed, st.PCIe, st.Streamed, st.Overlapped, st.Swaps)
 			})
 		}
 	}
@@ -252,7 +247,7 @@ func loadCached(t *testing.T, f *gguf.File, dev experts.Device, host *cpu.Backen
 	t.Helper()
 	cc := experts.CacheConfig{
 		Shape: sh, Tier: tiers, Rank: rank,
-		PCIeFrac: tc.pcie, PCIeAuto: tc.pcieAuto, PCIeCopy: tc.pcieCopy, AsyncMisses: tc.asyncMisses, AdaptEvery: tc.adapt, StreamSlots: tc.streamSlots, StreamMinTokens: 2,
+		PCIeFrac: tc.pcie, PCIeAuto: tc.pcieAuto, AsyncMisses: tc.asyncMisses, AdaptEvery: tc.adapt, StreamSlots: tc.streamSlots, StreamMinTokens: 2,
 		Pinned: arena, PinnedMapped: !tc.hostPinned,
 	}
 	if helperOf != nil {

@@ -120,6 +120,16 @@ func (d *lateDevice) WriteSlots(w compute.Weight, writes []compute.SlotWrite) er
 	return d.HostDevice.WriteSlots(w, writes)
 }
 
+// deviceFor is the stand-in device a case runs on: the late device for the asyncMisses
+// cases, else lapStandIn's (dev, or the lap device for the lap cases, returned too for
+// checkLap). No case sets both asyncMisses and lap.
+func deviceFor(t testing.TB, dev experts.HostDevice, tc tierCase, a *experts.Arena) (experts.Device, *lapDevice) {
+	if tc.asyncMisses {
+		return &lateDevice{HostDevice: dev, refuse: tc.lateRefused, refuseAdd: tc.lateAddRefused}, nil
+	}
+	return lapStandIn(t, tc, dev, a)
+}
+
 // lateCases are tier cases with AsyncMisses on the late device: pinned and cold misses,
 // cold only, a PCIe share beside them, and adaptive swaps (which rewrite the arena the
 // misses read).

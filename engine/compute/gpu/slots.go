@@ -158,32 +158,9 @@ func (b *Backend) WriteSlots(wt compute.Weight, writes []compute.SlotWrite) erro
 	return err
 }
 
-// WriteSlotsPinned queues copies into VRAM slots straight from registered host memory
-// (every source must lie in it) and returns without waiting for them, so the host works
-// while they run: kernels queued afterwards see the new contents, but the sources must
-// stay untouched until the stream has passed the copies (a Synchronize, or WriteSlots into
-// a host stack, which synchronizes first). They go on the compute stream, after any
-// WriteSlotsAsync copies whose wait is not queued yet, as WriteSlots' do.
-func (b *Backend) WriteSlotsPinned(wt compute.Weight, writes []compute.SlotWrite) error {
-	w, err := b.registeredWrites(wt, writes)
-	if err != nil {
-		return err
-	}
-	b.step.brk()
-	b.q8.drop()
-	// Asynchronous copies not yet waited for may write the same slots: these come after.
-	if err := b.afterCopies(); err != nil {
-		return err
-	}
-	if err := b.queueDMA(b.s, w, writes); err != nil {
-		return fmt.Errorf("gpu: %s: pinned copies: %w", w.name, err)
-	}
-	return nil
-}
-
 // registeredWrites checks writes as slotWrites does, and that they go into VRAM slots from
-// sources in registered host memory: the copies that run without the host waiting
-// (WriteSlotsPinned, WriteSlotsAsync) read the sources by DMA after the call returns.
+// sources in registered host memory: WriteSlotsAsync's copies run without the host
+// waiting, and read the sources by DMA after the call returns.
 func (b *Backend) registeredWrites(wt compute.Weight, writes []compute.SlotWrite) (*Weight, error) {
 	w, err := slotWrites(wt, writes)
 	if err != nil {

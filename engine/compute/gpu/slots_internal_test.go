@@ -227,40 +227,6 @@ func checkRejects(t *testing.T, fx slotsFixture, write func(compute.Weight, []co
 	checkSlots(t, fx.b, fx.w, []compute.SlotWrite{{Slot: 0}}, [][]byte{old})
 }
 
-// TestWriteSlotsPinned queues copies from registered memory without waiting and reads
-// them back after a Synchronize; a batch with a source outside registered memory, a bad
-// write or a host stack as the target is refused whole.
-func TestWriteSlotsPinned(t *testing.T) {
-	const slots = 6
-	per := 300 * 256 / 32 * 34
-	fx := newSlotsFixture(t, 300, 256, slots, (slots+1)*per, (slots+1)*per, 0)
-	writes, want := registeredWrites(fx, slots, 10)
-	if err := fx.b.WriteSlotsPinned(fx.w, writes); err != nil {
-		t.Fatal(err)
-	}
-	if err := fx.b.Synchronize(); err != nil {
-		t.Fatal(err)
-	}
-	checkSlots(t, fx.b, fx.w, writes, want)
-
-	checkRejects(t, fx, fx.b.WriteSlotsPinned)
-	plain := make([]byte, fx.per)
-	if err := fx.b.WriteSlotsPinned(fx.w, []compute.SlotWrite{{Slot: 0, Data: fx.mem[:fx.per]}, {Slot: 1, Data: plain}}); err == nil {
-		t.Error("a source outside registered memory: no error")
-	}
-	hs, err := fx.b.HostStack(compute.WeightSpec{Name: "test host stack", Type: quant.Q8_0, Rows: 300, Cols: 256, Experts: 1, Data: fx.mem[slots*per:]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fx.b.WriteSlotsPinned(hs, []compute.SlotWrite{{Slot: 0, Data: fx.mem[:fx.per]}}); err == nil {
-		t.Error("a host stack as the target: no error")
-	}
-	if err := fx.b.Synchronize(); err != nil {
-		t.Fatal(err)
-	}
-	checkSlots(t, fx.b, fx.w, writes[1:], want[1:])
-}
-
 // BenchmarkWriteSlots uploads 64 experts of 1.2 MiB (a batch's streamed experts) from
 // plain memory, through the staging ring, and from registered memory, by direct copies,
 // each call waited for on the device.
