@@ -6,8 +6,8 @@
 #   bash docs/pending/device/build.sh /tmp/src-HEAD /tmp/b-head strata
 #   mkdir -p devbin/ab && for b in base head; do xz -9 -c /tmp/b-$b/strata > devbin/ab/strata-$b.xz; done
 #   cp docs/pending/device/*.sh devbin/ab/
-# PART 1 (~8 min): q3n decode: base, head, head with STRATA_PCIE_COPY=1, taking turns, 3 rounds.
-# PART 2 (~4 min, right after, same machine): q30b decode base vs head vs copy. The peer's
+# PART 1 (~6 min): q3n decode: base and head taking turns, 3 rounds.
+# PART 2 (~3 min, right after, same machine): q30b decode base vs head. The peer's
 # numbers come from a call of their own (carry the peer's build, see ../shared/peer/README.md):
 # its binaries and these do not fit one carry.
 # Output goes through tee by a pipe, not a process substitution, so nothing waits on it.
@@ -23,7 +23,6 @@ part1() {
 	for i in 1 2 3; do
 		sb dec-base$i /tmp/m/strata-base $B; el
 		sb dec-head$i /tmp/m/strata-head $B; el
-		STRATA_PCIE_COPY=1 sb dec-copy$i /tmp/m/strata-head $B; el
 	done
 }
 part2() {
@@ -33,7 +32,6 @@ part2() {
 	for i in 1 2; do
 		sb q30-base$i /tmp/m/strata-base $C; el
 		sb q30-head$i /tmp/m/strata-head $C; el
-		STRATA_PCIE_COPY=1 sb q30-copy$i /tmp/m/strata-head $C; el
 	done
 }
 part${1:-1} 2>&1 | tee -a $OUT/log.txt
