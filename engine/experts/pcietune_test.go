@@ -65,3 +65,30 @@ func TestShareTunerBatchStepsAreNotTimed(t *testing.T) {
 		t.Errorf("the step across a batch was timed: %d steps, %v", tu.n, tu.sum)
 	}
 }
+
+// TestSplitPCIe gives the GPU the share times a layer's pinned misses, rounded: a layer
+// with one or two misses at a share of 0.2 keeps them on the CPU, one with eight gives two.
+func TestSplitPCIe(t *testing.T) {
+	for _, tc := range []struct {
+		share     float64
+		misses, k int
+	}{
+		{0, 5, 0}, {0.2, 1, 0}, {0.2, 2, 0}, {0.2, 3, 1}, {0.2, 8, 2}, {0.45, 2, 1},
+		{0.5, 1, 1}, {1, 4, 4}, {0.9, 1, 1}, {0.3, 0, 0},
+	} {
+		c := &Cache{cfg: CacheConfig{PCIeFrac: tc.share}}
+		pinned := make([]entry, tc.misses)
+		for i := range pinned {
+			pinned[i].expt = int32(i)
+		}
+		onCPU, onGPU := c.splitPCIe(pinned)
+		if len(onGPU) != tc.k || len(onCPU)+len(onGPU) != tc.misses {
+			t.Errorf("share %g of %d misses: %d on the CPU, %d over PCIe; want %d over PCIe", tc.share, tc.misses, len(onCPU), len(onGPU), tc.k)
+			continue
+		}
+		// The two lists share an array: growing the CPU's must not write over the GPU's.
+		if cap(onCPU) != len(onCPU) {
+			t.Errorf("share %g of %d misses: the CPU's list has room to grow into the GPU's", tc.share, tc.misses)
+		}
+	}
+}
