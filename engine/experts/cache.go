@@ -54,8 +54,8 @@ type CacheConfig struct {
 	Rank []ID
 	// PCIeFrac is the share of pinned misses the GPU reads over PCIe instead of the CPU,
 	// taken per layer and rounded (splitPCIe), so the GPU reads fewer than the share where
-	// layers have few misses. PCIeAuto tunes it on the decode steps' times (pcietune.go), from PCIeFrac when that is
-	// above 0.
+	// layers have few misses. PCIeAuto tunes it on the decode steps' times (pcietune.go),
+	// from PCIeFrac when that is above 0.
 	PCIeFrac float64
 	PCIeAuto bool
 	// AsyncMisses computes a decode layer's CPU misses on the host pool while the host's
