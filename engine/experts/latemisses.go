@@ -11,9 +11,9 @@ import (
 // the VRAM hits, compute the CPU's misses, upload them, then queue the next layer's
 // attention, whose ops a GPU holds back as a graph until the next routes are read. The
 // device idled through that queuing and the graph's launch. With AsyncMisses the misses run
-// on the host pool while the host's goroutine goes on: their sum is added by an add that the
-// device's stream queues at once and holds until the pool says the rows are ready (it
-// reads them in page-locked memory, no copy into VRAM between), and the next layer's
+// on the host pool while the host's goroutine goes on: the device's stream queues the add
+// of their sum at once and holds it until the pool says the rows are ready (the add reads
+// them in page-locked memory, with no copy into VRAM between), and the next layer's
 // attention is launched behind it before the host waits for the misses.
 
 // lateWriter is a device whose stream can wait for rows the host fills later (the GPU
