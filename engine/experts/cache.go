@@ -179,7 +179,7 @@ type CacheStats struct {
 type HostTime struct {
 	WaitRoutes time.Duration // waiting for the routing result and activations
 	CPUMisses  time.Duration // computing misses
-	Uploads    time.Duration // uploading miss results and streamed experts (overlapped rounds: queueing only, small)
+	Uploads    time.Duration // uploading miss results (late misses: queueing their add) and streamed experts (overlapped rounds: queueing only, small)
 }
 
 // addHost adds to the host times of a call over n tokens (the decode ones too for one

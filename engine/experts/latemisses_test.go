@@ -18,8 +18,8 @@ import (
 // made ready and added.
 type lateDevice struct {
 	experts.HostDevice
-	pending *lateCopy
-	last    lateCopy // the rows handed out last
+	pending *lateAdd
+	last    lateAdd // the rows handed out last
 	early   int      // Writes of those rows before their Ready
 	refuse  bool     // LateRows fails, as on a driver without stream waits
 	// refuseAdd: AddLate fails, as a driver without waits on host memory would.
@@ -30,7 +30,7 @@ type lateDevice struct {
 	readies   atomic.Int64 // Ready runs on the cache's goroutine
 }
 
-type lateCopy struct {
+type lateAdd struct {
 	dst   compute.Buf
 	rows  []float32
 	ready chan struct{}
@@ -47,7 +47,7 @@ func (d *lateDevice) LateRows(n int) (*compute.LateRows, error) {
 	d.handed++
 	ready := make(chan struct{})
 	rows := make([]float32, n)
-	d.last = lateCopy{rows: rows, ready: ready}
+	d.last = lateAdd{rows: rows, ready: ready}
 	var once sync.Once
 	return &compute.LateRows{
 		Rows: rows,
@@ -66,7 +66,7 @@ func (d *lateDevice) AddLate(dst compute.Buf, r *compute.LateRows) error {
 		return errors.New("late device: no waits on host memory")
 	}
 	d.adds++
-	d.pending = &lateCopy{dst: dst, rows: r.Rows, ready: r.Dev.(chan struct{})}
+	d.pending = &lateAdd{dst: dst, rows: r.Rows, ready: r.Dev.(chan struct{})}
 	return nil
 }
 
