@@ -20,8 +20,8 @@ type lateDevice struct {
 	experts.HostDevice
 	pending *lateAdd
 	last    lateAdd // the rows handed out last
-	early   int      // Writes of those rows before their Ready
-	refuse  bool     // LateRows fails, as on a driver without stream waits
+	early   int     // Writes of those rows before their Ready
+	refuse  bool    // LateRows fails, as on a driver without stream waits
 	// refuseAdd: AddLate fails, as a driver without waits on host memory would.
 	refuseAdd bool
 	asked     int // LateRows calls
