@@ -246,9 +246,12 @@ type CacheActivity struct {
 	// The same three for single-token steps only, over DecodeTokens of them.
 	DecodeTokens                                     uint64
 	DecodeWaitRoutes, DecodeCPUMisses, DecodeUploads time.Duration
-	HelperSlots                                      [2]int        // expert slots on helper GPUs 1 and 2
-	Helpers                                          time.Duration // sending inputs to the helpers and their results back
-	HelperResults                                    time.Duration // of that, waiting for the results and bringing them back
+	// Decode steps with late misses: from a layer's routes on the host to its misses
+	// starting, and from the misses done to the next layer's routes on the host.
+	DecodeMissesLag, DecodeAfterMisses time.Duration
+	HelperSlots                        [2]int        // expert slots on helper GPUs 1 and 2
+	Helpers                            time.Duration // sending inputs to the helpers and their results back
+	HelperResults                      time.Duration // of that, waiting for the results and bringing them back
 
 	// The RAM arena of the pinned (tiered) or resident experts.
 	ArenaBytes      int64

@@ -80,6 +80,7 @@ func (m *Model) Tiers() TierSnapshot {
 			FillBytes: st.FillBytes, FillTime: st.FillTime,
 			WaitRoutes: st.WaitRoutes, CPUMisses: st.CPUMisses, Uploads: st.Uploads,
 			DecodeTokens: st.DecodeSteps, DecodeWaitRoutes: st.DecodeHost.WaitRoutes, DecodeCPUMisses: st.DecodeHost.CPUMisses, DecodeUploads: st.DecodeHost.Uploads,
+			DecodeMissesLag: st.DecodeHost.MissesLag, DecodeAfterMisses: st.DecodeHost.AfterMisses,
 			HelperSlots: st.HelperSlots, Helpers: st.Helpers, HelperResults: st.HelperResults,
 		}
 		pl := m.place

@@ -271,8 +271,8 @@ func runBench(ctx context.Context, args []string, io IO) error {
 		fmt.Fprintf(io.Out, "host time waiting for routes %.2f s, CPU misses %.2f s, uploads %.2f s; fill %.2f GB in %.2f s\n",
 			c.WaitRoutesSeconds, c.CPUMissSeconds, c.UploadSeconds, c.FillGB, c.FillSeconds)
 		if d := c.DecodeHost; d != nil {
-			fmt.Fprintf(io.Out, "a decode token's host time (µs, over %d): waiting for routes %.0f, CPU misses %.0f, uploads %.0f\n",
-				d.Tokens, d.WaitRoutes, d.CPUMisses, d.Uploads)
+			fmt.Fprintf(io.Out, "a decode token's host time (µs, over %d): waiting for routes %.0f, CPU misses %.0f, uploads %.0f; late misses: routes to start %.0f, done to next routes %.0f\n",
+				d.Tokens, d.WaitRoutes, d.CPUMisses, d.Uploads, d.MissesLag, d.AfterMisses)
 		}
 		if c.ArenaGB > 0 {
 			fmt.Fprintf(io.Out, "RAM arena %.2f GB in %.2f s (unbuffered %v, before the file was mapped %v, page-locked %v, from experts.bin %v)\n",
@@ -321,6 +321,10 @@ type decodeHostReport struct {
 	WaitRoutes float64 `json:"wait_routes"`
 	CPUMisses  float64 `json:"cpu_misses"`
 	Uploads    float64 `json:"uploads"`
+	// With late misses: routes on the host to misses started, misses done to the next
+	// layer's routes on the host (the device's chain between two layers' misses).
+	MissesLag   float64 `json:"misses_lag"`
+	AfterMisses float64 `json:"after_misses"`
 }
 
 // decodeHostOf is c's host time per decode token (nil with no decode step).
@@ -329,7 +333,8 @@ func decodeHostOf(c *engine.CacheActivity) *decodeHostReport {
 		return nil
 	}
 	per := func(d time.Duration) float64 { return d.Seconds() * 1e6 / float64(c.DecodeTokens) }
-	return &decodeHostReport{Tokens: c.DecodeTokens, WaitRoutes: per(c.DecodeWaitRoutes), CPUMisses: per(c.DecodeCPUMisses), Uploads: per(c.DecodeUploads)}
+	return &decodeHostReport{Tokens: c.DecodeTokens, WaitRoutes: per(c.DecodeWaitRoutes), CPUMisses: per(c.DecodeCPUMisses), Uploads: per(c.DecodeUploads),
+		MissesLag: per(c.DecodeMissesLag), AfterMisses: per(c.DecodeAfterMisses)}
 }
 
 // cacheReport is the expert cache's part of the bench report.

@@ -137,6 +137,10 @@ type Cache struct {
 	misses func()
 	// lateRefused: the device refused late rows once, so misses are no longer computed ahead.
 	lateRefused bool
+	// routesAt is when this layer's routes reached the host; readyAt when the last late
+	// misses were made ready (written by the pool's worker, read after misses returned;
+	// zero once counted).
+	routesAt, readyAt time.Time
 
 	helperX, helperOut [2]compute.Buf // each helper's copy of the input and its results
 	helperDevOut       [2]compute.Buf // those results on the main device
@@ -180,6 +184,12 @@ type HostTime struct {
 	WaitRoutes time.Duration // waiting for the routing result and activations
 	CPUMisses  time.Duration // computing misses
 	Uploads    time.Duration // uploading miss results (late misses: queueing their add) and streamed experts (overlapped rounds: queueing only, small)
+	// Late misses only (latemisses.go), the two parts of a layer's critical path besides
+	// the misses themselves: MissesLag from the routes on the host to the pool starting the
+	// misses (sorting the pairs, queueing), AfterMisses from the misses' rows made ready to
+	// the next layer's routes on the host (the device's add, attention and router, and the
+	// routes' download).
+	MissesLag, AfterMisses time.Duration
 }
 
 // addHost adds to the host times of a call over n tokens (the decode ones too for one
@@ -543,9 +553,16 @@ func (c *Cache) moe(l int, dst, x compute.Buf, r *compute.Routes) {
 	}
 	t0 := time.Now()
 	c.dev.HostRoutes(r)
-	wait := time.Since(t0)
+	c.routesAt = time.Now()
+	wait, after := c.routesAt.Sub(t0), time.Duration(0)
+	if !c.readyAt.IsZero() {
+		if l > 0 { // not the misses of a step that failed before its end
+			after = c.routesAt.Sub(c.readyAt)
+		}
+		c.readyAt = time.Time{}
+	}
 	c.mu.Lock()
-	c.addHost(r.N, func(h *HostTime) { h.WaitRoutes += wait })
+	c.addHost(r.N, func(h *HostTime) { h.WaitRoutes += wait; h.AfterMisses += after })
 	c.mu.Unlock()
 	if len(r.IDs) < n*K || len(r.Weights) < n*K {
 		c.err.Set(fmt.Errorf("experts: layer %d: routes hold %d ids for %d x %d pairs", l, len(r.IDs), n, K))

@@ -51,15 +51,17 @@ func (c *Cache) startMisses(L *layerCache, pinCPU, cold []entry, n, H int) *comp
 	// On a worker of the host pool, not a goroutine of its own: the pool's workers spin
 	// between a step's products and hold the scheduler's Ps, where a new goroutine would
 	// wait for one until the host blocks.
+	routesAt := c.routesAt
 	c.misses = c.host.Pool().Go(func() {
 		t0 := time.Now()
 		func() {
 			defer rows.Ready() // whatever happens: the stream waits for it
 			c.hostMisses(L, rows.Rows, pinCPU, cold, n, H)
 		}()
-		took := time.Since(t0)
+		c.readyAt = time.Now()
+		took, lag := c.readyAt.Sub(t0), t0.Sub(routesAt)
 		c.mu.Lock() // after Ready: a holder of c.mu may be waiting for the stream
-		c.addHost(n, func(h *HostTime) { h.CPUMisses += took })
+		c.addHost(n, func(h *HostTime) { h.CPUMisses += took; h.MissesLag += lag })
 		c.mu.Unlock()
 	})
 	return rows

@@ -152,6 +152,13 @@ func lateCases() []tierCase {
 func checkLate(t *testing.T, tc tierCase, dev experts.Device, st experts.CacheStats) {
 	t.Helper()
 	d, ok := dev.(*lateDevice)
+	if lag, after := st.DecodeHost.MissesLag, st.DecodeHost.AfterMisses; !ok || d.handed == 0 {
+		if lag != 0 || after != 0 {
+			t.Errorf("no late misses, yet %v from routes to misses and %v from misses to the next routes", lag, after)
+		}
+	} else if lag <= 0 || after <= 0 {
+		t.Errorf("%d late misses, yet %v from routes to misses and %v from misses to the next routes", d.handed, lag, after)
+	}
 	if !ok {
 		return
 	}
