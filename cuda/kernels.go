@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 )
 
@@ -127,7 +128,63 @@ func (c *Context) LoadKernelsFrom(image []byte) (*Kernels, error) {
 		}
 		k.fns[name] = f
 	}
+	if early, err := c.canLaunchEarly(); err != nil {
+		_ = mod.Unload()
+		return nil, fmt.Errorf("cuda: kernels: %w", err)
+	} else if early && k.probeEarly() {
+		for name, f := range k.fns {
+			f.early = launchesEarly(name)
+		}
+	}
 	return k, nil
+}
+
+// probeEarly launches add_f32 over no elements the early way and waits for it: a driver
+// that refuses such launches (a platform or mode without them) gets plain launches only.
+func (k *Kernels) probeEarly() bool {
+	f := k.fns["add_f32"]
+	s, err := k.ctx.NewStream()
+	if f == nil || err != nil {
+		return false
+	}
+	defer s.Destroy()
+	f.early = true
+	err = k.Add(s, 0, 0, 0, 0)
+	f.early = false
+	return err == nil && s.Synchronize() == nil
+}
+
+// earlyKernels are the kernels (names, or name prefixes ending in _) that open with
+// grid_dependency_entry (kernels/common.cuh), so that they may be launched before the
+// kernel ahead of them ends: a decode step's chain of small kernels, where each launch's
+// latency would otherwise come after the last kernel's end. A kernel listed here without
+// the wait in its source would read its inputs too early.
+var earlyKernels = []string{
+	"rms_norm_q8", "quantize_q8", "qk_norm_rope", "add_f32", "router_f32",
+	"mul_mat_vec_q8_", "moe_gate_up_q8_", "moe_down_q8_", "attention_decode_mma_",
+}
+
+// launchesEarly says whether kernel name opens with the wait for the grid ahead of it.
+func launchesEarly(name string) bool {
+	for _, e := range earlyKernels {
+		if name == e || (strings.HasSuffix(e, "_") && strings.HasPrefix(name, e)) {
+			return true
+		}
+	}
+	return false
+}
+
+// canLaunchEarly says whether c's device takes programmatic dependent launches: compute
+// capability 9.0 or later and a driver with cuLaunchKernelEx, unless STRATA_PDL=0.
+func (c *Context) canLaunchEarly() (bool, error) {
+	if os.Getenv("STRATA_PDL") == "0" || c.d.api.cuLaunchKernelEx == nil {
+		return false, nil
+	}
+	info, err := c.d.Device(c.Ordinal)
+	if err != nil {
+		return false, err
+	}
+	return info.Major >= 9, nil
 }
 
 // Unload releases the module.

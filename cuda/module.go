@@ -65,6 +65,9 @@ type Function struct {
 	c    *Context
 	f    C.CUfunction
 	Name string
+	// early: launched with programmatic stream serialization (launchesEarly), so that it
+	// may start before the kernel ahead of it ends; the kernel waits for that one itself.
+	early bool
 }
 
 // Function looks up a kernel by its (extern "C") name.
@@ -119,7 +122,7 @@ func (f *Function) Launch(s *Stream, grid, block Dim3, sharedBytes int, args *Ar
 		p = (*C.uint64_t)(unsafe.Pointer(&slots[0]))
 	}
 	r := C.strata_cu_launch(f.c.d.api, f.c.ctx, f.f, C.uint(g.X), C.uint(g.Y), C.uint(g.Z),
-		C.uint(b.X), C.uint(b.Y), C.uint(b.Z), C.uint(sharedBytes), s.s, p, C.int(len(slots)))
+		C.uint(b.X), C.uint(b.Y), C.uint(b.Z), C.uint(sharedBytes), s.s, p, C.int(len(slots)), cBool(f.early))
 	keepAlive(slots)
 	return f.c.d.check(r, "cuLaunchKernel(%s, grid %dx%dx%d, block %dx%dx%d)", f.Name, g.X, g.Y, g.Z, b.X, b.Y, b.Z)
 }
@@ -135,4 +138,11 @@ func fixDim(d Dim3) Dim3 {
 		d.Z = 1
 	}
 	return d
+}
+
+func cBool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
 }

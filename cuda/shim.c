@@ -92,6 +92,8 @@ int strata_cu_open(strata_cu *d, char *err, int errlen) {
 	*(void **)(&d->cuCtxDestroy) = lib_sym(d->lib, "cuCtxDestroy_v2");
 	// Optional: without it the host finishes work before it queues what depends on it.
 	*(void **)(&d->cuStreamWaitValue32) = lib_sym(d->lib, "cuStreamWaitValue32_v2");
+	// Optional: without it every launch is an ordinary one.
+	*(void **)(&d->cuLaunchKernelEx) = lib_sym(d->lib, "cuLaunchKernelEx");
 	return 0;
 }
 
@@ -102,11 +104,19 @@ void strata_cu_close(strata_cu *d) {
 
 CUresult strata_cu_launch(strata_cu *d, CUcontext ctx, CUfunction f, unsigned gx, unsigned gy,
 	unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem, CUstream s,
-	uint64_t *args, int nargs) {
+	uint64_t *args, int nargs, int early) {
 	void *params[32];
 	if (nargs > 32) return 1; // CUDA_ERROR_INVALID_VALUE
 	for (int i = 0; i < nargs; i++) params[i] = &args[i];
 	CUresult r = d->cuCtxSetCurrent(ctx);
 	if (r) return r;
+	if (early && d->cuLaunchKernelEx) {
+		CUlaunchAttribute attr;
+		memset(&attr, 0, sizeof attr);
+		attr.id = 6; // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+		attr.value.programmaticStreamSerializationAllowed = 1;
+		CUlaunchConfig cfg = {gx, gy, gz, bx, by, bz, shmem, s, &attr, 1};
+		return d->cuLaunchKernelEx(&cfg, f, params, NULL);
+	}
 	return d->cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL);
 }

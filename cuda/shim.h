@@ -17,6 +17,26 @@ typedef void *CUfunction;
 typedef void *CUgraph;
 typedef void *CUgraphExec;
 
+// cuLaunchKernelEx's configuration, with the one attribute Strata sets (programmatic
+// stream serialization, id 6); the value is a 64-byte union in the driver's header.
+typedef struct {
+	int id;
+	char pad[4];
+	union {
+		char pad[64];
+		int programmaticStreamSerializationAllowed;
+	} value;
+} CUlaunchAttribute;
+
+typedef struct {
+	unsigned int gridDimX, gridDimY, gridDimZ;
+	unsigned int blockDimX, blockDimY, blockDimZ;
+	unsigned int sharedMemBytes;
+	CUstream hStream;
+	CUlaunchAttribute *attrs;
+	unsigned int numAttrs;
+} CUlaunchConfig;
+
 typedef struct {
 	void *lib;
 	CUresult (*cuInit)(unsigned int);
@@ -35,6 +55,8 @@ typedef struct {
 	CUresult (*cuCtxDestroy)(CUcontext);
 	// Optional: a stream that waits for a 32-bit value in memory (cuStreamWaitValue32_v2).
 	CUresult (*cuStreamWaitValue32)(CUstream, CUdeviceptr, uint32_t, unsigned int);
+	// Optional: launches with attributes (programmatic dependent launch).
+	CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
 	CUresult (*cuCtxSynchronize)(void);
 	CUresult (*cuMemGetInfo)(size_t *, size_t *);
 	CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
@@ -78,9 +100,11 @@ int strata_cu_open(strata_cu *d, char *err, int errlen);
 void strata_cu_close(strata_cu *d);
 
 // strata_cu_launch sets ctx current on this OS thread and launches f with nargs
-// 8-byte argument slots (each kernel parameter is read from the start of its slot).
+// 8-byte argument slots (each kernel parameter is read from the start of its slot);
+// early: with programmatic stream serialization (cuLaunchKernelEx), so that f may start
+// before the kernel ahead of it ends (f waits for it itself).
 CUresult strata_cu_launch(strata_cu *d, CUcontext ctx, CUfunction f, unsigned gx, unsigned gy,
 	unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem, CUstream s,
-	uint64_t *args, int nargs);
+	uint64_t *args, int nargs, int early);
 
 #endif

@@ -55,6 +55,7 @@ static __device__ __forceinline__ void dm_decode_body(const float *__restrict__ 
 	const T *__restrict__ vc, const float *__restrict__ ks, const float *__restrict__ vs, float *__restrict__ out,
 	const int *__restrict__ pos, int n_head, int n_kv, float scale, float *__restrict__ part,
 	const float *__restrict__ sinks, int window, int ring) {
+	grid_dependency_entry();
 	static_assert(HD % 16 == 0 && HD <= 128, "head size");
 	static_assert(DEC_CHUNK % DM_KT == 0, "a span holds whole tiles");
 	// the K and V tiles; after the last, each warp's output rows (DM_WARPS x DM_ROWS x HD
@@ -154,6 +155,7 @@ static __device__ __forceinline__ void dm_decode_wide_body(const float *__restri
 	const T *__restrict__ vc, const float *__restrict__ ks, const float *__restrict__ vs, float *__restrict__ out,
 	const int *__restrict__ pos, int n_head, int n_kv, float scale, float *__restrict__ part,
 	const float *__restrict__ sinks, int window, int ring) {
+	grid_dependency_entry();
 	constexpr int NC = HD / DM_WARPS; // output columns a warp
 	static_assert(HD % (16 * DM_WARPS) == 0, "a warp's columns are whole pairs of n8-tiles");
 	static_assert(DM_KT % DM_WKT == 0 && DM_WKT % 16 == 0, "a span holds whole tiles of whole k-steps");

@@ -6,6 +6,19 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+// grid_dependency_entry opens a kernel that the host may launch with programmatic stream
+// serialization (sm_90 and later; cuda's launchesEarly lists them): such a launch can start
+// while the kernel ahead of it in the stream still runs, so it first waits here until that
+// grid has ended and its writes are visible, then lets the kernel after it launch early in
+// turn, which takes that kernel's launch off the chain of a decode step's small kernels. In
+// an ordinary launch, and before sm_90, it does nothing.
+static __device__ __forceinline__ void grid_dependency_entry() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Type ids are GGML's.
 #define T_F32 0
 #define T_F16 1

@@ -14,6 +14,7 @@ extern "C" __global__ void swiglu(const float *g, const float *u, float *y, long
 
 // y = a + b (residual add). y may alias a or b.
 extern "C" __global__ void add_f32(const float *a, const float *b, float *y, long long n) {
+	grid_dependency_entry();
 	GRID_STRIDE(i, n) y[i] = a[i] + b[i];
 }
 

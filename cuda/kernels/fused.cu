@@ -9,6 +9,7 @@
 
 extern "C" __global__ void __launch_bounds__(256) qk_norm_rope(float *q, float *k, const float *v, const float *qw, const float *kw, const int *pos,
 	__half *k_cache, __half *v_cache, int ring, int heads, int kv_heads, int head_dim, int rope_dim, float freq_base, float eps) {
+	grid_dependency_entry();
 	__shared__ float part[8];
 	extern __shared__ float hv[]; // the normed head
 	const int tok = blockIdx.x, h = blockIdx.y, half_rd = rope_dim / 2;

@@ -14,6 +14,7 @@
 
 // x quantised: 32 values per group, scale d = max|x| / 127 (quantize_q8_group, q8.cuh).
 extern "C" __global__ void quantize_q8(const float *x, int8_t *xq, int cols, int row_bytes) {
+	grid_dependency_entry();
 	quantize_q8_group<false>(x, xq, cols, row_bytes);
 }
 
@@ -239,6 +240,7 @@ static __device__ __forceinline__ float row_sum(float v, int tpr, float *part) {
 		const int *ids, const int8_t *xq, long long xq_stride, int cols
 template <int T>
 static __device__ __forceinline__ void mmvq_body(MMVQ_PARAMS) {
+	grid_dependency_entry();
 	typedef TypeInfo<T> TI;
 	typedef Q8Dot<T> D;
 	__shared__ float part[MMVQ_THREADS / 32];
@@ -302,6 +304,7 @@ static __device__ __forceinline__ void moe_gate_up_body(const uint8_t *__restric
 	long long expert_stride, const int *__restrict__ ids, const int8_t *__restrict__ xq, float *__restrict__ h,
 	int rows, int cols, const float *__restrict__ bg, const float *__restrict__ bu, long long b_stride, float limit, float alpha,
 	int rpb) {
+	grid_dependency_entry();
 	typedef TypeInfo<T> TI;
 	typedef Q8Dot<T> D;
 	__shared__ float part[MMVQ_THREADS / 32];
@@ -341,6 +344,7 @@ template <int T>
 static __device__ __forceinline__ void moe_down_body(const uint8_t *__restrict__ Wd, long long expert_stride,
 	const int *__restrict__ ids, const float *__restrict__ wts, const int8_t *__restrict__ hq, long long hq_stride,
 	float *__restrict__ y, int rows, int cols, int k, const float *__restrict__ bd, long long b_stride, int rpb) {
+	grid_dependency_entry();
 	typedef TypeInfo<T> TI;
 	typedef Q8Dot<T> D;
 	__shared__ float part[MMVQ_THREADS / 32];

@@ -156,6 +156,7 @@ extern "C" __global__ void __launch_bounds__(256) rms_norm(const float *x, const
 
 // rms_norm_q8 takes short and vector rows of whole 32-value groups (RMSNormQ8Fits).
 extern "C" __global__ void __launch_bounds__(256) rms_norm_q8(float *x, const float *add, const float *w, float *y, int8_t *yq, int dim, int row_bytes, float eps) {
+	grid_dependency_entry();
 	__shared__ float part[32];
 	const long long row = blockIdx.x;
 	float *xr = x + row * dim;

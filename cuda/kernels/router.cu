@@ -137,6 +137,7 @@ extern "C" __global__ void __launch_bounds__(ROUTER_THREADS) router_topk(const f
 // is a zeroed counter, zero again when the launch ends.
 extern "C" __global__ void __launch_bounds__(ROUTER_THREADS) router_f32(const float *x, const float *W, const float *bias, float *logits,
 	int *ids, float *weights, unsigned *done, int cols, int n_exp, int k, int mode) {
+	grid_dependency_entry();
 	extern __shared__ float4 route_sm[];
 	__shared__ float dot[ROUTER_THREADS / 32];
 	__shared__ bool last;
