@@ -1,5 +1,7 @@
 package cuda
 
+import "slices"
+
 // SetRowsPerBlock fixes the 8-bit matvec kernels' rows per block (0: chosen per shape), so
 // the tests check every variant and the benchmarks compare them.
 func (k *Kernels) SetRowsPerBlock(n int) { k.rowsPerBlock = n }
@@ -14,12 +16,9 @@ func (k *Kernels) LaunchesEarly(name string) bool {
 // EarlyKernelsUnknown lists earlyKernels entries that name no loaded kernel.
 func EarlyKernelsUnknown() []string {
 	var out []string
+	names := kernelNames()
 	for _, e := range earlyKernels {
-		found := false
-		for _, n := range kernelNames() {
-			found = found || n == e || (e[len(e)-1] == '_' && len(n) > len(e) && n[:len(e)] == e)
-		}
-		if !found {
+		if !slices.ContainsFunc(names, func(n string) bool { return earlyEntryNames(e, n) }) {
 			out = append(out, e)
 		}
 	}

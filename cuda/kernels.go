@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -166,12 +167,12 @@ var earlyKernels = []string{
 
 // launchesEarly says whether kernel name opens with the wait for the grid ahead of it.
 func launchesEarly(name string) bool {
-	for _, e := range earlyKernels {
-		if name == e || (strings.HasSuffix(e, "_") && strings.HasPrefix(name, e)) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(earlyKernels, func(e string) bool { return earlyEntryNames(e, name) })
+}
+
+// earlyEntryNames says whether entry e of earlyKernels names kernel name.
+func earlyEntryNames(e, name string) bool {
+	return name == e || (strings.HasSuffix(e, "_") && strings.HasPrefix(name, e))
 }
 
 // canLaunchEarly says whether c's device takes programmatic dependent launches: compute
