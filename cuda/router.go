@@ -57,9 +57,29 @@ func RouterF32Fits(x, w DevicePtr, cols, nExp, k int) bool {
 // weights. done is 4 zeroed bytes of the caller's that the launch uses to find its last
 // block and leaves zero; launches sharing it must be ordered (one stream).
 func (k *Kernels) RouterF32(s *Stream, x, w, bias, logits, ids, weights, done DevicePtr, cols, nExp, topK int, mode RouteMode) error {
-	if !RouterF32Fits(x, w, cols, nExp, topK) || !mode.valid() || done == 0 {
-		return fmt.Errorf("cuda: router_f32: bad shape cols=%d experts=%d k=%d mode=%d (cols a multiple of 4, x and w 16-byte aligned, a counter)", cols, nExp, topK, mode)
+	return k.RouterF32Mail(s, x, w, bias, logits, ids, weights, done, cols, nExp, topK, mode, 0, 0)
+}
+
+// The route mail's layout in bytes (router.cu's ROUTE_MAIL_*): the tag, then the ids, the
+// weights and x.
+const (
+	RouteMailIDs     = 4 * 32
+	RouteMailWeights = 4 * 64
+	RouteMailX       = 4 * 128
+)
+
+// RouteMailBytes is the size of a route mail for a row of cols values.
+func RouteMailBytes(cols int) int { return RouteMailX + 4*cols }
+
+// RouterF32Mail is RouterF32 that also posts its result to the host: with mail (page-locked
+// host memory mapped into the device, RouteMailBytes(cols) of it, 16-byte aligned; 0:
+// none) the launch writes x, the ids and the weights there (RouteMail* offsets), and then
+// tag in its first word, so that a host polling that word for tag reads them without a copy
+// or a wait for the stream.
+func (k *Kernels) RouterF32Mail(s *Stream, x, w, bias, logits, ids, weights, done DevicePtr, cols, nExp, topK int, mode RouteMode, mail DevicePtr, tag uint32) error {
+	if !RouterF32Fits(x, w, cols, nExp, topK) || !mode.valid() || done == 0 || mail%16 != 0 {
+		return fmt.Errorf("cuda: router_f32: bad shape cols=%d experts=%d k=%d mode=%d (cols a multiple of 4, x, w and the mail 16-byte aligned, a counter)", cols, nExp, topK, mode)
 	}
-	a := new(Args).Ptr(x).Ptr(w).Ptr(bias).Ptr(logits).Ptr(ids).Ptr(weights).Ptr(done).Int(cols).Int(nExp).Int(topK).Int(int(mode))
+	a := new(Args).Ptr(x).Ptr(w).Ptr(bias).Ptr(logits).Ptr(ids).Ptr(weights).Ptr(done).Int(cols).Int(nExp).Int(topK).Int(int(mode)).Ptr(mail).Int(int(int32(tag)))
 	return k.launch("router_f32", s, Dim3{X: nExp}, Dim3{X: routerThreads}, routerShared(nExp, topK), a)
 }

@@ -131,12 +131,23 @@ extern "C" __global__ void __launch_bounds__(ROUTER_THREADS) router_topk(const f
 	route_block<false>(logits + tok * n_exp, n_exp, k, mode, ids + tok * k, weights + tok * k, (float *)route_sm);
 }
 
+// The route mail (router_f32's mail, page-locked host memory mapped into the device), in
+// 32-bit words: the tag at 0, on a cache line of its own; the ids at ROUTE_MAIL_IDS, the
+// weights at ROUTE_MAIL_WEIGHTS, x at ROUTE_MAIL_X (16-byte aligned). cuda/router.go
+// mirrors these.
+#define ROUTE_MAIL_IDS 32
+#define ROUTE_MAIL_WEIGHTS 64
+#define ROUTE_MAIL_X 128
+
 // router_f32: logits[e] = W[e] . x + bias[e] (bias may be null) for one row x of cols
 // values (a multiple of 4, x and W 16-byte aligned), one block per expert (its threads'
 // float4 loads all in flight at once), then route_block by the last block to finish; done
-// is a zeroed counter, zero again when the launch ends.
+// is a zeroed counter, zero again when the launch ends. With mail (may be null) the last
+// block also writes x, the ids and the weights to the host, and then tag in the mail's first
+// word: a host polling that word has them once it reads tag, with no copy queued after the
+// launch and no wait for the stream.
 extern "C" __global__ void __launch_bounds__(ROUTER_THREADS) router_f32(const float *x, const float *W, const float *bias, float *logits,
-	int *ids, float *weights, unsigned *done, int cols, int n_exp, int k, int mode) {
+	int *ids, float *weights, unsigned *done, int cols, int n_exp, int k, int mode, unsigned *mail, unsigned tag) {
 	grid_dependency_entry();
 	extern __shared__ float4 route_sm[];
 	__shared__ float dot[ROUTER_THREADS / 32];
@@ -167,5 +178,18 @@ extern "C" __global__ void __launch_bounds__(ROUTER_THREADS) router_f32(const fl
 	__syncthreads();
 	if (!last) return;
 	if (t == 0) *done = 0;
+	if (mail) {
+		float4 *mx = (float4 *)(mail + ROUTE_MAIL_X);
+		for (int c = t; c < n4; c += ROUTER_THREADS) mx[c] = xv[c];
+		__threadfence_system(); // x reaches the host before the tag (route_block's barriers order the rest)
+	}
 	route_block<true>(logits, n_exp, k, mode, ids, weights, (float *)route_sm);
+	if (!mail || t >= 32) return;
+	if (t < k) { // this lane wrote ids[t] and weights[t]
+		mail[ROUTE_MAIL_IDS + t] = (unsigned)ids[t];
+		mail[ROUTE_MAIL_WEIGHTS + t] = __float_as_uint(weights[t]);
+	}
+	__threadfence_system();
+	__syncwarp();
+	if (t == 0) asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(mail), "r"(tag) : "memory");
 }

@@ -43,6 +43,11 @@ type Device interface {
 	HostRoutes(r *compute.Routes)
 }
 
+// routeMailer is a device whose decode routers can post their routes and input row to the
+// host themselves, instead of the host downloading them after waiting for the stream (the
+// GPU backend's route mail).
+type routeMailer interface{ MailRoutes(on bool) }
+
 // CacheConfig is the plan the cache starts from and how it behaves.
 type CacheConfig struct {
 	Shape Shape
@@ -268,6 +273,9 @@ func NewCache(dev Device, host *cpu.Backend, cfg CacheConfig) (*Cache, error) {
 	}
 	for i := range c.slot {
 		c.slot[i] = -1
+	}
+	if m, ok := dev.(routeMailer); ok {
+		m.MailRoutes(true) // every decode layer's routes are read here (moe)
 	}
 	return c, nil
 }

@@ -125,11 +125,20 @@ func (b *Backend) RouteRows(logits, x compute.Buf, wt, bias compute.Weight, n, e
 		return &compute.Routes{N: 1, K: k, IDs: make([]int32, k), Weights: make([]float32, k)} // the error is recorded
 	}
 	mode, cols := routeMode(topKFirst, norm), w.cols
+	m := b.mailFor(cols)
+	var mail cuda.DevicePtr
+	var tag uint32
 	r := b.decodeRoute(k, func(d *devRoutes) {
+		if m != nil {
+			mail, tag = m.hb.Dev, uint32(d.ids-b.routes.p)/4+1
+		}
 		b.do(func() error {
-			return b.k.RouterF32(b.s, xp, w.p, bp, lp, d.ids, d.weights, done, cols, experts, k, mode)
-		}, opRouterF32, u(xp), u(w.p), u(bp), u(lp), u(d.ids), u(d.weights), u(done), uint64(cols), uint64(experts), uint64(k), uint64(mode))
+			return b.k.RouterF32Mail(b.s, xp, w.p, bp, lp, d.ids, d.weights, done, cols, experts, k, mode, mail, tag)
+		}, opRouterF32, u(xp), u(w.p), u(bp), u(lp), u(d.ids), u(d.weights), u(done), uint64(cols), uint64(experts), uint64(k), uint64(mode), u(mail), uint64(tag))
 	})
+	if mail != 0 {
+		m.post(r, tag, xp, cols, b.step.queued)
+	}
 	b.q8.dropIfOverlaps(lp, 4*experts)
 	return r
 }
@@ -178,6 +187,10 @@ func (b *Backend) routeSlots(n int) (int, bool) {
 		b.flushRoutes()
 	}
 	if n > a.cap {
+		if b.mail != nil {
+			// The places restart at 0: no router may still write a tag from the old ones.
+			b.err.Set(b.Synchronize())
+		}
 		c := max(routeArenaSlots, 2*a.cap, n)
 		p, err := b.alloc(8*c, "routing")
 		if err != nil {

@@ -25,3 +25,9 @@ func NewForTest(t *testing.T) *Backend {
 	t.Helper()
 	return newForTest(t)
 }
+
+// MailReads is how many routes b read from its route mail.
+func MailReads(b *Backend) int { return b.mailReads }
+
+// GraphReplays is how many segments b launched as a captured graph.
+func GraphReplays(b *Backend) int { return b.step.Replays }

@@ -38,6 +38,10 @@ type stepGraph struct {
 	// timer (nil: off) times each segment and step (STRATA_STEP_TIMING=1).
 	timer *stepTimer
 
+	// queued counts the ops queued and the breaks for other work on the stream: unchanged
+	// between two points, nothing was queued between them (the route mail's check).
+	queued uint64
+
 	Replays   int // segments launched as a graph (for tests and logs)
 	Captures  int // graphs captured
 	Evictions int // graphs dropped to stay within maxGraphs
@@ -71,6 +75,7 @@ type graphRunner interface {
 // op holds one op's work until the segment ends; sig describes everything the work depends
 // on apart from device memory contents.
 func (g *stepGraph) op(fn func() error, sig ...uint64) {
+	g.queued++
 	if g.timer != nil {
 		g.timer.op()
 	}
@@ -88,7 +93,10 @@ func (g *stepGraph) op(fn func() error, sig ...uint64) {
 
 // brk is called before work that synchronises with the host or cannot be captured: the
 // segment so far runs (as a graph when it can), then the caller's work follows in order.
-func (g *stepGraph) brk() { g.flush() }
+func (g *stepGraph) brk() {
+	g.queued++
+	g.flush()
+}
 
 // end closes a segment at the backend's Read.
 func (g *stepGraph) end() { g.flush() }
