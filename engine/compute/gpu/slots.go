@@ -254,7 +254,8 @@ func parallelEach(n int, fn func(i int)) {
 	wg.Wait()
 }
 
-// HostRoutes makes r's IDs and Weights valid on the host now (one small download).
+// HostRoutes makes r's IDs and Weights valid on the host now: from the route mail when r
+// was posted there, else by one small download.
 func (b *Backend) HostRoutes(r *compute.Routes) {
 	if b.mailed(r, 0, 0) && b.readMail(nil) {
 		return
