@@ -121,15 +121,16 @@ func (p *Pool) worker() {
 // returned. A 64-token prefill on 2 cores did that ~5300 times in one bench run and ran one
 // thread alone a quarter of the time; without the yields, 8% of the time.
 func (p *Pool) spin(seen *task) bool {
-	return poll(idleSpin, func() bool {
+	return Poll(idleSpin, func() bool {
 		t := p.cur.Load()
 		return (t != nil && t != seen) || p.closed.Load()
 	})
 }
 
-// poll calls done until it reports true (poll then reports true) or d has passed (false),
-// without yielding to the scheduler (see spin).
-func poll(d time.Duration, done func() bool) bool {
+// Poll calls done until it reports true (Poll then reports true) or d has passed (false),
+// without yielding to the scheduler (see spin): for waits of microseconds, where waking a
+// blocked goroutine costs more than the wait.
+func Poll(d time.Duration, done func() bool) bool {
 	var deadline time.Time
 	for i := 0; ; i++ {
 		if done() {
@@ -215,7 +216,7 @@ func (p *Pool) For(n, grain int, fn func(lo, hi int)) {
 	p.yield.Store(int64(y.last))
 	// The last chunks usually finish within microseconds: watch for them before blocking,
 	// since waking a blocked goroutine costs more than that on most VMs.
-	if !poll(tailSpin, func() bool { return t.left.Load() == 0 }) {
+	if !Poll(tailSpin, func() bool { return t.left.Load() == 0 }) {
 		<-t.done
 	}
 	p.cur.CompareAndSwap(t, nil) // let the finished task (and what fn holds) be collected
@@ -253,7 +254,7 @@ func (p *Pool) Go(fn func()) (wait func()) {
 				t.run(p, &y)
 				continue
 			}
-			if !poll(idleSpin, func() bool {
+			if !Poll(idleSpin, func() bool {
 				t := p.cur.Load()
 				return job.left.Load() == 0 || (t != nil && t != seen)
 			}) {

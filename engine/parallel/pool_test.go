@@ -198,15 +198,15 @@ func TestMaybeYield(t *testing.T) {
 	}
 }
 
-// TestPoll: poll reports true as soon as done does, and false once the time is up.
+// TestPoll: Poll reports true as soon as done does, and false once the time is up.
 func TestPoll(t *testing.T) {
 	calls := 0
-	if !poll(time.Hour, func() bool { calls++; return calls == 1000 }) || calls != 1000 {
-		t.Fatalf("poll stopped after %d calls, want true at call 1000", calls)
+	if !Poll(time.Hour, func() bool { calls++; return calls == 1000 }) || calls != 1000 {
+		t.Fatalf("Poll stopped after %d calls, want true at call 1000", calls)
 	}
 	start := time.Now()
-	if poll(time.Millisecond, func() bool { return false }) {
-		t.Fatal("poll reported true when done never did")
+	if Poll(time.Millisecond, func() bool { return false }) {
+		t.Fatal("Poll reported true when done never did")
 	}
 	if time.Since(start) < time.Millisecond {
 		t.Fatal("poll gave up before its time")

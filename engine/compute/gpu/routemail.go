@@ -10,6 +10,7 @@ import (
 
 	"strata/cuda"
 	"strata/engine/compute"
+	"strata/engine/parallel"
 )
 
 // The route mail. With the expert tiers the host reads every decode layer's routes, and
@@ -151,20 +152,7 @@ func (b *Backend) readMail(dst []float32) bool {
 
 // await polls the tag for want, for up to mailWait.
 func (m *routeMail) await(want uint32) bool {
-	var deadline time.Time
-	for i := 0; ; i++ {
-		if atomic.LoadUint32(m.tag) == want {
-			return true
-		}
-		if i%256 == 0 {
-			now := time.Now()
-			if deadline.IsZero() {
-				deadline = now.Add(mailWait)
-			} else if now.After(deadline) {
-				return false
-			}
-		}
-	}
+	return parallel.Poll(mailWait, func() bool { return atomic.LoadUint32(m.tag) == want })
 }
 
 // free releases the mail; no router may write it any more.
