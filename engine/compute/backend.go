@@ -115,6 +115,14 @@ type Routes struct {
 	Dev any
 }
 
+// SlotAlign is where each weight and slot stack starts inside a device's one region of
+// them (the GPU backend's ReserveRegion): a multiple of this many bytes, as cuMemAlloc's own
+// allocations are. Whoever sizes the region rounds each allocation up to it (SlotAligned).
+const SlotAlign = 256
+
+// SlotAligned is n bytes rounded up to SlotAlign.
+func SlotAligned(n int64) int64 { return (n + SlotAlign - 1) / SlotAlign * SlotAlign }
+
 // LateRows are rows of page-locked host memory that a device reads only once the host
 // calls Ready: the op that reads them is queued before the host has filled them (the GPU
 // backend's LateRows and AddLate), so the device work after it is queued too.

@@ -5,6 +5,7 @@
 package gpu
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -50,6 +51,8 @@ type Backend struct {
 
 	budget, used int64
 	allocs       []cuda.DevicePtr
+	// region holds the weights and slot stacks in one allocation (ReserveRegion).
+	region region
 
 	err compute.StickyErr
 
@@ -525,7 +528,7 @@ func (b *Backend) Place(spec compute.WeightSpec) (compute.Weight, error) {
 		return &Weight{name: spec.Name, typ: typ, rows: spec.Rows, cols: spec.Cols, exps: exps, rowBytes: rb, stride: rb * spec.Rows, p: hb.Dev}, nil
 	}
 	b.step.brk()
-	p, err := b.alloc(len(data), "tensor "+spec.Name)
+	p, err := b.carveOrAlloc(len(data), "tensor "+spec.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -557,7 +560,10 @@ func (c *KV) int8Layer(l int) cuda.Int8KV {
 	return cuda.Int8KV{K: c.k[l], KScales: c.ks[l], V: c.v[l], VScales: c.vs[l]}
 }
 
-// NewKV allocates the cache: float16, or int8 with its scales when spec.Type is "int8".
+// NewKV allocates the cache: float16, or int8 with its scales when spec.Type is "int8". All
+// layers' keys, values (and scales) are one allocation, carved at compute.SlotAlign steps: a
+// layer's keys of a short context are well under the driver's 2 MiB granularity, and 96 of
+// them (q30b's 48 layers at 656 positions) should not each take a granule of their own.
 func (b *Backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
 	if spec.Type != "" && spec.Type != "f16" && spec.Type != "int8" {
 		return nil, fmt.Errorf("gpu: kv cache type %q is not supported on the GPU (f16 and int8 are)", spec.Type)
@@ -567,36 +573,43 @@ func (b *Backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
 	}
 	c := &KV{positions: spec.Positions, kvHeads: spec.KVHeads, headDim: spec.HeadDim, row: spec.KVHeads * spec.HeadDim,
 		ring: make([]int, spec.Layers), int8: spec.Type == "int8"}
+	// parts[l] are layer l's keys, values (f16), or keys, key scales, values, value scales.
+	parts := make([][]int64, spec.Layers)
+	var total int64
 	for l := range spec.Layers {
 		rows := spec.Positions
 		if spec.Keep != nil && spec.Keep[l] > 0 && spec.Keep[l] < spec.Positions {
 			rows, c.ring[l] = spec.Keep[l], spec.Keep[l]
 		}
 		if c.int8 {
-			var p [4]cuda.DevicePtr
-			for i, what := range [4]string{"keys", "key scales", "values", "value scales"} {
-				bytes := rows * c.row
-				if i%2 == 1 {
-					bytes = rows * 4 * (c.row / cuda.Int8KVBlock(spec.HeadDim))
-				}
-				var err error
-				if p[i], err = b.alloc(bytes, fmt.Sprintf("kv cache layer %d %s", l, what)); err != nil {
-					return nil, err
-				}
-			}
+			data, scales := int64(rows*c.row), int64(rows*4*(c.row/cuda.Int8KVBlock(spec.HeadDim)))
+			parts[l] = []int64{data, scales, data, scales}
+		} else {
+			parts[l] = []int64{int64(rows * c.row * 2), int64(rows * c.row * 2)}
+		}
+		for _, n := range parts[l] {
+			total += compute.SlotAligned(max(n, 1))
+		}
+	}
+	if total == 0 {
+		return c, nil
+	}
+	base, err := b.alloc(int(total), fmt.Sprintf("kv cache (%d layers, %d positions, %s)", spec.Layers, spec.Positions, cmp.Or(spec.Type, "f16")))
+	if err != nil {
+		return nil, err
+	}
+	at := base
+	for l := range spec.Layers {
+		var p [4]cuda.DevicePtr
+		for i, n := range parts[l] {
+			p[i] = at
+			at += cuda.DevicePtr(compute.SlotAligned(max(n, 1)))
+		}
+		if c.int8 {
 			c.k, c.ks, c.v, c.vs = append(c.k, p[0]), append(c.ks, p[1]), append(c.v, p[2]), append(c.vs, p[3])
-			continue
+		} else {
+			c.k, c.v = append(c.k, p[0]), append(c.v, p[1])
 		}
-		bytes := rows * c.row * 2
-		k, err := b.alloc(bytes, fmt.Sprintf("kv cache layer %d", l))
-		if err != nil {
-			return nil, err
-		}
-		v, err := b.alloc(bytes, fmt.Sprintf("kv cache layer %d", l))
-		if err != nil {
-			return nil, err
-		}
-		c.k, c.v = append(c.k, k), append(c.v, v)
 	}
 	return c, nil
 }
@@ -814,6 +827,11 @@ func PlacedBytes(typ quant.Type, rows, cols int, fileBytes int64) int64 {
 		return 2 * n
 	}
 	return fileBytes
+}
+
+// PlaceBytes is what Place takes of VRAM for spec (PlacedBytes over all its experts).
+func PlaceBytes(spec compute.WeightSpec) int64 {
+	return PlacedBytes(spec.Type, spec.Rows, spec.Cols*max(spec.Experts, 1), int64(len(spec.Data)))
 }
 
 // Ordinal is the CUDA device the backend runs on.

@@ -46,7 +46,7 @@ func (b *Backend) NewSlots(spec compute.WeightSpec, slots int) (compute.Weight, 
 		return nil, err
 	}
 	b.step.brk()
-	p, err := b.alloc(per*slots, fmt.Sprintf("expert cache %s (%d slots)", spec.Name, slots))
+	p, err := b.carveOrAlloc(per*slots, fmt.Sprintf("expert cache %s (%d slots)", spec.Name, slots))
 	if err != nil {
 		return nil, err
 	}
