@@ -185,6 +185,9 @@ func place(ctx context.Context, f *gguf.File, cfg Config, info ModelInfo, report
 		if err = mapModel(f, "", report); err != nil {
 			break
 		}
+		if err = p.reserveRegion(f, b, nil, 0); err != nil {
+			break
+		}
 		p.net, err = model.Load(f, b, func(done, total int64) {
 			report(Progress{Phase: "weights", Done: done, Total: total})
 		})
@@ -433,6 +436,9 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 		cc.Cold = p.cold
 	}
 	if p.cache, err = experts.NewCache(dev, host, cc); err != nil {
+		return err
+	}
+	if err := p.reserveRegion(f, dev, p.cache, s.Layers); err != nil {
 		return err
 	}
 	if p.net, err = model.LoadWith(f, dev, func(done, total int64) {
