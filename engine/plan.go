@@ -90,9 +90,18 @@ func PlanForMachine(ctx context.Context, path string, cfg Config, mc Machine) (e
 }
 
 // streamRingSlots is the number of staging slots Open's tiered placement adds to the
-// activations for streaming experts that are not in VRAM to the GPU during prefill (one
-// layer's experts, at most 128).
-func streamRingSlots(s experts.Shape) int { return min(s.Experts, 128) }
+// activations for streaming experts that are not in VRAM to the GPU during prefill: at most
+// maxRingSlots of a layer's experts.
+func streamRingSlots(s experts.Shape) int { return min(s.Experts, maxRingSlots) }
+
+// maxRingSlots caps the streaming ring. Decode never uses it, and every slot it takes is
+// one the expert cache does not get: at 128 (a whole q30b layer) it took 324 MiB of q30b's
+// 8913 MiB budget. On the H200 (cuda/BENCH.md, session 22) rings of 64 and 32 slots gave
+// decode 111.2 and 111.4 tok/s against 109.5 at 128, and a 512-token prompt no slower. A
+// round is half the ring (the other half is being filled), so 32 keeps rounds of 16
+// experts: 40 MiB of copies for q30b, 19 MiB for qwen3next's, each far longer than a
+// round's sync, so long prompts still overlap their copies with the MoE.
+const maxRingSlots = 32
 
 // expertBiasDeviceBytes is what a model whose experts have biases (gpt-oss) keeps of them
 // on the GPU beside the slots' matrices: a float32 set of gate, up and down bias rows for

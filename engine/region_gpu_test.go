@@ -8,6 +8,7 @@ import (
 
 	"strata/engine/compute"
 	"strata/engine/compute/gpu"
+	"strata/engine/experts"
 	"strata/engine/gguf"
 	"strata/engine/synth"
 )
@@ -77,7 +78,7 @@ func TestRegionOnGPU(t *testing.T) {
 			if st.DeviceSlots == 0 || st.DeviceSlots == info.Layers*info.Experts {
 				t.Fatalf("%d of %d experts in VRAM: not a tiered start", st.DeviceSlots, info.Layers*info.Experts)
 			}
-			ring := int64(min(info.Experts, 128))
+			ring := int64(streamRingSlots(experts.Shape{Experts: info.Experts}))
 			want := info.NonExpertBytes - m.place.embdInHost + (int64(st.DeviceSlots)+ring)*(blob+bias)
 			// The device may also hold the bias rows of the pinned experts it reads.
 			pinnedBias := int64(st.PinnedSlots) * bias
