@@ -13,8 +13,8 @@ import (
 	"strata/engine/synth"
 )
 
-// TestRegionOnGPU opens synthetic qwen3moe and gpt-oss models tiered on the GPU under a VRAM
-// budget and checks the region the backend carved the weights and slot stacks from: every
+// TestRegionOnGPU opens synthetic qwen3moe and gpt-oss models tiered on the GPU (half their
+// experts in VRAM) and checks the region the backend carved the weights and slot stacks from: every
 // Place and NewSlots fitted it (no allocation of their own), it is full to the byte, and it
 // is the plan's weights and expert slots (the file's non-expert bytes less the embeddings
 // in host memory, each VRAM slot's and ring slot's blob, gpt-oss's bias rows) up to the
@@ -62,8 +62,8 @@ func TestRegionOnGPU(t *testing.T) {
 			f.Close()
 			cfg := DefaultConfig()
 			cfg.Backend, cfg.TieredExperts, cfg.MaxContext, cfg.LearnProfile = "cuda", true, 256, false
-			// Room for about half the experts beside the rest.
-			cfg.VRAMBudgetMiB = int((info.NonExpertBytes+info.ExpertBytes/2)>>20) + 64
+			// Half the experts in VRAM, under a budget the backend's checks keep to.
+			cfg.ExpertCache, cfg.VRAMBudgetMiB = info.Layers*info.Experts/2, 1024
 			m, err := Open(context.Background(), path, cfg, nil)
 			if err != nil {
 				t.Fatal(err)
