@@ -251,12 +251,12 @@ func testAttentionDecode(t *testing.T, g *gpu, r *rand.Rand, c attCase, kf, vf [
 	scale := 1 / math.Sqrt(float64(hd))
 	opts := cuda.AttentionOptions{Window: c.window, Ring: c.ring}
 	sinkOf := caseSinks(t, g, r, c, &opts)
-	splits := []int{1, 3, 8}
-	lasts := []int{0, 5, 31, 32, 200, ctxLen - 1}
+	splits := []int{1, 3, 8, cuda.DecodeSplitsMMA(ctxLen, nHead, nKV)}
+	lasts := []int{0, 5, 31, 32, 63, 64, 65, 200, ctxLen - 1}
 	if ctxLen > 1000 {
 		// spans of 128 (the shortest), a span count that leaves a short last span, and the
 		// engine's count for this capacity
-		splits = []int{1, 7, cuda.DecodeSplits(ctxLen, nHead, nKV)}
+		splits = []int{1, 7, cuda.DecodeSplits(ctxLen, nHead, nKV), cuda.DecodeSplitsMMA(ctxLen, nHead, nKV)}
 		lasts = []int{127, 128, 129, 1000, 1337, ctxLen - 1}
 	}
 	for _, nSplit := range splits {
@@ -268,14 +268,45 @@ func testAttentionDecode(t *testing.T, g *gpu, r *rand.Rand, c attCase, kf, vf [
 			q := randFloats(r, nHead*hd, 1)
 			dq, dpos := upload(t, g, q), upload(t, g, []int32{int32(last)})
 			dout := g.buf(t, 4*nHead*hd)
-			if err := decode(dq, dout, dpos, nHead, nKV, hd, float32(scale), nSplit, scratch, opts); err != nil {
+			o := opts
+			if nSplit > 1 && hd%32 == 0 { // the merge quantises the output too
+				o.Q8 = g.buf(t, cuda.Q8RowBytes(nHead*hd))
+			} else if nSplit > 1 {
+				bad := opts
+				bad.Q8 = g.buf(t, cuda.Q8RowBytes(nHead*32))
+				if err := decode(dq, dout, dpos, nHead, nKV, hd, float32(scale), nSplit, scratch, bad); err == nil {
+					t.Errorf("decode %s: a quantised output of head size %d was not refused", name, hd)
+				}
+			}
+			if err := decode(dq, dout, dpos, nHead, nKV, hd, float32(scale), nSplit, scratch, o); err != nil {
 				t.Fatal(err)
 			}
 			got := download[float32](t, g, dout, nHead*hd)
+			if o.Q8 != 0 {
+				checkMergedQ8(t, g, dout, o.Q8, nHead*hd, fmt.Sprintf("decode %s pos=%d splits=%d", name, last, nSplit))
+			}
 			for h := 0; h < nHead; h++ {
 				want := refAttention(q[h*hd:(h+1)*hd], kf, vf, h/(nHead/nKV), nKV, hd, last, scale, c, sinkOf(h))
 				checkAttention(t, fmt.Sprintf("decode %s pos=%d splits=%d head %d", name, last, nSplit, h), got[h*hd:(h+1)*hd], want, tol)
 			}
+		}
+	}
+}
+
+// checkMergedQ8 compares the quantised row the merge wrote at xq with QuantizeQ8 of its
+// output at out (cols values), byte for byte.
+func checkMergedQ8(t *testing.T, g *gpu, out, xq cuda.DevicePtr, cols int, what string) {
+	t.Helper()
+	want := g.buf(t, cuda.Q8RowBytes(cols))
+	if err := g.k.QuantizeQ8(g.s, out, want, 1, cols); err != nil {
+		t.Fatal(err)
+	}
+	n := cols + 4*(cols/32) // the values and the scales, not the row's padding
+	gotB, wantB := download[byte](t, g, xq, n), download[byte](t, g, want, n)
+	for i := range gotB {
+		if gotB[i] != wantB[i] {
+			t.Errorf("%s: merged q8 byte %d of %d is %#x, QuantizeQ8 gives %#x", what, i, n, gotB[i], wantB[i])
+			return
 		}
 	}
 }
@@ -348,8 +379,8 @@ func testAttentionDecodeLong(t *testing.T, g *gpu, r *rand.Rand, kind string, nH
 	for _, c := range []attCase{{hd: hd, nHead: nHead, nKV: nKV, ctx: ctx}, {hd: hd, sinks: true, window: 4096, nHead: nHead, nKV: nKV, ctx: ctx}} {
 		opts := cuda.AttentionOptions{Window: c.window}
 		sinkOf := caseSinks(t, g, r, c, &opts)
-		nSplit := cuda.DecodeSplits(ctx, nHead, nKV)
-		scratch := g.buf(t, cuda.AttentionDecodeScratchBytes(nHead, hd, nSplit))
+		nSplit, nSplitMMA := cuda.DecodeSplits(ctx, nHead, nKV), cuda.DecodeSplitsMMA(ctx, nHead, nKV)
+		scratch := g.buf(t, cuda.AttentionDecodeScratchBytes(nHead, hd, max(nSplit, nSplitMMA)))
 		scale := 3 / math.Sqrt(float64(hd))
 		for _, last := range []int{ctx / 2, ctx - 1} {
 			q := randFloats(r, nHead*hd, 1)
@@ -361,9 +392,10 @@ func testAttentionDecodeLong(t *testing.T, g *gpu, r *rand.Rand, kind string, nH
 				name   string
 				decode decodeFunc
 				rel    float64
-			}{{kind, cache.decode, 1e-4}, {kind + " mma", cache.decodeMMA, mmaLongRel}} {
+				splits int
+			}{{kind, cache.decode, 1e-4, nSplit}, {kind + " mma", cache.decodeMMA, mmaLongRel, nSplitMMA}} {
 				dout := g.buf(t, 4*nHead*hd)
-				if err := k.decode(upload(t, g, q), dout, upload(t, g, []int32{int32(last)}), nHead, nKV, hd, float32(scale), nSplit, scratch, opts); err != nil {
+				if err := k.decode(upload(t, g, q), dout, upload(t, g, []int32{int32(last)}), nHead, nKV, hd, float32(scale), k.splits, scratch, opts); err != nil {
 					t.Fatal(err)
 				}
 				got := download[float32](t, g, dout, nHead*hd)

@@ -69,4 +69,14 @@ func TestTypeGeometry(t *testing.T) {
 			t.Errorf("DecodeSplits(%d, %d, %d) = %d, want %d", c.ctx, c.nHead, c.nKV, got, c.want)
 		}
 	}
+	// the tensor-core kernels: spans of one 64-position tile, groups of up to 16 query heads
+	// (24 on 2: one slice of 12 a group)
+	for _, c := range []struct{ ctx, nHead, nKV, want int }{
+		{1, 32, 4, 1}, {300, 32, 4, 5}, {656, 32, 4, 11}, {4096, 32, 4, 64}, {1 << 20, 32, 4, 132},
+		{1 << 20, 64, 8, 66}, {1 << 20, 24, 2, 264}, {1 << 20, 16, 2, 264}, {1 << 20, 32, 1, 264},
+	} {
+		if got := DecodeSplitsMMA(c.ctx, c.nHead, c.nKV); got != c.want {
+			t.Errorf("DecodeSplitsMMA(%d, %d, %d) = %d, want %d", c.ctx, c.nHead, c.nKV, got, c.want)
+		}
+	}
 }

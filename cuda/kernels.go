@@ -162,7 +162,7 @@ func (k *Kernels) probeEarly() bool {
 // the wait in its source would read its inputs too early.
 var earlyKernels = []string{
 	"rms_norm_q8", "quantize_q8", "qk_norm_rope", "add_f32", "router_f32",
-	"mul_mat_vec_q8_", "moe_gate_up_q8_", "moe_down_q8_", "attention_decode_mma_",
+	"mul_mat_vec_q8_", "moe_gate_up_q8_", "moe_down_q8_", "attention_decode_mma_", "attention_merge",
 }
 
 // launchesEarly says whether kernel name opens with the wait for the grid ahead of it.
@@ -674,6 +674,10 @@ type AttentionOptions struct {
 	// Ring (0: none): the caches hold position p in slot p % Ring (a layer that keeps only
 	// its latest Ring positions); Ring must cover the window and the batch.
 	Ring int
+	// Q8 (0: none; decode with several spans and a head size that is a multiple of 32):
+	// the merge also writes the output row quantised as QuantizeQ8 does, Q8RowBytes(nHead
+	// x headDim) bytes, so that the 8-bit matvec that reads it next needs no quantize_q8.
+	Q8 DevicePtr
 }
 
 func checkAttention(name string, nHead, nKV, headDim int, o AttentionOptions) error {
@@ -729,11 +733,22 @@ const (
 
 // DecodeSplits is how many spans AttentionDecode should be launched with for a cache of up
 // to maxCtx positions: enough blocks to fill the GPU at the longest context, and no more
-// spans than maxCtx has chunks. The kernels read the position from device memory and use
-// only as many spans as it needs (each at least 128 positions, or one 64-position tile for
-// the MMA kernels), so one launch, captured in a graph, serves every position.
+// spans than maxCtx has chunks of 128 positions. The kernels read the position from device
+// memory and use only as many spans as it needs, so one launch, captured in a graph,
+// serves every position.
 func DecodeSplits(maxCtx, nHead, nKV int) int {
-	return min(max(ceilDiv(decodeBlocks, decodeGroups(nHead, nKV, decodeHeadsPerBlock)), 1), max(ceilDiv(maxCtx, decodeChunk), 1), MaxDecodeSplits)
+	return decodeSplits(maxCtx, decodeGroups(nHead, nKV, decodeHeadsPerBlock), decodeChunk)
+}
+
+// DecodeSplitsMMA is DecodeSplits for AttentionDecodeMMA, whose spans are single 64-position
+// tiles: with spans of 128 a short context gave each block two tiles, one after the other,
+// each a wait on memory (q30b at 516 positions: 5 spans of 4 blocks, 13.9 us under ncu).
+func DecodeSplitsMMA(maxCtx, nHead, nKV int) int {
+	return decodeSplits(maxCtx, decodeGroups(nHead, nKV, decodeMMARows), decodeMMATile)
+}
+
+func decodeSplits(maxCtx, groups, chunk int) int {
+	return min(max(ceilDiv(decodeBlocks, groups), 1), max(ceilDiv(maxCtx, chunk), 1), MaxDecodeSplits)
 }
 
 // AttentionDecode attends one query q [nHead][headDim] f32 to the f16 caches
@@ -805,6 +820,9 @@ func (k *Kernels) attentionDecode(name string, perBlock, chunk int, s *Stream, a
 	if nSplit > 1 && scratch == 0 {
 		return fmt.Errorf("cuda: %s: %d spans need %d bytes of scratch", name, nSplit, AttentionDecodeScratchBytes(nHead, headDim, nSplit))
 	}
+	if o.Q8 != 0 && (nSplit == 1 || headDim%32 != 0) {
+		return fmt.Errorf("cuda: %s: a quantised output needs the merge of several spans and whole 32-value groups a head (%d spans, head size %d)", name, nSplit, headDim)
+	}
 	if err := k.launch(fmt.Sprintf("%s_%d", name, headDim), s, Dim3{X: decodeGroups(nHead, nKV, perBlock), Y: nSplit}, Dim3{X: 128}, 0, a); err != nil {
 		return err
 	}
@@ -812,7 +830,7 @@ func (k *Kernels) attentionDecode(name string, perBlock, chunk int, s *Stream, a
 		return nil
 	}
 	return k.launch("attention_merge", s, Dim3{X: nHead}, Dim3{X: 32 * ceilDiv(headDim, 32)}, 0,
-		new(Args).Ptr(scratch).Ptr(out).Ptr(pos).Int(nSplit).Int(headDim).Ptr(o.Sinks).Int(o.Window).Int(chunk))
+		new(Args).Ptr(scratch).Ptr(out).Ptr(pos).Int(nSplit).Int(headDim).Ptr(o.Sinks).Int(o.Window).Int(chunk).Ptr(o.Q8).Int(nHead*headDim))
 }
 
 // AttentionPrefill is causal attention for nTok queries q [nTok][nHead][headDim]: query t

@@ -47,7 +47,7 @@ func batchSpec(f *gguf.File, h model.Hparams, tokens int) gpu.BatchSpec {
 // attention's scratch and the slack.
 func sessionActivationBytes(h model.Hparams, tokens int) int64 {
 	return 4*int64(h.ScratchFloats(tokens)) + 4*int64(tokens*h.Hidden) +
-		int64(cuda.AttentionDecodeScratchBytes(h.Heads, h.HeadDim, cuda.DecodeSplits(1<<30, h.Heads, h.KVHeads))) + activationSlack
+		int64(cuda.AttentionDecodeScratchBytes(h.Heads, h.HeadDim, max(cuda.DecodeSplits(1<<30, h.Heads, h.KVHeads), cuda.DecodeSplitsMMA(1<<30, h.Heads, h.KVHeads)))) + activationSlack
 }
 
 // activationBytesFor is the VRAM a plan keeps for activations with prefill batches of tokens:

@@ -554,8 +554,14 @@ ATT_SIZES(ATT_DECODE)
 // attention_merge combines the spans of each query head that dec_span (with the decode kernel's chunk) says hold positions
 // (block h, hd threads; at most DEC_MAX_SPLITS spans), adding head h's sink (sinks may be
 // null) to the denominator. The states are in log2 units, as the decode kernels write them.
+// With xq (hd a multiple of 32), the output row of cols = heads x hd values also goes out
+// quantised as quantize_q8 would (each warp's 32 values one group), for the 8-bit matvec
+// that reads it next, whose own quantize_q8 launch is then skipped.
 #define DEC_MAX_SPLITS 1024
-extern "C" __global__ void attention_merge(const float *part, float *out, const int *pos, int n_split, int hd, const float *sinks, int window, int chunk) {
+#define DEC_MERGE_BATCH 8 // spans' values in flight at once in the output loop
+extern "C" __global__ void attention_merge(const float *part, float *out, const int *pos, int n_split, int hd, const float *sinks,
+	int window, int chunk, int8_t *xq, int cols) {
+	grid_dependency_entry();
 	__shared__ float wt[DEC_MAX_SPLITS];
 	__shared__ float red[32];
 	const int h = blockIdx.x;
@@ -583,9 +589,27 @@ extern "C" __global__ void attention_merge(const float *part, float *out, const 
 	L = sinks != nullptr ? exp2f(sk - M) : 0.f;
 	for (int w = 0; w < (int)(blockDim.x + 31) / 32; w++) L += red[w];
 	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+		// the spans' values loaded a batch at a time (one after the other, each load waited
+		// for the last), summed in span order as before
+		const float *pi = p + 2 + i;
 		float o = 0.f;
-		for (int s = 0; s < used; s++) o += wt[s] * p[s * (hd + 2) + 2 + i];
-		out[(long long)h * hd + i] = o / L;
+		int s = 0;
+		for (; s + DEC_MERGE_BATCH <= used; s += DEC_MERGE_BATCH) {
+			float v[DEC_MERGE_BATCH];
+#pragma unroll
+			for (int j = 0; j < DEC_MERGE_BATCH; j++) v[j] = pi[(s + j) * (hd + 2)];
+#pragma unroll
+			for (int j = 0; j < DEC_MERGE_BATCH; j++) o += wt[s + j] * v[j];
+		}
+		for (; s < used; s++) o += wt[s] * pi[s * (hd + 2)];
+		const float y = o / L;
+		out[(long long)h * hd + i] = y;
+		if (xq != nullptr) { // hd % 32 == 0: the whole warp is here, on one group
+			const float d = warp_max(fabsf(y)) / 127.f;
+			const long long c = (long long)h * hd + i;
+			xq[c] = (int8_t)(d > 0.f ? __float2int_rn(y / d) : 0);
+			if ((threadIdx.x & 31) == 0) ((float *)(xq + cols))[c / 32] = d;
+		}
 	}
 }
 

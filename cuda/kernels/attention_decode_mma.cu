@@ -2,7 +2,7 @@
 // sizes that are multiples of 16 up to 128, and 256, over an f16 or int8 cache. It takes the
 // grid and partial-state layout of attention.cu's attention_decode (dec_span, attention_merge),
 // with spans in units of one 64-position tile, and the tile machinery of attention_prefill.cu
-// (fa_scores, fa_pv, fa_tile_step, fa_load_tile).
+// (fa_scores, fa_pv, fa_tile_step, fa_load_tile; an f16 tile by cp.async, dm_load_tile).
 //
 // Why: attention_decode gives a lane one position and all of its group's heads, some 4,000
 // instructions a 32-position chunk for one warp, at about 10 cycles each; at short contexts
@@ -36,6 +36,35 @@ static __device__ __forceinline__ DmBlock dm_block(const int *__restrict__ pos, 
 	b.first = d.lo + blockIdx.y * d.span;
 	b.end = min(b.first + d.span, last + 1) - 1;
 	return b;
+}
+
+// dm_load_tile stages positions base..base+ROWS-1 as fa_load_tile does. An f16 cache's tile
+// goes by cp.async, every 16-byte piece of it in flight at once (8 a thread for K and 8 for
+// V at head size 128): through registers, two pieces at a time, a tile took four trips to
+// memory, and a decode block has only a tile or two to hide them behind. An int8 cache's
+// pieces are dequantised on the way, so they take fa_load_tile's registers.
+template <int HD, int ROWS, int THREADS, int UNROLL>
+static __device__ __forceinline__ void dm_load_tile(__half (*Ks)[HD + FA_PAD], __half (*Vs)[HD + FA_PAD], const __half *__restrict__ kc,
+	const __half *__restrict__ vc, const float *, const float *, int base, int last, int ring, long long row_stride, int kvh) {
+	constexpr int PIECES = ROWS * HD / 8;
+	static_assert(PIECES % THREADS == 0, "every thread stages as many pieces");
+#pragma unroll
+	for (int i = 0; i < PIECES / THREADS; i++) {
+		const int idx = threadIdx.x + i * THREADS;
+		const int r = idx / (HD / 8), c8 = (idx % (HD / 8)) * 8;
+		const int p = base + r;
+		const bool in = p <= last;
+		const long long off = in ? att_slot(p, ring) * row_stride + (long long)kvh * HD + c8 : 0;
+		cp16(&Ks[r][c8], kc + off, in ? 16 : 0); // past last: zeros, nothing read
+		cp16(&Vs[r][c8], vc + off, in ? 16 : 0);
+	}
+	cp_commit();
+	cp_wait<0>();
+}
+template <int HD, int ROWS, int THREADS, int UNROLL>
+static __device__ __forceinline__ void dm_load_tile(__half (*Ks)[HD + FA_PAD], __half (*Vs)[HD + FA_PAD], const int8_t *__restrict__ kc,
+	const int8_t *__restrict__ vc, const float *ks, const float *vs, int base, int last, int ring, long long row_stride, int kvh) {
+	fa_load_tile<HD, ROWS, THREADS, UNROLL>(Ks, Vs, kc, vc, ks, vs, base, last, ring, row_stride, kvh);
 }
 
 // dm_out_scale is the factor on a row's sum of P V when one span writes the output: 1 over
@@ -84,7 +113,7 @@ static __device__ __forceinline__ void dm_decode_body(const float *__restrict__ 
 
 	for (int base = first; base <= end; base += DM_KT) {
 		__syncthreads(); // the previous tile is consumed
-		fa_load_tile<HD, DM_KT, DM_WARPS * 32, LOAD_UNROLL>(Ks, Vs, kc, vc, ks, vs, base, end, ring, row_stride, kvh);
+		dm_load_tile<HD, DM_KT, DM_WARPS * 32, LOAD_UNROLL>(Ks, Vs, kc, vc, ks, vs, base, end, ring, row_stride, kvh);
 		__syncthreads();
 		if (base + r0 > end) continue; // none of this warp's positions is attended
 
@@ -187,7 +216,7 @@ static __device__ __forceinline__ void dm_decode_wide_body(const float *__restri
 
 	for (int base = b.first; base <= b.end; base += DM_WKT) {
 		__syncthreads(); // the previous tile and P are consumed
-		fa_load_tile<HD, DM_WKT, DM_WARPS * 32, LOAD_UNROLL>(Ks, Vs, kc, vc, ks, vs, base, b.end, ring, row_stride, b.kvh);
+		dm_load_tile<HD, DM_WKT, DM_WARPS * 32, LOAD_UNROLL>(Ks, Vs, kc, vc, ks, vs, base, b.end, ring, row_stride, b.kvh);
 		__syncthreads();
 		float s[1][4];
 		fa_scores<HD, 1>([&](int kk, uint32_t (&a)[4]) { fa_ldsm_x4(a, &Qs[lane & 15][16 * kk + (lane >> 4) * 8]); }, &Ks[r0], s);

@@ -251,36 +251,6 @@ static __device__ __forceinline__ void mma_s8_16816(int (&c)[4], int a0, int a1,
 #endif
 }
 
-// 16 bytes from global to shared memory, of which the first n (0, 8 or 16) are read and the
-// rest are zero: cp.async on sm_80+ (completed by cp_wait), a plain copy before.
-static __device__ __forceinline__ void cp16(void *dst, const void *src, int n) {
-#if __CUDA_ARCH__ >= 800
-	const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
-#else
-	uint4 v = make_uint4(0, 0, 0, 0);
-	if (n == 16) {
-		v = *(const uint4 *)src;
-	} else if (n == 8) {
-		const uint2 h = *(const uint2 *)src;
-		v.x = h.x;
-		v.y = h.y;
-	}
-	*(uint4 *)dst = v;
-#endif
-}
-static __device__ __forceinline__ void cp_commit() {
-#if __CUDA_ARCH__ >= 800
-	asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-// cp_wait<N>: all but the newest N committed groups have landed.
-template <int N> static __device__ __forceinline__ void cp_wait() {
-#if __CUDA_ARCH__ >= 800
-	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
-
 template <int BM> struct GemmQ8Smem {
 	int8_t x[2][BM][GQ_LD];   // the activations of two stages (cp.async fills the next)
 	float2 xd[2][BM][GQ_G];   // their (d, d * sum q) per group

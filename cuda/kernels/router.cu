@@ -178,18 +178,20 @@ extern "C" __global__ void __launch_bounds__(ROUTER_THREADS) router_f32(const fl
 	__syncthreads();
 	if (!last) return;
 	if (t == 0) *done = 0;
-	if (mail) {
+	if (mail) { // x's writes cross the bus while the block routes
 		float4 *mx = (float4 *)(mail + ROUTE_MAIL_X);
 		for (int c = t; c < n4; c += ROUTER_THREADS) mx[c] = xv[c];
-		__threadfence_system(); // x reaches the host before the tag (route_block's barriers order the rest)
 	}
 	route_block<true>(logits, n_exp, k, mode, ids, weights, (float *)route_sm);
-	if (!mail || t >= 32) return;
-	if (t < k) { // this lane wrote ids[t] and weights[t]
+	if (!mail) return;
+	if (t < k) { // this lane (of warp 0) wrote ids[t] and weights[t]
 		mail[ROUTE_MAIL_IDS + t] = (unsigned)ids[t];
 		mail[ROUTE_MAIL_WEIGHTS + t] = __float_as_uint(weights[t]);
 	}
+	// One fence a thread for all of its writes to the host (x's are long done by now), the
+	// barrier so that every thread's has returned, then the tag: one wait on the bus, where a
+	// fence after x and another after the routes were two in a row.
 	__threadfence_system();
-	__syncwarp();
+	__syncthreads();
 	if (t == 0) asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(mail), "r"(tag) : "memory");
 }

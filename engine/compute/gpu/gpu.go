@@ -764,27 +764,37 @@ func (b *Backend) Attention(dst, q compute.Buf, c compute.KV, s compute.Attentio
 		// the spans for the cache's capacity, not the position: a captured step replays at
 		// every position, the kernels reading it from pos
 		splits := cuda.DecodeSplits(kv.positions, s.Heads, s.KVHeads)
-		scratch := cuda.DevicePtr(0)
-		if splits > 1 {
-			scratch = b.scratchBuf("attention", cuda.AttentionDecodeScratchBytes(s.Heads, s.HeadDim, splits))
-		}
-		qp, kc, vc, out := dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst)
 		decode, decodeInt8 := b.k.AttentionDecode, b.k.AttentionDecodeInt8
 		if b.decodeMMA && cuda.AttentionDecodeMMAFits(s.HeadDim) {
 			decode, decodeInt8 = b.k.AttentionDecodeMMA, b.k.AttentionDecodeMMAInt8
+			splits = cuda.DecodeSplitsMMA(kv.positions, s.Heads, s.KVHeads)
 		}
+		scratch := cuda.DevicePtr(0)
+		cols := s.Heads * s.HeadDim
+		if splits > 1 {
+			scratch = b.scratchBuf("attention", cuda.AttentionDecodeScratchBytes(s.Heads, s.HeadDim, splits))
+			// the merge quantises the output for the output projection's 8-bit matvec
+			// (quantized finds it), one launch less a layer
+			if s.HeadDim%32 == 0 {
+				o.Q8 = b.scratchBuf("q8 x", cuda.Q8RowBytes(cols))
+			}
+		}
+		qp, kc, vc, out := dev(q), kv.k[s.Layer], kv.v[s.Layer], dev(dst)
 		if kv.int8 {
 			c8 := kv.int8Layer(s.Layer)
 			b.do(func() error {
 				return decodeInt8(b.s, qp, c8, out, pos, s.Heads, s.KVHeads, s.HeadDim, s.Scale, splits, scratch, o)
 			}, opAttentionInt8, u(qp), u(c8.K), u(c8.KScales), u(c8.V), u(c8.VScales), u(out), u(pos), uint64(s.Heads), uint64(s.KVHeads), uint64(s.HeadDim),
-				uint64(math.Float32bits(s.Scale)), uint64(splits), u(scratch), u(o.Sinks), uint64(o.Window), uint64(o.Ring))
-			return
+				uint64(math.Float32bits(s.Scale)), uint64(splits), u(scratch), u(o.Sinks), uint64(o.Window), uint64(o.Ring), u(o.Q8))
+		} else {
+			b.do(func() error {
+				return decode(b.s, qp, kc, vc, out, pos, s.Heads, s.KVHeads, s.HeadDim, s.Scale, splits, scratch, o)
+			}, opAttention, u(qp), u(kc), u(vc), u(out), u(pos), uint64(s.Heads), uint64(s.KVHeads), uint64(s.HeadDim),
+				uint64(math.Float32bits(s.Scale)), uint64(splits), u(scratch), u(o.Sinks), uint64(o.Window), uint64(o.Ring), u(o.Q8))
 		}
-		b.do(func() error {
-			return decode(b.s, qp, kc, vc, out, pos, s.Heads, s.KVHeads, s.HeadDim, s.Scale, splits, scratch, o)
-		}, opAttention, u(qp), u(kc), u(vc), u(out), u(pos), uint64(s.Heads), uint64(s.KVHeads), uint64(s.HeadDim),
-			uint64(math.Float32bits(s.Scale)), uint64(splits), u(scratch), u(o.Sinks), uint64(o.Window), uint64(o.Ring))
+		if o.Q8 != 0 {
+			b.q8 = q8Cache{x: out, rows: 1, cols: cols, xq: o.Q8}
+		}
 		return
 	}
 	b.step.brk()
