@@ -3,14 +3,12 @@ package engine
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 
 	"strata/engine/compute"
 	"strata/engine/compute/gpu"
 	"strata/engine/experts"
 	"strata/engine/gguf"
-	"strata/engine/synth"
 )
 
 // TestRegionOnGPU opens synthetic qwen3moe and gpt-oss models tiered on the GPU (half their
@@ -31,14 +29,7 @@ func TestRegionOnGPU(t *testing.T) {
 	probe.Close()
 	for _, arch := range []string{"qwen3moe", "gpt-oss"} {
 		t.Run(arch, func(t *testing.T) {
-			spec, err := synth.PresetFor(arch, "tiny")
-			if err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join(t.TempDir(), arch+".gguf")
-			if err := synth.Write(context.Background(), path, spec, nil); err != nil {
-				t.Fatal(err)
-			}
+			path := writeTinyPreset(t, arch)
 			f, err := gguf.Open(path)
 			if err != nil {
 				t.Fatal(err)

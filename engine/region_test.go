@@ -71,14 +71,7 @@ func (d *regionDevice) total() int64 {
 func TestRegionHoldsWhatPlacementAsks(t *testing.T) {
 	for _, arch := range []string{"qwen3moe", "gpt-oss", "qwen35moe"} {
 		t.Run(arch, func(t *testing.T) {
-			spec, err := synth.PresetFor(arch, "tiny")
-			if err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join(t.TempDir(), arch+".gguf")
-			if err := synth.Write(context.Background(), path, spec, nil); err != nil {
-				t.Fatal(err)
-			}
+			path := writeTinyPreset(t, arch)
 			for _, inHost := range []bool{false, true} {
 				cfg := DefaultConfig()
 				cfg.Threads, cfg.MaxContext, cfg.LearnProfile = 2, 64, false
@@ -121,4 +114,18 @@ func TestRegionHoldsWhatPlacementAsks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// writeTinyPreset writes arch's tiny synth preset to a temporary GGUF file and returns its path.
+func writeTinyPreset(t *testing.T, arch string) string {
+	t.Helper()
+	spec, err := synth.PresetFor(arch, "tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), arch+".gguf")
+	if err := synth.Write(context.Background(), path, spec, nil); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

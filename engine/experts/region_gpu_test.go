@@ -33,15 +33,7 @@ func TestDeviceBytesOnGPU(t *testing.T) {
 	mats, biases := mixedLayers(t, types, rows, cols, E, true)
 	s := experts.Shape{Layers: len(types), Experts: E, GateBytes: 1, UpBytes: 1, DownBytes: 1}
 	inVRAM := []int{5, E, 2, 0}
-	tier := make([]experts.Tier, s.Count())
-	for l, n := range inVRAM {
-		for e := range E {
-			tier[s.Index(experts.ID{Layer: l, Expert: e})] = experts.TierCold
-			if e < n {
-				tier[s.Index(experts.ID{Layer: l, Expert: e})] = experts.TierVRAM
-			}
-		}
-	}
+	tier := firstInVRAM(s, inVRAM)
 	c, err := experts.NewCache(dev, host, experts.CacheConfig{Shape: s, Tier: tier, StreamSlots: ring, StreamMinTokens: 32})
 	if err != nil {
 		t.Fatal(err)

@@ -89,15 +89,7 @@ func TestDeviceBytesMatchesAllocations(t *testing.T) {
 			// Layer 0: 5 in VRAM, 3 cold; layer 1: all in VRAM (no ring); layer 2: 2 in VRAM
 			// (the ring of layer 0's shape); layer 3: none in VRAM (a ring of its own).
 			inVRAM := []int{5, E, 2, 0}
-			tier := make([]experts.Tier, s.Count())
-			for l, n := range inVRAM {
-				for e := range E {
-					tier[s.Index(experts.ID{Layer: l, Expert: e})] = experts.TierCold
-					if e < n {
-						tier[s.Index(experts.ID{Layer: l, Expert: e})] = experts.TierVRAM
-					}
-				}
-			}
+			tier := firstInVRAM(s, inVRAM)
 			host := cpu.New(cpu.Options{Threads: 1})
 			defer host.Close()
 			dev := &allocDevice{HostDevice: experts.HostDevice{Backend: cpu.New(cpu.Options{Threads: 1})}}
@@ -156,4 +148,19 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// firstInVRAM is a tier for every expert of s: layer l's first inVRAM[l] experts in VRAM,
+// the rest cold.
+func firstInVRAM(s experts.Shape, inVRAM []int) []experts.Tier {
+	tier := make([]experts.Tier, s.Count())
+	for l, n := range inVRAM {
+		for e := range s.Experts {
+			tier[s.Index(experts.ID{Layer: l, Expert: e})] = experts.TierCold
+			if e < n {
+				tier[s.Index(experts.ID{Layer: l, Expert: e})] = experts.TierVRAM
+			}
+		}
+	}
+	return tier
 }
