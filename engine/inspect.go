@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"strings"
 
 	"strata/engine/gguf"
 	"strata/engine/model"
@@ -45,7 +44,7 @@ func describe(f *gguf.File) (ModelInfo, error) {
 		info.TotalParams += n
 		bytesByType[t.Type] += t.Size
 		switch {
-		case strings.Contains(t.Name, "_exps."):
+		case isExpertTensor(t.Name):
 			info.ExpertBytes += t.Size
 			expertParams += n
 			if h.Experts > 0 {

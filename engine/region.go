@@ -20,8 +20,8 @@ type regionReserver interface {
 	ReserveRegion(bytes int64) error
 }
 
-// isExpertTensor says whether the tensor is an expert stack or its bias stack, which the
-// expert cache places in tiered mode (inspect.go counts them as expert bytes the same way).
+// isExpertTensor says whether the tensor is an expert stack or its bias stack: what the
+// expert cache places in tiered mode, and what describe counts as expert bytes.
 func isExpertTensor(name string) bool { return strings.Contains(name, "_exps.") }
 
 // placedTensorBytes is what the GPU's Place takes for tensor t as the model loader places
@@ -43,13 +43,14 @@ func placedTensorBytes(t *gguf.TensorInfo) int64 {
 // expert stacks (the cache's); the token embeddings twice where the output reuses them.
 func weightsOnDevice(f *gguf.File, withExperts bool, inHost func(name string) bool) int64 {
 	var total int64
+	_, hasOutput := f.Tensor("output.weight")
 	for i := range f.Tensors {
 		t := &f.Tensors[i]
 		if (!withExperts && isExpertTensor(t.Name)) || inHost(t.Name) {
 			continue
 		}
 		n := compute.SlotAligned(placedTensorBytes(t))
-		if _, out := f.Tensor("output.weight"); t.Name == "token_embd.weight" && !out {
+		if t.Name == "token_embd.weight" && !hasOutput {
 			n *= 2 // tied: placed again as the output
 		}
 		total += n
