@@ -15,6 +15,7 @@
 // backends hold the same numbers. A key's dot product sums each block in float32 and then
 // multiplies by its scale; a value row's scale joins the softmax weight.
 #include "common.cuh"
+#include "q8.cuh"
 
 #define ATT_WARPS 4
 // The decode kernels' value loop keeps DEC_V_UNROLL x 4 rows' loads in flight a lane; a build
@@ -605,9 +606,9 @@ extern "C" __global__ void attention_merge(const float *part, float *out, const 
 		const float y = o / L;
 		out[(long long)h * hd + i] = y;
 		if (xq != nullptr) { // hd % 32 == 0: the whole warp is here, on one group
-			const float d = warp_max(fabsf(y)) / 127.f;
+			float d;
 			const long long c = (long long)h * hd + i;
-			xq[c] = (int8_t)(d > 0.f ? __float2int_rn(y / d) : 0);
+			xq[c] = (int8_t)q8_warp(y, d);
 			if ((threadIdx.x & 31) == 0) ((float *)(xq + cols))[c / 32] = d;
 		}
 	}

@@ -20,6 +20,7 @@
 // The block's sum: each warp's shuffle sum, then every warp sums the partials in the same
 // order (one barrier, no broadcast through shared memory).
 #include "common.cuh"
+#include "q8.cuh"
 
 #define NORM_V4 8 // float4s per thread in a vector row: 8192 values with 256 threads
 
@@ -52,9 +53,6 @@ static __device__ __forceinline__ void norm_st4(float *p, float4 v, bool aligned
 	p[2] = v.z;
 	p[3] = v.w;
 }
-
-// q8 value of y at scale d, as quantize_q8.
-static __device__ __forceinline__ int norm_q8(float y, float d) { return d > 0.f ? __float2int_rn(y / d) : 0; }
 
 // norm_row_vec is a vector row. qr is the row's 8-bit copy (Q8 only, 4-byte aligned, as
 // quantize_q8's rows are): dim int8 values, then dim / 32 float scales.
@@ -101,9 +99,9 @@ static __device__ __forceinline__ void norm_row_vec(float *xr, const float *ar, 
 			float m = fmaxf(fmaxf(fabsf(y.x), fabsf(y.y)), fmaxf(fabsf(y.z), fabsf(y.w)));
 #pragma unroll
 			for (int o = 1; o < 8; o <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-			const float d = m / 127.f;
+			const float d = q8_scale(m);
 			if (i < n4) {
-				const int q0 = norm_q8(y.x, d), q1 = norm_q8(y.y, d), q2 = norm_q8(y.z, d), q3 = norm_q8(y.w, d);
+				const int q0 = q8_value(y.x, d), q1 = q8_value(y.y, d), q2 = q8_value(y.z, d), q3 = q8_value(y.w, d);
 				*(uint32_t *)(qr + 4 * i) = (uint32_t)(q0 & 0xFF) | ((uint32_t)(q1 & 0xFF) << 8) | ((uint32_t)(q2 & 0xFF) << 16) | ((uint32_t)(q3 & 0xFF) << 24);
 				if ((i & 7) == 0) ((float *)(qr + dim))[i >> 3] = d;
 			}
@@ -129,8 +127,8 @@ static __device__ __forceinline__ void norm_row_short(float *xr, const float *ar
 	const float y = v * scale * g;
 	if (in) yr[i] = y;
 	if (Q8 && i - (i & 31) < dim) { // a warp is one group (dim % 32 == 0)
-		const float d = warp_max(fabsf(y)) / 127.f;
-		qr[i] = (int8_t)norm_q8(y, d);
+		float d;
+		qr[i] = (int8_t)q8_warp(y, d);
 		if ((i & 31) == 0) ((float *)(qr + dim))[i >> 5] = d;
 	}
 }

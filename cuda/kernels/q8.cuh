@@ -1,9 +1,21 @@
-// q8.cuh: loads and integer helpers the 8-bit-activation kernels share (mul_mat_vec_q8.cu,
-// gemm_q8.cu): dp4a, word loads from 2-byte aligned and MXFP4 blocks, and a 16-entry int8
+// q8.cuh: the 8-bit quantisation rule, and loads and integer helpers the 8-bit-activation
+// kernels share (mul_mat_vec_q8.cu, gemm_q8.cu): dp4a, word loads from 2-byte aligned and MXFP4 blocks, and a 16-entry int8
 // codebook lookup on 4 packed indices.
 #pragma once
 
 #include "common.cuh"
+
+// The 8-bit rule every kernel that writes quantize_q8's layout follows (quantize_q8,
+// rms_norm_q8, attention_merge), so that their bytes agree: a group's scale is
+// d = max|x| / 127 and a value is rint(x / d), 0 in an all-zero group.
+static __device__ __forceinline__ float q8_scale(float amax) { return amax / 127.f; }
+static __device__ __forceinline__ int q8_value(float x, float d) { return d > 0.f ? __float2int_rn(x / d) : 0; }
+
+// q8_warp quantises a group held one value a lane: the lane's value, and the scale in d.
+static __device__ __forceinline__ int q8_warp(float x, float &d) {
+	d = q8_scale(warp_max(fabsf(x)));
+	return q8_value(x, d);
+}
 
 // One warp quantises the 32-group blockIdx.x * warps + warp of row blockIdx.y: q = rint(x / d)
 // with d = max|x| / 127, into row r of xq (row_bytes apart): q[cols], then per group the
@@ -14,10 +26,8 @@ static __device__ __forceinline__ void quantize_q8_group(const float *x, int8_t 
 	const int g = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
 	if (g >= cols / 32) return;
 	const long long r = blockIdx.y;
-	const float v = x[r * cols + g * 32 + lane];
-	const float amax = warp_max(fabsf(v));
-	const float d = amax / 127.f;
-	const int q = d > 0.f ? __float2int_rn(v / d) : 0;
+	float d;
+	const int q = q8_warp(x[r * cols + g * 32 + lane], d);
 	int8_t *row = xq + r * row_bytes;
 	row[g * 32 + lane] = (int8_t)q;
 	if (SUMS) {
