@@ -60,7 +60,7 @@ func TestPlanSizesActivationsFromTheBatch(t *testing.T) {
 	if ring <= 0 || ring%roomy.Shape.BlobBytes() != 0 {
 		t.Fatalf("the streaming ring is %d bytes, want whole experts of %d", ring, roomy.Shape.BlobBytes())
 	}
-	fixed := roomy.NonExpertBytes + roomy.KVBytes // KV for the 1024 tokens of --max-context
+	fixed := roomy.VRAMWeightBytes() + roomy.KVBytes // KV for the 1024 tokens of --max-context
 
 	// Exactly what batches of 128 need: auto picks 128.
 	mc := Machine{GPUFreeBytes: fixed + act[128] + ring, HostAvailBytes: 16 << 30}
@@ -112,7 +112,7 @@ func TestPlannedActivationsHoldOnTheGPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	need := p.NonExpertBytes + p.KVBytes + p.ActivationBytes + 2*p.Shape.BlobBytes()
+	need := p.VRAMWeightBytes() + p.KVBytes + p.ActivationBytes + 2*p.Shape.BlobBytes()
 	cfg.VRAMBudgetMiB = int((need + 1<<20 - 1) >> 20)
 	m, err := Open(context.Background(), path, cfg, nil)
 	if err != nil {

@@ -316,6 +316,9 @@ func (p *placement) tiered(ctx context.Context, f *gguf.File, cfg Config, info M
 	}
 	onGPU := gpuFree > 0
 	in := planInput(info, s, gpuFree, platform.ProbeMemory(ctx).AvailableBytes, cfg, rank)
+	if _, ok := dev.(hostPlacer); ok {
+		in.HostWeightBytes = plannedHostWeights(f, p.pins, onGPU)
+	}
 	if n := pinsImplicitlyNote(cfg, onGPU); n != "" {
 		slog.Info("engine: plan", "note", n)
 	}
@@ -533,8 +536,8 @@ type hostPlacer interface{ PlaceInHost(name string) }
 // or, with one log line, when the pinned budget cannot hold it.
 func (p *placement) embeddingsInHost(f *gguf.File, g hostPlacer) {
 	const name = "token_embd.weight"
-	ti, ok := f.Tensor(name)
-	if _, out := f.Tensor("output.weight"); !ok || !out || len(ti.Ne) != 2 {
+	ti, ok := hostEmbeddings(f)
+	if !ok {
 		return
 	}
 	n := gpu.PlacedBytes(ti.Type, int(ti.Ne[1]), int(ti.Ne[0]), ti.Size)
@@ -544,6 +547,26 @@ func (p *placement) embeddingsInHost(f *gguf.File, g hostPlacer) {
 	}
 	g.PlaceInHost(name)
 	p.embdInHost = n
+}
+
+// hostEmbeddings is the token-embedding table when a GPU start may keep it in pinned host
+// memory: the file has an output matrix of its own, so no step reads the whole table.
+func hostEmbeddings(f *gguf.File) (gguf.TensorInfo, bool) {
+	ti, ok := f.Tensor("token_embd.weight")
+	_, out := f.Tensor("output.weight")
+	return ti, ok && out && len(ti.Ne) == 2
+}
+
+// plannedHostWeights is what the planner may leave out of the VRAM for the weights a GPU
+// start puts in pinned host memory (embeddingsInHost). Under a pinned cap they may not fit
+// it, and the plan counts them in VRAM: a start that puts them in host then leaves VRAM
+// unused rather than over its budget.
+func plannedHostWeights(f *gguf.File, pins pinBudget, onGPU bool) int64 {
+	ti, ok := hostEmbeddings(f)
+	if !onGPU || pins.capped() || !ok {
+		return 0
+	}
+	return ti.Size
 }
 
 // prefillBatchOf is the prompt chunk a forward pass takes (Session.prefillBatch).

@@ -73,6 +73,7 @@ func PlanForMachine(ctx context.Context, path string, cfg Config, mc Machine) (e
 	}
 	in := planInput(info, s, hw.gpuFree, hw.hostAvail, cfg, rank)
 	in.HelperFreeBytes = hw.helperFree
+	in.HostWeightBytes = plannedHostWeights(f, newPinBudget(cfg, detectWSL(), hw.gpuFree > 0), hw.gpuFree > 0)
 	if n := pinsImplicitlyNote(cfg, hw.gpuFree > 0); n != "" {
 		notes = append(notes, n)
 	}

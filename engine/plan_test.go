@@ -268,7 +268,22 @@ func TestPlanForMachine(t *testing.T) {
 			t.Fatal(err)
 		}
 		act := activationBytesFor(f, h, defaultPrefill)
+		var embd int64 // the token embeddings a GPU start keeps in pinned host memory
+		if ti, ok := f.Tensor("token_embd.weight"); ok {
+			if _, out := f.Tensor("output.weight"); out {
+				embd = ti.Size
+			}
+		}
 		f.Close()
+		if p.HostWeightBytes != embd || p.VRAMWeightBytes() != p.NonExpertBytes-embd {
+			t.Errorf("%s: %d of %d non-expert bytes planned in host memory, want the token embeddings' %d", v.File, p.HostWeightBytes, p.NonExpertBytes, embd)
+		}
+		// Under a pinned cap the embeddings may not fit it: the plan counts them in VRAM.
+		capped := cfg
+		capped.PinnedBudgetMiB = 4096
+		if pc, _, err := PlanForMachine(context.Background(), path, capped, Machine{GPUFreeBytes: 2000 << 20, HostAvailBytes: 16 << 30}); err != nil || pc.HostWeightBytes != 0 {
+			t.Errorf("%s: --pinned-budget-mib 4096: %v, %d non-expert bytes planned in host memory, want 0", v.File, err, pc.HostWeightBytes)
+		}
 		if p.Batch != defaultPrefill || p.ActivationBytes != act+int64(info.Experts)*s.BlobBytes() {
 			t.Errorf("%s: activations %d for batches of %d, want %d + %d ring slots of %d for %d", v.File, p.ActivationBytes, p.Batch, act, info.Experts, s.BlobBytes(), defaultPrefill)
 		}
@@ -278,8 +293,8 @@ func TestPlanForMachine(t *testing.T) {
 		// --backend cpu wins over a given GPU.
 		cfg.Backend = "cpu"
 		p, _, err = PlanForMachine(context.Background(), path, cfg, Machine{GPUFreeBytes: 2000 << 20})
-		if err != nil || p.Slots != 0 || p.VRAMLimit != 0 || p.Counts()[experts.TierCPU] != s.Count() {
-			t.Errorf("%s: --backend cpu with a given GPU: %v, %d slots, limit %d", v.File, err, p.Slots, p.VRAMLimit)
+		if err != nil || p.Slots != 0 || p.VRAMLimit != 0 || p.Counts()[experts.TierCPU] != s.Count() || p.HostWeightBytes != 0 {
+			t.Errorf("%s: --backend cpu with a given GPU: %v, %d slots, limit %d, %d non-expert bytes in host memory", v.File, err, p.Slots, p.VRAMLimit, p.HostWeightBytes)
 		}
 	}
 }

@@ -20,6 +20,7 @@ type planJSON struct {
 	Tiers           map[string]int   `json:"tiers"`                  // experts per tier
 	Bytes           map[string]int64 `json:"bytes"`                  // expert bytes per tier
 	NonExpertBytes  int64            `json:"non_expert_bytes"`
+	HostWeightBytes int64            `json:"host_weight_bytes"` // of non_expert_bytes, in pinned RAM rather than VRAM (the token embeddings)
 	KVBytes         int64            `json:"kv_bytes"`
 	KVBytesPerToken int64            `json:"kv_bytes_per_token"` // of the layers that grow with the context (--kv f16|int8)
 	ActivationBytes int64            `json:"activation_bytes"`
@@ -79,7 +80,7 @@ func planToJSON(model string, p experts.Plan) planJSON {
 	out := planJSON{
 		Model: model, Layers: s.Layers, Experts: s.Experts, ExpertBytes: s.BlobBytes(), Slots: p.Slots,
 		Tiers: map[string]int{}, Bytes: map[string]int64{},
-		NonExpertBytes: p.NonExpertBytes, KVBytes: p.KVBytes, ActivationBytes: p.ActivationBytes,
+		NonExpertBytes: p.NonExpertBytes, HostWeightBytes: p.HostWeightBytes, KVBytes: p.KVBytes, ActivationBytes: p.ActivationBytes,
 		VRAMLimitBytes: p.VRAMLimit, VRAMUsedBytes: p.VRAMUsed(), Context: p.Context,
 		Notes: append([]string{}, p.Notes...), Tier: make([][]string, s.Layers),
 	}

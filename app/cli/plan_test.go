@@ -92,7 +92,12 @@ func TestPlanCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("gpu plan: exit %d: %s", code, errs)
 	}
-	need := p.NonExpertBytes + minCtx*kvPerToken + p.ActivationBytes
+	// The token embeddings stay in pinned RAM (the synth file has an output matrix).
+	if p.HostWeightBytes <= 0 || p.HostWeightBytes >= p.NonExpertBytes {
+		t.Fatalf("gpu plan: %d of %d non-expert bytes in pinned RAM, want the token embeddings", p.HostWeightBytes, p.NonExpertBytes)
+	}
+	weights := p.NonExpertBytes - p.HostWeightBytes // in VRAM
+	need := weights + minCtx*kvPerToken + p.ActivationBytes
 	budget := (need + 1<<20 - 1) >> 20 // MiB, the least that holds it
 
 	// A 2000 MiB card capped at that budget: the cache gets what is left.
@@ -100,7 +105,7 @@ func TestPlanCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("gpu plan: exit %d: %s", code, errs)
 	}
-	left := p.VRAMLimitBytes - p.NonExpertBytes - minCtx*kvPerToken - p.ActivationBytes
+	left := p.VRAMLimitBytes - weights - minCtx*kvPerToken - p.ActivationBytes
 	fit := int(min(left/p.ExpertBytes, int64(count)))
 	if p.VRAMLimitBytes != budget<<20 || p.Slots != fit || p.Slots >= count {
 		t.Fatalf("gpu plan: %d slots in %d bytes (%d left, %d per expert), want %d of %d", p.Slots, p.VRAMLimitBytes, left, p.ExpertBytes, fit, count)
@@ -143,7 +148,7 @@ func TestPlanCommand(t *testing.T) {
 		t.Errorf("helper plan: notes %q do not say helper 2 is unchecked", p.Notes)
 	}
 
-	small := (p.NonExpertBytes + minCtx*kvPerToken) >> 20 // MiB, less than the weights and KV
+	small := (weights + minCtx*kvPerToken) >> 20 // MiB, less than the weights and KV
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -156,7 +161,7 @@ func TestPlanCommand(t *testing.T) {
 		// Less than the weights and the KV cache: no prefill batch helps (--prefill auto tries
 		// down to 16 tokens, and says so).
 		{"budget too small", []string{"-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", fmt.Sprint(small)}, 1,
-			[]string{fmt.Sprintf("%d MiB for Strata", small), mibText(p.NonExpertBytes) + " of non-expert weights", "for prefill batches of 16 tokens (--prefill)", "raise --vram-budget-mib", "--max-context or --prefill", "--backend cpu"}},
+			[]string{fmt.Sprintf("%d MiB for Strata", small), mibText(weights) + " of non-expert weights", "for prefill batches of 16 tokens (--prefill)", "raise --vram-budget-mib", "--max-context or --prefill", "--backend cpu"}},
 		{"budget too small for the batch asked for", []string{"-m", model, "--gpu-free-mib", "2000", "--vram-budget-mib", fmt.Sprint(budget - 1), "--prefill", "512"}, 1,
 			[]string{"needs " + mibText(need), "for prefill batches of 512 tokens (--prefill)", "--max-context or --prefill"}},
 		{"slots without a GPU", []string{"-m", model, "--backend", "cpu", "--expert-cache", "3"}, 1, []string{"no usable GPU"}},

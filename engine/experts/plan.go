@@ -9,8 +9,12 @@ import (
 // PlanInput is everything the planner weighs: the model's sizes, the memory the machine
 // has, the knobs, and the profile's order of the experts.
 type PlanInput struct {
-	Shape           Shape
-	NonExpertBytes  int64 // attention, norms, router, embeddings, output: on the GPU when there is one
+	Shape          Shape
+	NonExpertBytes int64 // attention, norms, router, embeddings, output: on the GPU when there is one
+	// HostWeightBytes is the part of NonExpertBytes a GPU start keeps in pinned host memory
+	// instead of VRAM (the token embeddings of a file with an output matrix: a step reads
+	// only its tokens' rows); 0 without a GPU.
+	HostWeightBytes int64
 	KVBytesPerToken int64 // all layers, K and V
 	// Int8KVBytesPerToken is what a token would take with --kv int8, for the choices a plan
 	// offers when the cache does not fit; 0 when the cache is int8 already.
@@ -60,6 +64,7 @@ type Plan struct {
 
 	Bytes           map[Tier]int64 // expert bytes per tier
 	NonExpertBytes  int64
+	HostWeightBytes int64 // of NonExpertBytes, in pinned host memory rather than VRAM
 	KVBytes         int64 // the KV cache for Context positions
 	ActivationBytes int64
 	Batch           int   // the prefill batch the activations are sized for (0: not known)
@@ -103,8 +108,11 @@ func (p Plan) VRAMUsed() int64 {
 	if p.VRAMLimit == 0 {
 		return 0
 	}
-	return p.NonExpertBytes + p.Bytes[TierVRAM] + p.KVBytes + p.ActivationBytes
+	return p.VRAMWeightBytes() + p.Bytes[TierVRAM] + p.KVBytes + p.ActivationBytes
 }
+
+// VRAMWeightBytes is the non-expert weights the GPU holds.
+func (p Plan) VRAMWeightBytes() int64 { return p.NonExpertBytes - p.HostWeightBytes }
 
 const mib = 1 << 20
 
@@ -134,6 +142,9 @@ func MakePlan(in PlanInput) (Plan, error) {
 	p := Plan{
 		Shape: s, Tier: make([]Tier, s.Count()), Rank: rank, Bytes: map[Tier]int64{},
 		NonExpertBytes: in.NonExpertBytes, ActivationBytes: in.ActivationBytes, Batch: in.Batch,
+	}
+	if in.GPUFreeBytes > 0 {
+		p.HostWeightBytes = in.HostWeightBytes
 	}
 	modelCtx := in.ModelContext
 	if modelCtx <= 0 {
@@ -208,10 +219,11 @@ func MakePlan(in PlanInput) (Plan, error) {
 	if budgetBinds {
 		limit = in.VRAMBudgetBytes
 	}
+	weights := p.VRAMWeightBytes()
 	minKV := int64(minCtx) * in.KVBytesPerToken
-	need := in.NonExpertBytes + minKV + in.ActivationBytes
+	need := weights + minKV + in.ActivationBytes
 	if limit < need {
-		return Plan{}, fmt.Errorf("%w%s", vramError(in, limit, need, minCtx, minKV), kvChoices(in, minCtx, limit-in.NonExpertBytes-in.ActivationBytes, 0))
+		return Plan{}, fmt.Errorf("%w%s", vramError(in, limit, need, weights, minCtx, minKV), kvChoices(in, minCtx, limit-weights-in.ActivationBytes, 0))
 	}
 	p.VRAMLimit = limit
 	left := limit - need
@@ -225,20 +237,20 @@ func MakePlan(in PlanInput) (Plan, error) {
 	case in.ExpertCache > s.Count():
 		if s.Count() > fit {
 			return Plan{}, fmt.Errorf("plan: %w: --expert-cache %d: at most %d slots fit (%s left after %s of weights, %s of KV cache for %d tokens and %s; one expert is %s)",
-				ErrBudgetTooSmall, in.ExpertCache, fit, mibs(left), mibs(in.NonExpertBytes), mibs(minKV), minCtx, activations(in), fmt.Sprintf("%.1f MiB", float64(blob)/mib))
+				ErrBudgetTooSmall, in.ExpertCache, fit, mibs(left), mibs(weights), mibs(minKV), minCtx, activations(in), fmt.Sprintf("%.1f MiB", float64(blob)/mib))
 		}
 		p.Slots = s.Count()
 		note("--expert-cache %d is more than the model's %d experts; the cache holds all of them", in.ExpertCache, s.Count())
 	case in.ExpertCache > fit:
 		return Plan{}, fmt.Errorf("plan: %w: --expert-cache %d: at most %d slots fit (%s left after %s of weights, %s of KV cache for %d tokens and %s; one expert is %s); lower --expert-cache or use auto, or raise --vram-budget-mib / lower --vram-reserve-mib, --max-context or --prefill%s",
-			ErrBudgetTooSmall, in.ExpertCache, fit, mibs(left), mibs(in.NonExpertBytes), mibs(minKV), minCtx, activations(in), fmt.Sprintf("%.1f MiB", float64(blob)/mib),
-			kvChoices(in, minCtx, limit-in.NonExpertBytes-in.ActivationBytes-int64(in.ExpertCache)*blob, blob))
+			ErrBudgetTooSmall, in.ExpertCache, fit, mibs(left), mibs(weights), mibs(minKV), minCtx, activations(in), fmt.Sprintf("%.1f MiB", float64(blob)/mib),
+			kvChoices(in, minCtx, limit-weights-in.ActivationBytes-int64(in.ExpertCache)*blob, blob))
 	default:
 		p.Slots = in.ExpertCache
 	}
 
 	// What the slots leave goes to the KV cache, up to the context worth having.
-	kvRoom := limit - in.NonExpertBytes - in.ActivationBytes - int64(p.Slots)*blob
+	kvRoom := limit - weights - in.ActivationBytes - int64(p.Slots)*blob
 	p.Context = modelCtx
 	if in.KVBytesPerToken > 0 {
 		p.Context = int(min(int64(modelCtx), kvRoom/in.KVBytesPerToken))
@@ -398,7 +410,7 @@ func kvChoices(in PlanInput, ctx int, room, blob int64) string {
 var ErrBudgetTooSmall = errors.New("budget too small")
 
 // vramError says why the GPU cannot hold the non-expert part and what to change.
-func vramError(in PlanInput, limit, need int64, minCtx int, minKV int64) error {
+func vramError(in PlanInput, limit, need, weights int64, minCtx int, minKV int64) error {
 	var from string
 	if in.VRAMBudgetBytes > 0 && in.VRAMBudgetBytes <= in.GPUFreeBytes-in.VRAMReserveBytes {
 		from = fmt.Sprintf("the --vram-budget-mib %d cap", in.VRAMBudgetBytes/mib)
@@ -406,7 +418,7 @@ func vramError(in PlanInput, limit, need int64, minCtx int, minKV int64) error {
 		from = fmt.Sprintf("%s free less the --vram-reserve-mib %d", mibs(in.GPUFreeBytes), in.VRAMReserveBytes/mib)
 	}
 	return fmt.Errorf("plan: %w: the GPU has %s for Strata (%s) but it needs %s before any expert: %s of non-expert weights, %s of KV cache for %d tokens (--max-context), %s; raise --vram-budget-mib, lower --vram-reserve-mib, --max-context or --prefill, close other GPU apps, or use --backend cpu",
-		ErrBudgetTooSmall, mibs(max(limit, 0)), from, mibs(need), mibs(in.NonExpertBytes), mibs(minKV), minCtx, activations(in))
+		ErrBudgetTooSmall, mibs(max(limit, 0)), from, mibs(need), mibs(weights), mibs(minKV), minCtx, activations(in))
 }
 
 // activations says what the activations take, and for which batch when it is known.
@@ -431,7 +443,7 @@ func checkInput(in PlanInput) error {
 		name string
 		n    int64
 	}{
-		{"non-expert bytes", in.NonExpertBytes}, {"KV bytes per token", in.KVBytesPerToken},
+		{"non-expert bytes", in.NonExpertBytes}, {"non-expert bytes in host memory", in.HostWeightBytes}, {"KV bytes per token", in.KVBytesPerToken},
 		{"minimum context", int64(in.MinContext)}, {"model context", int64(in.ModelContext)},
 		{"activation bytes", in.ActivationBytes}, {"free VRAM", in.GPUFreeBytes},
 		{"--vram-reserve-mib", in.VRAMReserveBytes}, {"--vram-budget-mib", in.VRAMBudgetBytes},
@@ -441,6 +453,9 @@ func checkInput(in PlanInput) error {
 		if v.n < 0 {
 			errs = append(errs, fmt.Errorf("%s is negative (%d)", v.name, v.n))
 		}
+	}
+	if in.HostWeightBytes > in.NonExpertBytes {
+		errs = append(errs, fmt.Errorf("%d non-expert bytes in host memory of %d in all", in.HostWeightBytes, in.NonExpertBytes))
 	}
 	if in.ExpertCache < AutoSlots {
 		errs = append(errs, fmt.Errorf("--expert-cache %d: give a slot count or auto", in.ExpertCache))
@@ -501,7 +516,7 @@ func (p Plan) Summary() string {
 	fmt.Fprintln(&b)
 	if p.VRAMLimit > 0 {
 		fmt.Fprintf(&b, "VRAM for Strata:   %12s\n", humanBytes(p.VRAMLimit))
-		fmt.Fprintf(&b, "  weights:         %12s (non-expert)\n", humanBytes(p.NonExpertBytes))
+		fmt.Fprintf(&b, "  weights:         %12s (non-expert)\n", humanBytes(p.VRAMWeightBytes()))
 		fmt.Fprintf(&b, "  expert cache:    %12s\n", humanBytes(p.Bytes[TierVRAM]))
 		fmt.Fprintf(&b, "  KV cache:        %12s (%d tokens)\n", humanBytes(p.KVBytes), p.Context)
 		if p.Batch > 0 {
@@ -510,6 +525,9 @@ func (p Plan) Summary() string {
 			fmt.Fprintf(&b, "  activations:     %12s\n", humanBytes(p.ActivationBytes))
 		}
 		fmt.Fprintf(&b, "  left:            %12s\n", humanBytes(p.VRAMLimit-p.VRAMUsed()))
+		if p.HostWeightBytes > 0 {
+			fmt.Fprintf(&b, "token embeddings:  %12s in pinned RAM, not VRAM (a step reads only its tokens' rows)\n", humanBytes(p.HostWeightBytes))
+		}
 	} else {
 		fmt.Fprintf(&b, "RAM: weights %s (non-expert), KV cache %s (%d tokens), activations %s\n",
 			humanBytes(p.NonExpertBytes), humanBytes(p.KVBytes), p.Context, humanBytes(p.ActivationBytes))

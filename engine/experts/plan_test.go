@@ -90,6 +90,8 @@ func TestMakePlan(t *testing.T) {
 		}, "VVVHHCCC", 3, 2048, ""},
 		{"helper VRAM not known", func(in *PlanInput) { in.VRAMBudgetBytes, in.HelperSlots = 115<<20, [2]int{1, 0} }, "VVVHCCCC", 3, 2048, "helper GPU 1's free VRAM is not known"},
 		{"helpers ask for more than is left", func(in *PlanInput) { in.VRAMBudgetBytes, in.HelperSlots = 115<<20, [2]int{4, 3} }, "VVVHHHHH", 3, 2048, "helper GPU 2 gets 1 slots"},
+		{"weights in host memory leave VRAM to slots", func(in *PlanInput) { in.VRAMBudgetBytes, in.HostWeightBytes = 115<<20, 2<<20 }, "VVVVVCCC", 5, 2048, ""},
+		{"weights in host memory: no GPU", func(in *PlanInput) { in.GPUFreeBytes, in.HostWeightBytes = 0, 2<<20 }, "UUUUUUUU", 0, 4096, ""},
 	} {
 		in := basePlanInput()
 		tc.edit(&in)
@@ -140,6 +142,10 @@ func TestMakePlan(t *testing.T) {
 		if p.VRAMLimit > 0 && p.VRAMUsed() > p.VRAMLimit {
 			t.Errorf("%s: the plan uses %d bytes of VRAM, over its limit %d", tc.name, p.VRAMUsed(), p.VRAMLimit)
 		}
+		if want := in.HostWeightBytes * min(in.GPUFreeBytes, 1); p.HostWeightBytes != want || p.VRAMWeightBytes() != in.NonExpertBytes-want ||
+			(want > 0) != strings.Contains(p.Summary(), "in pinned RAM, not VRAM") {
+			t.Errorf("%s: %d of %d non-expert bytes in host memory (%d in VRAM), want %d", tc.name, p.HostWeightBytes, p.NonExpertBytes, p.VRAMWeightBytes(), want)
+		}
 		if tc.note != "" && !strings.Contains(strings.Join(p.Notes, "\n"), tc.note) {
 			t.Errorf("%s: notes %q do not say %q", tc.name, p.Notes, tc.note)
 		}
@@ -170,6 +176,10 @@ func TestMakePlanErrors(t *testing.T) {
 			[]string{"--expert-cache-device2 90", "helper GPU 2 has 514 MiB free", "at most 2 slots", "lower --expert-cache-device2"}},
 		{"negative numbers", func(in *PlanInput) { in.HostReserveBytes, in.NonExpertBytes = -1, -2 }, []string{"--host-reserve-gib is negative", "non-expert bytes is negative"}},
 		{"bad slot count", func(in *PlanInput) { in.ExpertCache = -2 }, []string{"--expert-cache -2"}},
+		{"more weights in host memory than in all", func(in *PlanInput) { in.HostWeightBytes = in.NonExpertBytes + 1 }, []string{"104857601 non-expert bytes in host memory of 104857600"}},
+		{"negative weights in host memory", func(in *PlanInput) { in.HostWeightBytes = -1 }, []string{"non-expert bytes in host memory is negative"}},
+		{"budget below the minimum, weights in host memory", func(in *PlanInput) { in.VRAMBudgetBytes, in.HostWeightBytes = 109<<20, 2<<20 },
+			[]string{"109 MiB for Strata", "needs 110 MiB", "98 MiB of non-expert weights"}},
 		{"no experts", func(in *PlanInput) { in.Shape.Experts, in.Rank = 0, nil }, []string{"2 layers x 0 experts"}},
 		{"empty expert", func(in *PlanInput) { in.Shape.GateBytes, in.Shape.UpBytes, in.Shape.DownBytes = 0, 0, 0 }, []string{"expert of 0+0+0 bytes"}},
 		{"short rank", func(in *PlanInput) { in.Rank = planRank[:7] }, []string{"lists 7 experts, the model has 8"}},
