@@ -557,13 +557,13 @@ func hostEmbeddings(f *gguf.File) (gguf.TensorInfo, bool) {
 	return ti, ok && out && len(ti.Ne) == 2
 }
 
-// plannedHostWeights is what the planner may leave out of the VRAM for the weights a GPU
-// start puts in pinned host memory (embeddingsInHost). Under a pinned cap they may not fit
-// it, and the plan counts them in VRAM: a start that puts them in host then leaves VRAM
-// unused rather than over its budget.
-func plannedHostWeights(f *gguf.File, pins pinBudget, onGPU bool) int64 {
+// plannedHostWeights is what the planner may leave out of the VRAM for the weights a tiered
+// GPU start puts in pinned host memory (embeddingsInHost; a start that fits whole keeps
+// them in VRAM). Under a pinned cap they may not fit it, and the plan counts them in VRAM: a
+// start that puts them in host then leaves VRAM unused rather than over its budget.
+func plannedHostWeights(f *gguf.File, pins pinBudget, tieredOnGPU bool) int64 {
 	ti, ok := hostEmbeddings(f)
-	if !onGPU || pins.capped() || !ok {
+	if !tieredOnGPU || pins.capped() || !ok {
 		return 0
 	}
 	return ti.Size
@@ -707,14 +707,28 @@ func newBackend(cfg Config, info ModelInfo) (b compute.Backend, whole bool, err 
 		slog.Info("engine: using the CPU: no GPU attention kernel for this head size", "head_dim", info.HeadDim)
 		return cpuBackend(), true, nil
 	}
-	need := info.FileBytes + 1<<30
-	room := g.FreeBytes() - int64(cfg.VRAMReserveMiB)<<20
+	need, room := wholeNeed(cfg, info, g.FreeBytes())
+	if need > room {
+		slog.Info("engine: the model does not fit in VRAM: tiering the experts", "need_mib", need>>20, "room_mib", room>>20)
+	}
+	return g, fitsWhole(cfg, info, g.FreeBytes()), nil
+}
+
+// wholeNeed is what putting the entire model on the GPU needs (the file, and a GiB for the
+// KV cache and activations) and the room free VRAM gives it (less the reserve, within the
+// budget).
+func wholeNeed(cfg Config, info ModelInfo, free int64) (need, room int64) {
+	need = info.FileBytes + 1<<30
+	room = free - int64(cfg.VRAMReserveMiB)<<20
 	if cfg.VRAMBudgetMiB > 0 {
 		room = min(room, int64(cfg.VRAMBudgetMiB)<<20)
 	}
-	fits := need <= room
-	if !fits {
-		slog.Info("engine: the model does not fit in VRAM: tiering the experts", "need_mib", need>>20, "room_mib", room>>20)
-	}
-	return g, fits && !tierKnobsSet(cfg), nil
+	return need, room
+}
+
+// fitsWhole says whether a GPU start puts the entire model on the GPU rather than tiering
+// its experts: it fits, and no tier knob asks for the tiers.
+func fitsWhole(cfg Config, info ModelInfo, free int64) bool {
+	need, room := wholeNeed(cfg, info, free)
+	return need <= room && !tierKnobsSet(cfg)
 }

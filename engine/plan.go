@@ -73,7 +73,8 @@ func PlanForMachine(ctx context.Context, path string, cfg Config, mc Machine) (e
 	}
 	in := planInput(info, s, hw.gpuFree, hw.hostAvail, cfg, rank)
 	in.HelperFreeBytes = hw.helperFree
-	in.HostWeightBytes = plannedHostWeights(f, newPinBudget(cfg, detectWSL(), hw.gpuFree > 0), hw.gpuFree > 0)
+	tiered := hw.gpuFree > 0 && !fitsWhole(cfg, info, hw.gpuFree)
+	in.HostWeightBytes = plannedHostWeights(f, newPinBudget(cfg, detectWSL(), hw.gpuFree > 0), tiered)
 	if n := pinsImplicitlyNote(cfg, hw.gpuFree > 0); n != "" {
 		notes = append(notes, n)
 	}

@@ -278,6 +278,15 @@ func TestPlanForMachine(t *testing.T) {
 		if p.HostWeightBytes != embd || p.VRAMWeightBytes() != p.NonExpertBytes-embd {
 			t.Errorf("%s: %d of %d non-expert bytes planned in host memory, want the token embeddings' %d", v.File, p.HostWeightBytes, p.NonExpertBytes, embd)
 		}
+		// A start that fits the card whole keeps them in VRAM; --tiered-experts tiers it.
+		roomy := Machine{GPUFreeBytes: 1024<<20 + info.FileBytes + 1<<30, HostAvailBytes: 16 << 30}
+		tiered := cfg
+		tiered.TieredExperts = true
+		pw, _, errW := PlanForMachine(context.Background(), path, cfg, roomy)
+		pt, _, errT := PlanForMachine(context.Background(), path, tiered, roomy)
+		if errW != nil || errT != nil || pw.HostWeightBytes != 0 || pt.HostWeightBytes != embd {
+			t.Errorf("%s: a card the model fits whole: %v, %v; %d non-expert bytes planned in host memory (want 0), %d with --tiered-experts (want %d)", v.File, errW, errT, pw.HostWeightBytes, pt.HostWeightBytes, embd)
+		}
 		// Under a pinned cap the embeddings may not fit it: the plan counts them in VRAM.
 		capped := cfg
 		capped.PinnedBudgetMiB = 4096

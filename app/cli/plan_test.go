@@ -87,12 +87,18 @@ func TestPlanCommand(t *testing.T) {
 	kvPerToken := int64(2 * info.Layers * info.KVHeads * info.HeadDim * 2)
 	minCtx := int64(min(info.ContextLength, 8192)) // the model's context, or the 8k the planner keeps
 
-	// What the GPU must hold before any expert, from a plan with room to spare.
+	// A model that fits the card whole keeps its token embeddings in VRAM.
 	p, code, errs := planCLI(t, "-m", model, "--gpu-free-mib", "4000")
+	if code != 0 || p.HostWeightBytes != 0 {
+		t.Fatalf("whole gpu plan: exit %d, %d non-expert bytes in pinned RAM, want 0: %s", code, p.HostWeightBytes, errs)
+	}
+	// What the GPU must hold before any expert when the experts are tiered, from a plan
+	// with room to spare: the token embeddings go to pinned RAM (the synth file has an
+	// output matrix), as in every plan below.
+	p, code, errs = planCLI(t, "-m", model, "--gpu-free-mib", "4000", "--tiered-experts")
 	if code != 0 {
 		t.Fatalf("gpu plan: exit %d: %s", code, errs)
 	}
-	// The token embeddings stay in pinned RAM (the synth file has an output matrix).
 	if p.HostWeightBytes <= 0 || p.HostWeightBytes >= p.NonExpertBytes {
 		t.Fatalf("gpu plan: %d of %d non-expert bytes in pinned RAM, want the token embeddings", p.HostWeightBytes, p.NonExpertBytes)
 	}
