@@ -156,9 +156,7 @@ func placeOnStandIn(t *testing.T, path string, budgetMiB int) (*Model, error) {
 // stand-in helper GPUs.
 func placeOnStandIns(t *testing.T, path string, edit func(*Config), helpers int) (*Model, error) {
 	t.Helper()
-	cfg := DefaultConfig()
-	cfg.Threads, cfg.MaxContext, cfg.LearnProfile = 2, 64, false
-	cfg.TieredExperts, cfg.ExpertCache, cfg.HostBudgetGiB = true, 8, 1
+	cfg := standInConfig()
 	edit(&cfg)
 	var hs []experts.Device
 	for range helpers {
@@ -166,6 +164,33 @@ func placeOnStandIns(t *testing.T, path string, edit func(*Config), helpers int)
 		t.Cleanup(func() { h.Close() })
 		hs = append(hs, h)
 	}
+	p, f, info, err := placeTiered(t, path, cfg, func(c *cpu.Backend) experts.Device { return experts.HostDevice{Backend: c} }, hs)
+	if err != nil {
+		return nil, err
+	}
+	m, err := openPlaced(context.Background(), f, cfg, info, p)
+	if err != nil {
+		p.close()
+		f.Close()
+		t.Fatal(err)
+	}
+	return m, nil
+}
+
+// standInConfig is the config the stand-in placements start from: experts tiered around 8
+// VRAM slots, a 1 GiB pinned tier, a short context.
+func standInConfig() Config {
+	cfg := DefaultConfig()
+	cfg.Threads, cfg.MaxContext, cfg.LearnProfile = 2, 64, false
+	cfg.TieredExperts, cfg.ExpertCache, cfg.HostBudgetGiB = true, 8, 1
+	return cfg
+}
+
+// placeTiered opens path unmapped and places it as tiered placement does on a GPU with 8 GiB
+// free: on devOf's device (made from the placement's CPU backend) with helpers hs. On an
+// error the placement and the file are closed; otherwise the caller owns them.
+func placeTiered(t *testing.T, path string, cfg Config, devOf func(*cpu.Backend) experts.Device, hs []experts.Device) (*placement, *gguf.File, ModelInfo, error) {
+	t.Helper()
 	f, err := gguf.OpenUnmapped(path)
 	if err != nil {
 		t.Fatal(err)
@@ -176,18 +201,12 @@ func placeOnStandIns(t *testing.T, path string, edit func(*Config), helpers int)
 	}
 	c := cpu.New(cpu.Options{Threads: 2})
 	p := &placement{backend: c, pins: newPinBudget(cfg, platform.WSL{}, true)}
-	if err := p.tiered(context.Background(), f, cfg, info, experts.HostDevice{Backend: c}, 8<<30, hs, func(Progress) {}); err != nil {
+	if err := p.tiered(context.Background(), f, cfg, info, devOf(c), 8<<30, hs, func(Progress) {}); err != nil {
 		p.close()
 		f.Close()
-		return nil, err
+		return nil, nil, info, err
 	}
-	m, err := openPlaced(context.Background(), f, cfg, info, p)
-	if err != nil {
-		p.close()
-		f.Close()
-		t.Fatal(err)
-	}
-	return m, nil
+	return p, f, info, nil
 }
 
 // TestPinnedBudgetOnAStandInGPU: placed as on a GPU, a 36 MiB budget shrinks the staging

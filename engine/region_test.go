@@ -11,10 +11,8 @@ import (
 	"strata/engine/compute/cpu"
 	"strata/engine/compute/gpu"
 	"strata/engine/experts"
-	"strata/engine/gguf"
 	"strata/engine/quant"
 	"strata/engine/synth"
-	"strata/platform"
 )
 
 // regionDevice is the CPU stand-in for a GPU that records the region reserved and what
@@ -73,30 +71,19 @@ func TestRegionHoldsWhatPlacementAsks(t *testing.T) {
 		t.Run(arch, func(t *testing.T) {
 			path := writeTinyPreset(t, arch)
 			for _, inHost := range []bool{false, true} {
-				cfg := DefaultConfig()
-				cfg.Threads, cfg.MaxContext, cfg.LearnProfile = 2, 64, false
-				cfg.TieredExperts, cfg.ExpertCache, cfg.HostBudgetGiB = true, 8, 1
-				f, err := gguf.OpenUnmapped(path)
+				var dev *regionDevice
+				p, f, info, err := placeTiered(t, path, standInConfig(), func(c *cpu.Backend) experts.Device {
+					dev = &regionDevice{HostDevice: experts.HostDevice{Backend: c}, inHost: map[string]bool{}}
+					if inHost {
+						return hostRegionDevice{dev}
+					}
+					return dev
+				}, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
-				info, err := describe(f)
-				if err != nil {
-					t.Fatal(err)
-				}
-				c := cpu.New(cpu.Options{Threads: 2})
-				dev := &regionDevice{HostDevice: experts.HostDevice{Backend: c}, inHost: map[string]bool{}}
-				var d experts.Device = dev
-				if inHost {
-					d = hostRegionDevice{dev}
-				}
-				p := &placement{backend: c, pins: newPinBudget(cfg, platform.WSL{}, true)}
-				err = p.tiered(context.Background(), f, cfg, info, d, 8<<30, nil, func(Progress) {})
 				p.close()
 				f.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
 				if inHost != (len(dev.inHost) > 0) {
 					t.Fatalf("in host %v: tensors placed in host memory %v", inHost, dev.inHost)
 				}
